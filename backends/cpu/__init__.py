@@ -1,0 +1,93 @@
+"""The NumPy CPU backend: every op, the fallback of every session and the in-process oracle.
+
+Memory: one ``numpy.uint8`` arena per session (and resize), laid out by the memory
+planner; each dynamic tensor is a C-contiguous view at its planned offset, so that
+``run`` allocates nothing for intermediate tensors. Constants are used in place
+(zero-copy views of the model file). BLAS threads are limited to ``num_threads``
+with threadpoolctl.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from mnnpy.backend import Backend, BackendConfig, Execution, Runtime, TensorInfo
+from mnnpy.backends.cpu.registry import executions
+from mnnpy.ir import Op
+from mnnpy.memory_planner import ALIGN
+
+
+class CPUBackend(Backend):
+    """Per-session CPU backend; handles are ndarrays (arena views or constants)."""
+
+    name = "cpu"
+
+    def __init__(self, runtime: CPURuntime, config: BackendConfig):
+        super().__init__(runtime, config)
+        self.arena = np.empty(0, np.uint8)
+        self.num_threads = config.num_threads or runtime.default_threads
+        self.pool = runtime.pool(self.num_threads)
+
+    def supports(self, op: Op, inputs: Sequence[TensorInfo], attrs: dict) -> tuple[bool, str]:
+        if op.type in executions():
+            return True, ""
+        return False, f"no CPU execution for {op.type}"
+
+    def can_alias(self, op: Op) -> bool:
+        return True
+
+    def create_execution(self, op, attrs, inputs, outputs) -> Execution | None:
+        cls = executions().get(op.type)
+        return None if cls is None else cls(self, op, attrs, inputs, outputs)
+
+    def allocate_arena(self, nbytes: int) -> None:
+        raw = np.empty(nbytes + ALIGN, np.uint8)
+        skip = (-raw.ctypes.data) % ALIGN
+        self.arena = raw[skip : skip + nbytes]
+
+    def acquire(self, tensor: TensorInfo, offset: int) -> np.ndarray:
+        view = self.arena[offset : offset + tensor.nbytes]
+        return view.view(tensor.dtype).reshape(tensor.shape)
+
+    def acquire_constant(self, tensor: TensorInfo) -> np.ndarray:
+        return tensor.value
+
+    def upload(self, src: np.ndarray, dst: np.ndarray) -> None:
+        np.copyto(dst, src)
+
+    def download(self, src: np.ndarray) -> np.ndarray:
+        return np.array(src)
+
+    def evaluate(self, op: Op, attrs: dict, values: list, specs: list) -> list[np.ndarray]:
+        """Run one op on fresh arrays (resize-time evaluation of small tensors, constant folding)."""
+        ins = [TensorInfo(-1, "", v.shape, v.dtype, v) if v is not None else None for v in values]
+        outs = [TensorInfo(-1, "", s[0], s[1]) if s is not None else None for s in specs]
+        out_arrays = [np.empty(s[0], s[1]) if s is not None else None for s in specs]
+        exe = self.create_execution(op, attrs, ins, outs)
+        exe.on_resize(list(values), out_arrays)
+        exe.on_execute(list(values), out_arrays)
+        return out_arrays
+
+
+class CPURuntime(Runtime):
+    """Process-wide CPU runtime: thread pools shared by sessions."""
+
+    name = "cpu"
+
+    def __init__(self):
+        import os
+
+        self.default_threads = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+        self._pools: dict[int, ThreadPoolExecutor] = {}
+
+    def pool(self, n: int) -> ThreadPoolExecutor:
+        """A shared pool of ``n`` worker threads (numpy releases the GIL in large ops)."""
+        if n not in self._pools:
+            self._pools[n] = ThreadPoolExecutor(n, thread_name_prefix="mnnpy-cpu")
+        return self._pools[n]
+
+    def create_backend(self, config: BackendConfig) -> CPUBackend:
+        return CPUBackend(self, config)

@@ -1,0 +1,1 @@
+"""CPU Executions, one module per op family; each registers with ``cpu_execution``."""

@@ -1,0 +1,148 @@
+"""CPU elementwise ops: unary activations/math and broadcasting binary ops.
+
+Every kernel writes into its planned output with numpy's ``out=`` (no temporaries
+beyond a scratch buffer sized at resize). Formulas: ONNX operators.md.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mnnpy.backend import Execution
+from mnnpy.backends.cpu.registry import cpu_execution
+
+
+def apply_activation(kind: str, params, y: np.ndarray, scratch: np.ndarray | None = None) -> None:
+    """In place: ``y = act(y)`` for a fused or standalone activation.
+
+    ``kind``: Relu, Clip (params min, max), HardSigmoid (alpha, beta), HardSwish
+    (``x * max(0, min(1, x/6 + 1/2))``), Sigmoid, LeakyRelu (alpha), Tanh.
+    ``scratch`` (same shape as ``y``) is needed for HardSwish.
+    """
+    if kind == "" or kind is None:
+        return
+    if kind == "Relu":
+        np.maximum(y, 0, out=y)
+    elif kind == "Clip":
+        lo, hi = params
+        np.clip(y, lo, hi, out=y)
+    elif kind == "HardSigmoid":
+        alpha, beta = params
+        np.multiply(y, alpha, out=y)
+        np.add(y, beta, out=y)
+        np.clip(y, 0, 1, out=y)
+    elif kind == "HardSwish":
+        np.multiply(y, 1 / 6, out=scratch)
+        np.add(scratch, 0.5, out=scratch)
+        np.clip(scratch, 0, 1, out=scratch)
+        np.multiply(y, scratch, out=y)
+    elif kind == "Sigmoid":
+        _sigmoid(y, y)
+    elif kind == "LeakyRelu":
+        (alpha,) = params
+        np.multiply(y, np.where(y < 0, y.dtype.type(alpha), y.dtype.type(1)), out=y)
+    elif kind == "Tanh":
+        np.tanh(y, out=y)
+    else:
+        raise ValueError(f"unknown activation {kind}")
+
+
+def _sigmoid(x: np.ndarray, out: np.ndarray) -> None:
+    """Numerically stable logistic: ``0.5 * (1 + tanh(x / 2))``."""
+    np.multiply(x, 0.5, out=out)
+    np.tanh(out, out=out)
+    np.add(out, 1, out=out)
+    np.multiply(out, 0.5, out=out)
+
+
+ACTIVATION_PARAMS = {
+    "HardSigmoid": lambda a: (a["alpha"], a["beta"]),
+    "LeakyRelu": lambda a: (a["alpha"],),
+}
+
+
+@cpu_execution("Relu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "LeakyRelu")
+class Activation(Execution):
+    """Unary activations, copied into the output then applied in place."""
+
+    def on_resize(self, inputs, outputs):
+        self.params = ACTIVATION_PARAMS.get(self.op.type, lambda a: ())(self.attrs)
+        self.scratch = np.empty_like(outputs[0]) if self.op.type == "HardSwish" else None
+
+    def on_execute(self, inputs, outputs):
+        x, y = inputs[0], outputs[0]
+        if self.op.type == "Relu":
+            np.maximum(x, 0, out=y)
+            return
+        if self.op.type == "Sigmoid":
+            _sigmoid(x, y)
+            return
+        np.copyto(y, x)
+        apply_activation(self.op.type, self.params, y, self.scratch)
+
+
+@cpu_execution("Sqrt")
+class Sqrt(Execution):
+    """``Y = sqrt(X)`` (NaN for negatives, as the spec says)."""
+
+    def on_execute(self, inputs, outputs):
+        np.sqrt(inputs[0], out=outputs[0])
+
+
+@cpu_execution("Identity")
+class Identity(Execution):
+    """``Y = X``; a no-op when the planner made Y share X's buffer."""
+
+    def on_resize(self, inputs, outputs):
+        self.shared = np.shares_memory(inputs[0], outputs[0]) if inputs[0].size else True
+
+    def on_execute(self, inputs, outputs):
+        if not self.shared:
+            np.copyto(outputs[0], inputs[0])
+
+
+_BINARY = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply}
+
+
+@cpu_execution("Add", "Sub", "Mul", "Div", "Pow")
+class Binary(Execution):
+    """``C = A op B`` with numpy broadcasting; integer Div truncates toward zero (C semantics)."""
+
+    def on_resize(self, inputs, outputs):
+        a, b = self.input_infos
+        t = self.op.type
+        if t == "Div":
+            self.fn = np.divide if a.dtype.kind == "f" else _int_div
+        elif t == "Pow":
+            self.fn = _pow
+        else:
+            self.fn = _BINARY[t]
+
+    def on_execute(self, inputs, outputs):
+        self.fn(inputs[0], inputs[1], out=outputs[0])
+
+
+def _int_div(a, b, out):
+    """Integer division truncating toward zero, as onnxruntime computes it."""
+    np.copyto(out, np.trunc(np.true_divide(a, b)).astype(out.dtype))
+
+
+def _pow(a, b, out):
+    """``a ** b`` in ``a``'s dtype (the exponent is cast, opset 12+)."""
+    if a.dtype.kind == "f":
+        np.power(a, b.astype(a.dtype, copy=False), out=out)
+    else:
+        np.copyto(out, np.power(a.astype(np.float64), b.astype(np.float64)).astype(out.dtype))
+
+
+@cpu_execution("Clip")
+class Clip(Execution):
+    """``output = min(max(input, min), max)``; absent bounds are unbounded."""
+
+    def on_execute(self, inputs, outputs):
+        lo = inputs[1] if len(inputs) > 1 and inputs[1] is not None else None
+        hi = inputs[2] if len(inputs) > 2 and inputs[2] is not None else None
+        if lo is None and hi is None:
+            np.copyto(outputs[0], inputs[0])
+        else:
+            np.clip(inputs[0], lo, hi, out=outputs[0])

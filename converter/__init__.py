@@ -1,0 +1,52 @@
+"""ONNX -> mnnpy converter: ``convert("model.onnx", "model.mnnpy")`` or ``mnnpy convert``.
+
+Pipeline: import (one converter function per ONNX op, opsets 7..newest, canonical
+forms) -> optimise (constant folding, BatchNormalization into Conv, activation into
+Conv, dead-code elimination) -> write (``mnnpy.model_file``).
+"""
+
+from __future__ import annotations
+
+import os
+
+import onnx
+
+import mnnpy
+from mnnpy import model_file
+from mnnpy.converter.importer import import_onnx
+from mnnpy.converter.optimize import optimize
+from mnnpy.errors import ModelFormatError
+from mnnpy.ir import Net
+
+PRODUCER = "mnnpy.converter"
+
+
+def to_net(model: str | os.PathLike | bytes | onnx.ModelProto, optimize_graph: bool = True) -> Net:
+    """ONNX model (path, bytes or ModelProto) -> Net. Raises ``ModelFormatError``/``UnsupportedOperatorError``."""
+    if isinstance(model, onnx.ModelProto):
+        proto = model
+    else:
+        try:
+            proto = onnx.load_from_string(model) if isinstance(model, bytes) else onnx.load(os.fspath(model))
+        except OSError as e:
+            raise ModelFormatError(f"cannot read ONNX model: {e}") from e
+        except Exception as e:  # protobuf's DecodeError and friends
+            raise ModelFormatError(f"not a valid ONNX model: {type(e).__name__}: {e}") from e
+    net = import_onnx(proto)
+    if optimize_graph:
+        optimize(net)
+    net.producer_name = PRODUCER
+    net.producer_version = mnnpy.__version__
+    return net
+
+
+def convert(model, output: str | os.PathLike | None = None, optimize_graph: bool = True) -> bytes:
+    """Convert an ONNX model to ``.mnnpy`` bytes, written to ``output`` when given."""
+    data = model_file.serialize(to_net(model, optimize_graph))
+    if output is not None:
+        with open(output, "wb") as f:
+            f.write(data)
+    return data
+
+
+__all__ = ["convert", "to_net", "PRODUCER"]

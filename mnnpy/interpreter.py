@@ -1,0 +1,94 @@
+"""Interpreter: a loaded model, from which sessions are created (MNN's Interpreter).
+
+>>> interp = mnnpy.Interpreter("model.mnnpy")
+>>> session = interp.create_session(backend="cpu", num_threads=2)
+>>> outputs = session.run({"x": image})          # {name: ndarray}
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from mnnpy import model_file
+from mnnpy.backend import BackendConfig, backend_availability, get_runtime, registered_backends
+from mnnpy.errors import BackendUnavailableError, InputError
+from mnnpy.ir import Net
+from mnnpy.session import IODesc, Session
+
+PRECISIONS = ("high", "normal", "low")
+
+
+class Interpreter:
+    """A validated model loaded from a path or bytes (``ModelFormatError`` when malformed)."""
+
+    def __init__(self, source: str | os.PathLike | bytes | Net):
+        self.net: Net = source if isinstance(source, Net) else model_file.load(source)
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        """Model metadata (key -> value), e.g. a recogniser's ``character`` list."""
+        return dict(self.net.metadata)
+
+    @property
+    def inputs(self) -> list[IODesc]:
+        """Graph inputs: name, shape (dynamic dims as names or None), dtype."""
+        g = self.net.main
+        return [IODesc(g.tensors[t].name, g.tensors[t].shape, g.tensors[t].dtype) for t in g.inputs]
+
+    @property
+    def outputs(self) -> list[IODesc]:
+        """Graph outputs: name, shape (dynamic dims as names or None), dtype."""
+        g = self.net.main
+        return [IODesc(g.tensors[t].name, g.tensors[t].shape, g.tensors[t].dtype) for t in g.outputs]
+
+    def create_session(
+        self,
+        backend: str | Sequence[str] = "cpu",
+        precision: str = "normal",
+        num_threads: int | None = None,
+    ) -> Session:
+        """A Session on ``backend``: a name, a preference list (``["opencl", "cpu"]``) or ``"auto"``.
+
+        ``precision``: "high" (fp32), "normal", "low" (fp16 where a backend supports it;
+        the CPU backend always computes in fp32). ``num_threads``: CPU threads (BLAS
+        and the backend's pool; process-wide for BLAS). Raises
+        ``BackendUnavailableError`` for a named backend that cannot run here.
+        """
+        if precision not in PRECISIONS:
+            raise InputError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+        if num_threads is not None and (not isinstance(num_threads, int) or num_threads < 1):
+            raise InputError(f"num_threads must be a positive int, got {num_threads!r}")
+        names = resolve_backends(backend)
+        config = BackendConfig(precision=precision, num_threads=num_threads)
+        if num_threads is not None:
+            from threadpoolctl import threadpool_limits
+
+            threadpool_limits(limits=num_threads, user_api="blas")
+        backends = [get_runtime(n).create_backend(config) for n in names]
+        return Session(self.net, backends)
+
+
+def resolve_backends(backend: str | Sequence[str]) -> list[str]:
+    """Preference list of backend names, CPU appended last; ``"auto"`` skips unavailable ones."""
+    if isinstance(backend, str):
+        if backend == "auto":
+            names = [n for n in registered_backends() if n != "cpu" and backend_availability(n)[0]]
+        else:
+            names = [backend]
+    else:
+        names = list(backend)
+    for n in names:
+        if not isinstance(n, str):
+            raise InputError(f"backend names must be strings, got {n!r}")
+        ok, reason = backend_availability(n)
+        if not ok:
+            raise BackendUnavailableError(f"backend '{n}' is unavailable: {reason}")
+    if "cpu" not in names:
+        names.append("cpu")
+    return list(dict.fromkeys(names))
+
+
+def load(source: str | os.PathLike | bytes, **session_options) -> Session:
+    """Short path: ``mnnpy.load(path).run({...})`` — an Interpreter and one Session."""
+    return Interpreter(source).create_session(**session_options)

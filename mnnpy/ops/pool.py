@@ -1,0 +1,54 @@
+"""Pooling: AveragePool, MaxPool, GlobalAveragePool (ONNX operators.md).
+
+``X: (N, C, *spatial) -> Y: (N, C, *out)``; window sizes follow
+``mnnpy.ops.common.window_output`` (pads, auto_pad, ceil_mode, dilations).
+"""
+
+from __future__ import annotations
+
+from mnnpy.ops.common import window_output
+from mnnpy.ops.conv import AUTO_PAD
+from mnnpy.ops.registry import Attr, op_schema
+
+_POOL = {
+    "auto_pad": Attr("string", "NOTSET", AUTO_PAD),
+    "ceil_mode": Attr("int", 0, (0, 1)),
+    "dilations": Attr("ints", []),
+    "kernel_shape": Attr("ints"),
+    "pads": Attr("ints", []),
+    "strides": Attr("ints", []),
+}
+
+
+def _pool(ctx):
+    x = ctx.shapes[0]
+    k = list(ctx.attrs["kernel_shape"])
+    if len(x) < 3 or len(k) != len(x) - 2:
+        ctx.fail(f"X must be (N, C, spatial...) with {len(k)} spatial dims for kernel_shape {k}")
+    a = ctx.attrs
+    out, _ = window_output(ctx, x[2:], k, a["strides"], a["dilations"], a["pads"], a["auto_pad"], a["ceil_mode"])
+    return [((x[0], x[1], *out), ctx.dtypes[0])]
+
+
+@op_schema("AveragePool", ["X"], attrs={**_POOL, "count_include_pad": Attr("int", 0, (0, 1))})
+def average_pool(ctx):
+    """AveragePool: mean over each window; pads counted in the divisor only with ``count_include_pad``."""
+    return _pool(ctx)
+
+
+@op_schema("MaxPool", ["X"], ["Y", "Indices"], attrs={**_POOL, "storage_order": Attr("int", 0, (0, 1))})
+def max_pool(ctx):
+    """MaxPool: max over each window (pads are -inf); optional ``Indices`` output (int64, flat NCHW)."""
+    (y,) = _pool(ctx)
+    import numpy as np
+
+    return [y, (y[0], np.dtype(np.int64))]
+
+
+@op_schema("GlobalAveragePool", ["X"])
+def global_average_pool(ctx):
+    """GlobalAveragePool: ``Y[n, c, 1, ...] = mean(X[n, c, ...])``."""
+    x = ctx.shapes[0]
+    if len(x) < 3:
+        ctx.fail("X must be (N, C, spatial...)")
+    return [((x[0], x[1]) + (1,) * (len(x) - 2), ctx.dtypes[0])]

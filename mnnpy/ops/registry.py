@@ -1,0 +1,230 @@
+"""Op schemas: each op declared once (inputs, outputs, attributes, shape function).
+
+One declaration serves the converter (canonical attribute set), the loader's
+validation (attribute names/types/choices), the SizeComputer (``infer``) and docs.
+Register with the ``op_schema`` decorator on the op's shape function; registering a
+type twice is an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from mnnpy.errors import ModelFormatError, ShapeError
+
+REQUIRED = object()  # default of an attribute that must be present
+
+ATTR_TYPES = ("int", "float", "string", "ints", "floats", "strings", "tensor", "graph")
+
+
+@dataclass(frozen=True)
+class Attr:
+    """An attribute: type (one of ``ATTR_TYPES``), default (``REQUIRED`` if none), allowed values."""
+
+    type: str
+    default: Any = REQUIRED
+    choices: tuple | None = None
+
+
+@dataclass(frozen=True)
+class In:
+    """An input: ``optional`` may be absent (-1); ``variadic`` takes the rest;
+    ``value``: the SizeComputer reads its *contents* (must be known at resize)."""
+
+    name: str
+    optional: bool = False
+    variadic: bool = False
+    value: bool = False
+
+
+@dataclass
+class OpSchema:
+    """Declaration of one op type. ``infer(ctx)`` returns ``[(shape, dtype), ...]`` per output.
+
+    ``alias``: index of an input whose buffer output 0 may share (reshape-like ops
+    that only change metadata); ``flops(ctx)`` estimates MFLOPs (optional).
+    """
+
+    type: str
+    inputs: tuple[In, ...]
+    outputs: tuple[str, ...]
+    attrs: dict[str, Attr]
+    infer: Callable[[ShapeContext], list[tuple[tuple[int, ...], np.dtype]]]
+    alias: int | None = None
+    variadic_outputs: bool = False
+    doc: str = ""
+
+    def value_inputs(self, n_inputs: int) -> list[int]:
+        """Indices of inputs whose values the shape function reads."""
+        out = []
+        for i in range(n_inputs):
+            spec = self.input_spec(i)
+            if spec is not None and spec.value:
+                out.append(i)
+        return out
+
+    def input_spec(self, i: int) -> In | None:
+        if i < len(self.inputs):
+            return self.inputs[i]
+        if self.inputs and self.inputs[-1].variadic:
+            return self.inputs[-1]
+        return None
+
+    def resolve_attrs(self, given: dict[str, Any], where: str) -> dict[str, Any]:
+        """Fill defaults and check names/types/choices; raises ``ModelFormatError``."""
+        out: dict[str, Any] = {}
+        for name in given:
+            if name not in self.attrs:
+                raise ModelFormatError(f"{where}: {self.type} has no attribute '{name}'")
+        for name, spec in self.attrs.items():
+            if name in given:
+                value = given[name]
+                _check_attr_type(value, spec, f"{where}: attribute '{name}'")
+                if spec.choices is not None and value not in spec.choices:
+                    raise ModelFormatError(
+                        f"{where}: attribute '{name}'={value!r} not one of {list(spec.choices)}"
+                    )
+                out[name] = value
+            elif spec.default is REQUIRED:
+                raise ModelFormatError(f"{where}: {self.type} requires attribute '{name}'")
+            else:
+                out[name] = spec.default
+        return out
+
+    def check_arity(self, n_in: int, n_out: int, where: str) -> None:
+        """Check input/output counts against the declaration; raises ``ModelFormatError``."""
+        required = sum(1 for s in self.inputs if not s.optional and not s.variadic)
+        variadic = bool(self.inputs) and self.inputs[-1].variadic
+        if n_in < required or (not variadic and n_in > len(self.inputs)):
+            raise ModelFormatError(
+                f"{where}: {self.type} takes {required}..{'n' if variadic else len(self.inputs)} inputs, got {n_in}"
+            )
+        if self.variadic_outputs:
+            if n_out < 1:
+                raise ModelFormatError(f"{where}: {self.type} needs at least one output")
+        elif not 1 <= n_out <= len(self.outputs):
+            raise ModelFormatError(f"{where}: {self.type} has {len(self.outputs)} outputs, got {n_out}")
+
+
+def _check_attr_type(value: Any, spec: Attr, where: str) -> None:
+    ok = {
+        "int": lambda v: isinstance(v, (int, np.integer)) and not isinstance(v, bool),
+        "float": lambda v: isinstance(v, (float, int, np.floating)),
+        "string": lambda v: isinstance(v, str),
+        "ints": lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, (int, np.integer)) for x in v),
+        "floats": lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, (float, int, np.floating)) for x in v),
+        "strings": lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v),
+        "tensor": lambda v: isinstance(v, np.ndarray),
+        "graph": lambda v: hasattr(v, "index"),
+    }[spec.type]
+    if not ok(value):
+        raise ModelFormatError(f"{where} must be of type {spec.type}, got {type(value).__name__}")
+
+
+class ShapeContext:
+    """What a shape function sees: the op, input shapes/dtypes, known input values, attributes.
+
+    ``values[i]`` is the contents of input ``i`` when known at resize (constants and
+    small tensors computed during resize), else ``None``. A shape function may call
+    ``set_value(k, array)`` to publish output ``k``'s contents (e.g. ``Shape``).
+    """
+
+    def __init__(self, op, schema: OpSchema, shapes, dtypes, values, attrs):
+        self.op = op
+        self.schema = schema
+        self.shapes: list[tuple[int, ...] | None] = shapes
+        self.dtypes: list[np.dtype | None] = dtypes
+        self.values: list[np.ndarray | None] = values
+        self.attrs: dict[str, Any] = attrs
+        self.out_values: dict[int, np.ndarray] = {}
+
+    def __getitem__(self, name: str) -> Any:
+        return self.attrs[name]
+
+    def has(self, i: int) -> bool:
+        """Whether optional input ``i`` is present."""
+        return i < len(self.shapes) and self.shapes[i] is not None
+
+    def value(self, i: int) -> np.ndarray:
+        """Contents of input ``i``; raises ``ShapeError`` when not known at resize."""
+        v = self.values[i] if i < len(self.values) else None
+        if v is None:
+            name = self.schema.input_spec(i).name if self.schema.input_spec(i) else str(i)
+            self.fail(f"the value of input '{name}' must be known at resize (a constant or computed from shapes)")
+        return v
+
+    def set_value(self, k: int, value: np.ndarray) -> None:
+        self.out_values[k] = value
+
+    def fail(self, rule: str):
+        """Raise ``ShapeError`` naming the op, its input shapes and the broken rule."""
+        raise ShapeError(f"{self.op.type} '{self.op.name}' with input shapes {self.shapes}: {rule}")
+
+
+_SCHEMAS: dict[str, OpSchema] = {}
+
+
+def op_schema(
+    type: str,
+    inputs: Sequence[In | str],
+    outputs: Sequence[str] = ("Y",),
+    attrs: dict[str, Attr] | None = None,
+    alias: int | None = None,
+    variadic_outputs: bool = False,
+):
+    """Decorator registering ``infer`` as the shape function of a new op schema.
+
+    Raises ``ValueError`` when ``type`` is already registered.
+    """
+
+    def deco(infer):
+        if type in _SCHEMAS:
+            raise ValueError(f"op schema {type} registered twice")
+        _SCHEMAS[type] = OpSchema(
+            type=type,
+            inputs=tuple(i if isinstance(i, In) else In(i) for i in inputs),
+            outputs=tuple(outputs),
+            attrs=dict(attrs or {}),
+            infer=infer,
+            alias=alias,
+            variadic_outputs=variadic_outputs,
+            doc=(infer.__doc__ or "").strip(),
+        )
+        return infer
+
+    return deco
+
+
+def get_schema(type: str) -> OpSchema | None:
+    """The schema registered for ``type``, or ``None``."""
+    _load_all()
+    return _SCHEMAS.get(type)
+
+
+def all_schemas() -> dict[str, OpSchema]:
+    """Every registered op schema, by type."""
+    _load_all()
+    return dict(_SCHEMAS)
+
+
+_loaded = False
+
+
+def _load_all() -> None:
+    """Import every module of ``mnnpy.ops`` once (each registers its schemas)."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    import importlib
+    import pkgutil
+
+    import mnnpy.ops as pkg
+
+    for m in pkgutil.iter_modules(pkg.__path__):
+        if m.name not in ("registry", "common"):
+            importlib.import_module(f"mnnpy.ops.{m.name}")

@@ -1,0 +1,69 @@
+"""Resize (opset-13+/18 form), ONNX operators.md #Resize.
+
+Output size per axis: ``sizes`` if given, else ``floor(in * scale)``. The converter
+turns Upsample and opset-10/11 Resize into this form (scales or sizes, never both).
+"""
+
+from __future__ import annotations
+
+import math
+
+from mnnpy.ops.common import norm_axis
+from mnnpy.ops.registry import Attr, In, op_schema
+
+COORD_MODES = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric", "tf_crop_and_resize")
+
+
+def resize_scales_sizes(ctx) -> tuple[list[float], list[int]]:
+    """Per-axis (scales, output sizes) after ``axes`` and ``keep_aspect_ratio_policy``."""
+    x = ctx.shapes[0]
+    r = len(x)
+    axes = [norm_axis(ctx, a, r, "axes entry") for a in ctx.attrs["axes"]] or list(range(r))
+    has_scales = ctx.has(2) and ctx.value(2).size > 0
+    has_sizes = ctx.has(3) and ctx.value(3).size > 0
+    if has_scales == has_sizes:
+        ctx.fail("exactly one of scales and sizes must be given")
+    scales, sizes = [1.0] * r, list(x)
+    if has_scales:
+        vals = [float(v) for v in ctx.value(2).reshape(-1)]
+        if len(vals) != len(axes) or any(v <= 0 for v in vals):
+            ctx.fail(f"scales {vals} must be positive, one per axis of {axes}")
+        for a, s in zip(axes, vals):
+            scales[a], sizes[a] = s, int(math.floor(x[a] * s))
+    else:
+        vals = [int(v) for v in ctx.value(3).reshape(-1)]
+        if len(vals) != len(axes) or any(v <= 0 for v in vals):
+            ctx.fail(f"sizes {vals} must be positive, one per axis of {axes}")
+        policy = ctx.attrs["keep_aspect_ratio_policy"]
+        if policy != "stretch":
+            pick = min if policy == "not_larger" else max
+            s = pick(vals[i] / x[a] for i, a in enumerate(axes))
+            vals = [int(round(s * x[a])) for a in axes]
+            for a in axes:
+                scales[a] = s
+        for i, a in enumerate(axes):
+            sizes[a] = vals[i]
+            if policy == "stretch":
+                scales[a] = vals[i] / x[a]
+    return scales, sizes
+
+
+@op_schema(
+    "Resize",
+    ["X", In("roi", optional=True, value=True), In("scales", optional=True, value=True), In("sizes", optional=True, value=True)],
+    attrs={
+        "antialias": Attr("int", 0, (0,)),
+        "axes": Attr("ints", []),
+        "coordinate_transformation_mode": Attr("string", "half_pixel", COORD_MODES),
+        "cubic_coeff_a": Attr("float", -0.75),
+        "exclude_outside": Attr("int", 0, (0, 1)),
+        "extrapolation_value": Attr("float", 0.0),
+        "keep_aspect_ratio_policy": Attr("string", "stretch", ("stretch", "not_larger", "not_smaller")),
+        "mode": Attr("string", "nearest", ("nearest", "linear", "cubic")),
+        "nearest_mode": Attr("string", "round_prefer_floor", ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")),
+    },
+)
+def resize(ctx):
+    """Resize: nearest/linear/cubic interpolation on any axes; see ``resize_scales_sizes``."""
+    _, sizes = resize_scales_sizes(ctx)
+    return [(tuple(sizes), ctx.dtypes[0])]

@@ -1,0 +1,323 @@
+"""Session: a model prepared on an ordered list of backends; ``resize`` plans, ``run`` computes.
+
+Resize (once per distinct set of input shapes; the last ``RESIZE_CACHE`` are kept):
+SizeComputer -> Schedule -> memory plan per backend (one arena each) -> one
+Execution per op, ``on_resize``. Run: copy inputs in, ``on_execute`` each op, copy
+partition borders, copy outputs out. Nothing is allocated for intermediate tensors.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from mnnpy.backend import Backend, Execution, TensorInfo
+from mnnpy.errors import InputError, ShapeError
+from mnnpy.ir import Graph, Net
+from mnnpy.memory_planner import Lifetime, MemoryPlan, plan_memory
+from mnnpy.ops import get_schema
+from mnnpy.schedule import Schedule, build_schedule
+from mnnpy.size_computer import SizeResult, compute_sizes
+
+RESIZE_CACHE = 4
+
+
+@dataclass(frozen=True)
+class IODesc:
+    """A graph input or output: name, shape (ints for fixed dims, str/None for dynamic), dtype."""
+
+    name: str
+    shape: tuple[int | str | None, ...] | None
+    dtype: np.dtype
+
+
+@dataclass
+class _Plan:
+    sizes: SizeResult
+    schedule: Schedule
+    memory: list[MemoryPlan]
+    handles: list[dict[int, Any]]
+    executions: dict[int, Execution]
+    steps: list[tuple[int, list[tuple[int, Any, Any]], list[tuple[Execution, list, list]]]] = field(default_factory=list)
+
+
+class Session:
+    """A model prepared for ``run`` on ``backends`` (preference order, CPU last).
+
+    Created by ``Interpreter.create_session``. Not thread-safe: one run at a time.
+    """
+
+    def __init__(self, net: Net, backends: list[Backend]):
+        self.net = net
+        self.graph: Graph = net.main
+        self.backends = backends
+        self._cpu = next(b for b in backends if b.name == "cpu")
+        self._attrs = [get_schema(op.type).resolve_attrs(op.attrs, f"op '{op.name}'") for op in self.graph.ops]
+        self._plans: OrderedDict[tuple, _Plan] = OrderedDict()
+        self._plan: _Plan | None = None
+        self._lock = threading.Lock()
+        g = self.graph
+        self._input_index = {g.tensors[t].name: t for t in g.inputs}
+        self.resize_count = 0
+
+    # -- descriptions -------------------------------------------------------------------
+    @property
+    def inputs(self) -> list[IODesc]:
+        """Graph inputs: name, declared shape (dynamic dims as names or None), dtype."""
+        return [self._desc(t) for t in self.graph.inputs]
+
+    @property
+    def outputs(self) -> list[IODesc]:
+        """Graph outputs as declared in the model (shapes after a run: ``output_shapes``)."""
+        return [self._desc(t) for t in self.graph.outputs]
+
+    def _desc(self, t: int) -> IODesc:
+        d = self.graph.tensors[t]
+        return IODesc(d.name, d.shape, d.dtype)
+
+    @property
+    def output_shapes(self) -> dict[str, tuple[int, ...]]:
+        """Output shapes of the current resize (raises ``InputError`` before the first)."""
+        if self._plan is None:
+            raise InputError("no resize yet: call run() or resize() first")
+        return {self.graph.tensors[t].name: self._plan.sizes.shapes[t] for t in self.graph.outputs}
+
+    def partitions(self) -> str:
+        """The current Schedule, printed: partitions, their ops, fallback reasons."""
+        if self._plan is None:
+            self.resize(self._default_shapes())
+        return self._plan.schedule.describe(self.graph)
+
+    def _default_shapes(self) -> dict[str, tuple[int, ...]]:
+        """Declared input shapes with every dynamic dim set to 1 (for describing)."""
+        return {d.name: tuple(s if isinstance(s, int) and s >= 0 else 1 for s in (d.shape or ())) for d in self.inputs}
+
+    # -- resize -------------------------------------------------------------------------
+    def resize(self, shapes: Mapping[str, tuple[int, ...]]) -> None:
+        """Plan for these input shapes (name -> shape). Raises ``InputError``/``ShapeError``."""
+        with self._lock:
+            self._plan = self._get_plan(self._check_shapes(shapes))
+
+    def _check_shapes(self, shapes: Mapping[str, Any]) -> dict[int, tuple[int, ...]]:
+        unknown = [n for n in shapes if n not in self._input_index]
+        if unknown:
+            raise InputError(f"unknown input name(s) {unknown}; the model's inputs are {list(self._input_index)}")
+        missing = [n for n in self._input_index if n not in shapes]
+        if missing:
+            raise InputError(f"missing input(s) {missing}")
+        out = {}
+        for name, shape in shapes.items():
+            t = self._input_index[name]
+            declared = self.graph.tensors[t].shape
+            shape = tuple(int(d) for d in shape)
+            if declared is not None:
+                if len(shape) != len(declared):
+                    raise InputError(f"input '{name}': rank {len(shape)} {shape}, expected rank {len(declared)} {tuple(declared)}")
+                for i, (got, want) in enumerate(zip(shape, declared)):
+                    if isinstance(want, int) and want >= 0 and got != want:
+                        raise InputError(f"input '{name}': dim {i} is {got}, expected {want} (shape {tuple(declared)})")
+            if any(d < 0 for d in shape):
+                raise InputError(f"input '{name}': negative dim in {shape}")
+            out[t] = shape
+        return out
+
+    def _get_plan(self, shapes: dict[int, tuple[int, ...]]) -> _Plan:
+        key = tuple(sorted(shapes.items()))
+        plan = self._plans.get(key)
+        if plan is not None:
+            self._plans.move_to_end(key)
+            return plan
+        try:
+            plan = self._build_plan(shapes)
+        except ShapeError as e:
+            raise ShapeError(f"input shapes {self._named(shapes)}: {e}") from None
+        self._plans[key] = plan
+        while len(self._plans) > RESIZE_CACHE:
+            self._plans.popitem(last=False)
+        self.resize_count += 1
+        return plan
+
+    def _named(self, shapes: dict[int, tuple]) -> dict[str, tuple]:
+        return {self.graph.tensors[t].name: s for t, s in shapes.items()}
+
+    def _build_plan(self, shapes: dict[int, tuple[int, ...]]) -> _Plan:
+        g = self.graph
+        sizes = compute_sizes(g, shapes, self._attrs, self._evaluate)
+        infos = {
+            t: TensorInfo(t, g.tensors[t].name, sizes.shapes[t], sizes.dtypes[t], sizes.values.get(t))
+            for t in sizes.shapes
+        }
+        schedule = build_schedule(g, sizes.runtime_ops, self.backends, infos, self._attrs)
+        for b in self.backends:
+            b.on_resize_begin()
+        memory, handles = self._plan_memory(sizes, schedule, infos)
+        executions: dict[int, Execution] = {}
+        steps = []
+        for part in schedule.partitions:
+            backend = self.backends[part.backend]
+            h = handles[part.backend]
+            copies = [(t, handles[self._home(schedule, t)][t], h[t]) for t in part.copies_in]
+            runs = []
+            for i in part.ops:
+                op = g.ops[i]
+                ins = [infos[t] if t >= 0 else None for t in op.inputs]
+                outs = [infos[t] if t >= 0 else None for t in op.outputs]
+                exe = backend.create_execution(op, self._attrs[i], ins, outs)
+                in_h = [h[t] if t >= 0 else None for t in op.inputs]
+                out_h = [h[t] if t >= 0 else None for t in op.outputs]
+                exe.on_resize(in_h, out_h)
+                executions[i] = exe
+                runs.append((exe, in_h, out_h))
+            steps.append((part.backend, copies, runs))
+        for b in self.backends:
+            b.on_resize_end()
+        return _Plan(sizes, schedule, memory, handles, executions, steps)
+
+    def _home(self, schedule: Schedule, t: int) -> int:
+        for i in reversed(range(len(self.graph.ops))):
+            if t in self.graph.ops[i].outputs and i in schedule.backend_of:
+                return schedule.backend_of[i]
+        raise AssertionError(f"tensor {t} has no producer")
+
+    def _plan_memory(self, sizes: SizeResult, schedule: Schedule, infos: dict[int, TensorInfo]):
+        """Lifetimes per backend (in step units) -> arena offsets -> tensor handles."""
+        g = self.graph
+        n_b = len(self.backends)
+        first: list[dict[int, int]] = [dict() for _ in range(n_b)]
+        last: list[dict[int, int]] = [dict() for _ in range(n_b)]
+        alias: list[dict[int, int]] = [dict() for _ in range(n_b)]
+        end = len(g.ops) + 1
+
+        def touch(b, t, step):
+            first[b].setdefault(t, step)
+            last[b][t] = max(last[b].get(t, step), step)
+
+        for part in schedule.partitions:
+            b = part.backend
+            start = part.ops[0]
+            for t in part.copies_in:
+                touch(self._home(schedule, t), t, start)
+                touch(b, t, start)
+            for i in part.ops:
+                op = g.ops[i]
+                for t in op.inputs:
+                    if t >= 0 and t not in sizes.values:
+                        touch(b, t, -1 if t in g.inputs else i)
+                for t in op.outputs:
+                    if t >= 0:
+                        touch(b, t, i)
+                schema = get_schema(op.type)
+                src = op.inputs[schema.alias] if schema.alias is not None else -1
+                if src >= 0 and src not in sizes.values and op.outputs[0] >= 0 and self.backends[b].can_alias(op):
+                    alias[b][op.outputs[0]] = src
+        for t in g.outputs:
+            if t not in sizes.values:
+                for b in range(n_b):
+                    if t in first[b]:
+                        touch(b, t, end)
+        memory, handles = [], []
+        for b, backend in enumerate(self.backends):
+            def root(t, b=b):
+                while t in alias[b]:
+                    t = alias[b][t]
+                return t
+
+            spans: dict[int, list[int]] = {}
+            for t in first[b]:
+                r = root(t)
+                s = spans.setdefault(r, [first[b][t], last[b][t], infos[r].nbytes])
+                s[0], s[1] = min(s[0], first[b][t]), max(s[1], last[b][t])
+            plan = plan_memory([Lifetime(r, s[2], s[0], s[1]) for r, s in spans.items()])
+            backend.allocate_arena(plan.arena_bytes)
+            h = {t: backend.acquire(infos[t], plan.offsets[root(t)]) for t in first[b]}
+            for t, v in sizes.values.items():
+                h[t] = backend.acquire_constant(infos[t])
+            memory.append(plan)
+            handles.append(h)
+        return memory, handles
+
+    def _evaluate(self, op_index: int, attrs: dict, values: list, specs: list) -> list[np.ndarray]:
+        """Compute one small op at resize on the CPU backend (see SizeComputer)."""
+        op = self.graph.ops[op_index]
+        return self._cpu.evaluate(op, attrs, values, specs)
+
+    # -- run ----------------------------------------------------------------------------
+    def run(self, feeds: Mapping[str, Any], output_names: list[str] | None = None) -> dict[str, np.ndarray]:
+        """Compute the outputs for ``feeds`` (input name -> array-like).
+
+        Returns output name -> new ndarray. Resizes first when the input shapes differ
+        from the last run's. Raises ``InputError`` (wrong name, missing input, wrong
+        rank/dtype/shape) or ``ShapeError`` (shapes the model cannot take).
+        """
+        arrays = self._check_feeds(feeds)
+        with self._lock:
+            shapes = {t: a.shape for t, a in arrays.items()}
+            plan = self._plan
+            if plan is None or any(plan.sizes.shapes[t] != s for t, s in shapes.items()):
+                plan = self._plan = self._get_plan(self._check_shapes({self.graph.tensors[t].name: s for t, s in shapes.items()}))
+            for t, a in arrays.items():
+                for b, h in enumerate(plan.handles):
+                    if t in h:
+                        self.backends[b].upload(a, h[t])
+            for b, copies, runs in plan.steps:
+                backend = self.backends[b]
+                backend.on_execute_begin()
+                for t, src, dst in copies:
+                    backend.upload(self.backends[self._home(plan.schedule, t)].download(src), dst)
+                for exe, ins, outs in runs:
+                    exe.on_execute(ins, outs)
+                backend.on_execute_end()
+            return self._collect(plan, arrays, output_names)
+
+    def _collect(self, plan: _Plan, arrays: dict[int, np.ndarray], output_names) -> dict[str, np.ndarray]:
+        g = self.graph
+        wanted = g.outputs
+        if output_names is not None:
+            names = {g.tensors[t].name: t for t in g.outputs}
+            bad = [n for n in output_names if n not in names]
+            if bad:
+                raise InputError(f"unknown output name(s) {bad}; the model's outputs are {list(names)}")
+            wanted = [names[n] for n in output_names]
+        out = {}
+        for t in wanted:
+            name = g.tensors[t].name
+            if t in plan.sizes.values:
+                out[name] = np.array(plan.sizes.values[t])
+            elif t in g.inputs:
+                out[name] = np.array(arrays[t])
+            else:
+                b = self._home(plan.schedule, t)
+                out[name] = self.backends[b].download(plan.handles[b][t])
+        return out
+
+    def _check_feeds(self, feeds: Mapping[str, Any]) -> dict[int, np.ndarray]:
+        if not isinstance(feeds, Mapping):
+            raise InputError(f"run() takes a dict of input name -> array, got {type(feeds).__name__}")
+        self._check_names(feeds)
+        out = {}
+        for name, value in feeds.items():
+            t = self._input_index[name]
+            want = self.graph.tensors[t].dtype
+            a = np.asarray(value)
+            if a.dtype != want:
+                if a.dtype.kind == want.kind == "f" and not isinstance(value, np.ndarray):
+                    a = a.astype(want)  # Python floats/lists
+                elif a.dtype.kind == want.kind == "i" and not isinstance(value, np.ndarray):
+                    a = a.astype(want)
+                else:
+                    raise InputError(f"input '{name}': dtype {a.dtype}, expected {want}")
+            out[t] = a
+        return out
+
+    def _check_names(self, feeds: Mapping[str, Any]) -> None:
+        unknown = [n for n in feeds if n not in self._input_index]
+        if unknown:
+            raise InputError(f"unknown input name(s) {unknown}; the model's inputs are {list(self._input_index)}")
+        missing = [n for n in self._input_index if n not in feeds]
+        if missing:
+            raise InputError(f"missing input(s) {missing}; the model's inputs are {list(self._input_index)}")
