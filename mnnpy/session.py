@@ -207,7 +207,9 @@ class Session:
                 op = g.ops[i]
                 for t in op.inputs:
                     if t >= 0 and t not in sizes.values:
-                        touch(b, t, -1 if t in g.inputs else i)
+                        if t in g.inputs:
+                            touch(b, t, -1)  # written by run() before the first op
+                        touch(b, t, i)
                 for t in op.outputs:
                     if t >= 0:
                         touch(b, t, i)

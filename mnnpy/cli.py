@@ -1,0 +1,247 @@
+"""The ``mnnpy`` command: ``convert``, ``info``, ``run`` (and more registered with ``command``).
+
+Each subcommand is an entry of ``COMMANDS``: a name, a help line, a function adding
+its arguments to an ``argparse`` parser, and a handler ``fn(args) -> exit code``.
+Another module adds one with the ``command`` decorator, or lazily: an entry
+``name: (module, help)`` in ``LAZY_COMMANDS``, where ``module`` defines
+``add_arguments(parser)`` and ``run(args) -> int`` and is imported only when that
+subcommand is asked for (``mnnpy demo`` -> ``mnnpy.demo``). Errors from
+mnnpy (``MnnpyError``) print ``error: ...`` on stderr and exit 2, without a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from mnnpy.errors import InputError, MnnpyError
+
+
+@dataclass(frozen=True)
+class Command:
+    """A subcommand: ``configure(parser)`` adds its arguments; ``run(args)`` returns the exit code."""
+
+    name: str
+    help: str
+    configure: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+COMMANDS: dict[str, Command] = {}
+# subcommands defined elsewhere: name -> (module with add_arguments/run, help line)
+LAZY_COMMANDS: dict[str, tuple[str, str]] = {
+    "demo": ("mnnpy.demo", "read a line of text with PP-OCR (detection + recognition) and time each stage"),
+}
+
+
+def command(name: str, help: str, configure: Callable[[argparse.ArgumentParser], None] = lambda p: None):
+    """Register the decorated ``fn(args) -> int`` as subcommand ``name``; twice is an error."""
+
+    def deco(fn):
+        if name in COMMANDS:
+            raise ValueError(f"mnnpy subcommand '{name}' registered twice")
+        COMMANDS[name] = Command(name, help, configure, fn)
+        return fn
+
+    return deco
+
+
+# ------------------------------------------------------------------------------ convert
+def _convert_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("onnx", help="input ONNX model")
+    p.add_argument("output", help="output .mnnpy file")
+    p.add_argument("--no-optimize", action="store_true", help="skip the graph optimisations")
+
+
+@command("convert", "convert an ONNX model to .mnnpy", _convert_args)
+def _convert(args) -> int:
+    from mnnpy import model_file
+    from mnnpy.converter import to_net
+    from mnnpy.converter.optimize import op_counts, optimize
+
+    net = to_net(args.onnx, optimize_graph=False)
+    before = op_counts(net)
+    if not args.no_optimize:
+        optimize(net)
+    after = op_counts(net)
+    data = model_file.serialize(net)
+    try:
+        with open(args.output, "wb") as f:
+            f.write(data)
+    except OSError as e:
+        raise InputError(f"cannot write {args.output}: {e}") from None
+    print(f"ops: {sum(before.values())} -> {sum(after.values())}")
+    for t in sorted(set(before) | set(after), key=lambda t: (-before[t], t)):
+        print(f"  {t:<24} {before[t]:>5} -> {after[t]:>5}")
+    print(f"wrote {args.output}: {len(data)} bytes ({len(data) / 2**20:.2f} MiB)")
+    return 0
+
+
+# --------------------------------------------------------------------------------- info
+def _dims(shape) -> str:
+    if shape is None:
+        return "(rank unknown)"
+    return "(" + ", ".join(str(d) if isinstance(d, int) else (d or "?") for d in shape) + ")"
+
+
+@command("info", "describe a .mnnpy model", lambda p: p.add_argument("model", help=".mnnpy file"))
+def _info(args) -> int:
+    from mnnpy.interpreter import Interpreter
+
+    interp = Interpreter(args.model)
+    net = interp.net
+    print(f"model: {args.model}")
+    print(f"format version: {net.format_version}")
+    print(f"producer: {net.producer_name or '?'} {net.producer_version}".rstrip())
+    print("inputs:")
+    for d in interp.inputs:
+        print(f"  {d.name}: {d.dtype} {_dims(d.shape)}")
+    print("outputs:")
+    for d in interp.outputs:
+        print(f"  {d.name}: {d.dtype} {_dims(d.shape)}")
+    counts: dict[str, int] = {}
+    for op in net.main.ops:
+        counts[op.type] = counts.get(op.type, 0) + 1
+    print(f"ops: {sum(counts.values())}" + (f" (+{len(net.graphs) - 1} subgraphs)" if len(net.graphs) > 1 else ""))
+    for t, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+        print(f"  {t:<24} {n:>5}")
+    print("metadata:" + ("" if net.metadata else " (none)"))
+    for k, v in net.metadata.items():
+        shown = repr(v) if len(v) <= 40 and "\n" not in v else f"<{len(v)} characters>"
+        print(f"  {k}: {shown}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------- run
+DEFAULT_DYNAMIC_DIM = 64  # a dynamic dim other than the first (batch, default 1) when --shape is absent
+
+
+def _run_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help=".mnnpy file")
+    p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy", help="an input from a .npy file")
+    p.add_argument("--shape", action="append", default=[], metavar="NAME=D0,D1,...", help="shape of a random input")
+    p.add_argument("--backend", default="cpu", help="backend name, a comma-separated preference list, or auto")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads")
+    p.add_argument("--repeat", type=int, default=10, help="timed runs after the first (default 10)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+
+
+def _pairs(items: Sequence[str], what: str) -> dict[str, str]:
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise InputError(f"{what} must look like NAME=VALUE, got {item!r}")
+        out[name] = value
+    return out
+
+
+def _random_inputs(interp, shapes: dict[str, tuple[int, ...]], rng: np.random.Generator) -> dict[str, np.ndarray]:
+    feeds = {}
+    for d in interp.inputs:
+        if d.name in shapes:
+            shape = shapes[d.name]
+        elif d.shape is None:
+            raise InputError(f"input '{d.name}' has unknown rank: give --shape {d.name}=D0,D1,...")
+        else:
+            shape = tuple(
+                s if isinstance(s, int) and s >= 0 else (1 if i == 0 else DEFAULT_DYNAMIC_DIM) for i, s in enumerate(d.shape)
+            )
+        if d.dtype.kind == "f":
+            feeds[d.name] = rng.random(shape, dtype=np.float64).astype(d.dtype)
+        elif d.dtype.kind == "b":
+            feeds[d.name] = rng.random(shape) < 0.5
+        else:
+            feeds[d.name] = rng.integers(0, 10, shape).astype(d.dtype)
+    return feeds
+
+
+@command("run", "run a .mnnpy model on given or random inputs and time it", _run_args)
+def _run(args) -> int:
+    from mnnpy.interpreter import Interpreter
+
+    if args.repeat < 0:
+        raise InputError("--repeat must be >= 0")
+    interp = Interpreter(args.model)
+    names = {d.name for d in interp.inputs}
+    files, shapes = _pairs(args.input, "--input"), {}
+    for name, text in _pairs(args.shape, "--shape").items():
+        try:
+            shapes[name] = tuple(int(s) for s in text.split(",") if s.strip() != "")
+        except ValueError:
+            raise InputError(f"--shape {name}={text}: dims must be integers separated by commas") from None
+    for name in list(files) + list(shapes):
+        if name not in names:
+            raise InputError(f"unknown input name '{name}'; the model's inputs are {sorted(names)}")
+    feeds = _random_inputs(interp, shapes, np.random.default_rng(args.seed))
+    for name, path in files.items():
+        try:
+            feeds[name] = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise InputError(f"--input {name}={path}: cannot read .npy file: {e}") from None
+    backend = args.backend.split(",") if "," in args.backend else args.backend
+    session = interp.create_session(backend=backend, num_threads=args.threads)
+    t0 = time.perf_counter()
+    outputs = session.run(feeds)
+    first = (time.perf_counter() - t0) * 1e3
+    times = []
+    for _ in range(args.repeat):
+        t0 = time.perf_counter()
+        session.run(feeds)
+        times.append((time.perf_counter() - t0) * 1e3)
+    for name, a in feeds.items():
+        print(f"input  {name}: {a.dtype} {tuple(a.shape)}")
+    for name, a in outputs.items():
+        flat = a.reshape(-1)[:6]
+        print(f"output {name}: {a.dtype} {tuple(a.shape)} first values {np.array2string(flat, precision=5, separator=', ')}")
+    median = f"{statistics.median(times):.3f} ms (median of {len(times)})" if times else "n/a (--repeat 0)"
+    print(f"latency: first {first:.3f} ms, {median}")
+    return 0
+
+
+# --------------------------------------------------------------------------------- main
+def _load_lazy(name: str) -> None:
+    """Register lazy subcommand ``name`` by importing its module."""
+    module_name, help = LAZY_COMMANDS[name]
+    module = importlib.import_module(module_name)
+    COMMANDS[name] = Command(name, help, module.add_arguments, module.run)
+
+
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The top-level parser; a lazy subcommand's module is imported only when ``argv`` names it."""
+    from mnnpy import __version__
+
+    for name in LAZY_COMMANDS:
+        if name in argv and name not in COMMANDS:
+            _load_lazy(name)
+    parser = argparse.ArgumentParser(prog="mnnpy", description="MNN-style inference engine: convert, inspect and run models")
+    parser.add_argument("--version", action="version", version=f"mnnpy {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for c in COMMANDS.values():
+        c.configure(sub.add_parser(c.name, help=c.help, description=c.help))
+    for name, (_, help) in LAZY_COMMANDS.items():
+        if name not in COMMANDS:
+            sub.add_parser(name, help=help)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``mnnpy`` console script; returns the exit code (2 on ``MnnpyError``)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(argv).parse_args(argv)
+    try:
+        return int(COMMANDS[args.command].run(args) or 0)
+    except MnnpyError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,113 @@
+"""The ONNX converter's contract: errors for what it cannot take, what survives conversion."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from mnnpy.converter import PRODUCER, convert, to_net
+from onnx import helper
+
+import mnnpy
+from mnnpy import model_file
+from tests.oracle import make_model, rand
+
+
+def _relu_model(rng, **kw):
+    x = rand(rng, 2, 3)
+    return make_model([helper.make_node("Relu", ["x"], ["y"])], {"x": x}, ["y"], **kw), x
+
+
+def test_unsupported_ops_listed_once_with_counts(rng):
+    x = rand(rng, 2, 3)
+    nodes = [
+        helper.make_node("Foo", ["x"], ["a"]),
+        helper.make_node("Relu", ["a"], ["b"]),
+        helper.make_node("Foo", ["b"], ["c"]),
+        helper.make_node("Bar", ["c"], ["y"]),
+    ]
+    with pytest.raises(mnnpy.UnsupportedOperatorError) as e:
+        to_net(make_model(nodes, {"x": x}, ["y"]))
+    assert e.value.missing == {"Foo": 2, "Bar": 1}
+    msg = str(e.value)
+    assert msg.count("Foo") == 1 and msg.count("Bar") == 1
+    assert "Foo (x2)" in msg and "Bar (x1)" in msg
+    assert isinstance(e.value, mnnpy.MnnpyError)
+
+
+def test_custom_domain_op(rng):
+    x = rand(rng, 2, 3)
+    nodes = [helper.make_node("Relu", ["x"], ["y"], domain="com.example")]
+    model = make_model(nodes, {"x": x}, ["y"])
+    model.opset_import.append(helper.make_opsetid("com.example", 1))
+    with pytest.raises(mnnpy.UnsupportedOperatorError) as e:
+        to_net(model)
+    assert e.value.missing == {"com.example::Relu": 1}
+
+
+def test_unsupported_op_inside_subgraph_is_counted(rng):
+    x = rand(rng, 2, 3)
+    body = helper.make_graph([helper.make_node("Baz", ["x"], ["z"])], "then", [], [helper.make_empty_tensor_value_info("z")])
+    cond = np.array(True)
+    nodes = [helper.make_node("If", ["cond"], ["y"], then_branch=body, else_branch=body)]
+    with pytest.raises(mnnpy.UnsupportedOperatorError) as e:
+        to_net(make_model(nodes, {"x": x, "cond": cond}, ["y"]))
+    assert e.value.missing.get("Baz") == 2
+
+
+@pytest.mark.parametrize("opset", [6, onnx.defs.onnx_opset_version() + 1])
+def test_opset_out_of_range(rng, opset):
+    model, _ = _relu_model(rng)
+    model.opset_import[0].version = opset
+    with pytest.raises(mnnpy.ModelFormatError, match=f"opset {opset}"):
+        to_net(model)
+
+
+def test_no_default_opset(rng):
+    model, _ = _relu_model(rng)
+    del model.opset_import[:]
+    with pytest.raises(mnnpy.ModelFormatError, match="opset"):
+        to_net(model)
+
+
+@pytest.mark.parametrize("data", [b"", b"\x00\x01garbage\xff" * 7, bytes(range(256)) * 4])
+def test_garbage_onnx_bytes(data):
+    try:
+        to_net(data)
+    except mnnpy.ModelFormatError:
+        pass  # empty bytes parse as an empty ModelProto: that too must be a ModelFormatError
+    else:
+        pytest.fail("no ModelFormatError")
+
+
+def test_missing_onnx_file(tmp_path):
+    with pytest.raises(mnnpy.ModelFormatError):
+        to_net(tmp_path / "absent.onnx")
+
+
+def test_metadata_names_and_producer_survive(rng, tmp_path):
+    model, x = _relu_model(rng, input_shapes={"x": ["batch", 3]})
+    onnx.helper.set_model_props(model, {"character": "甲\n乙\n", "author": "tests"})
+    src = tmp_path / "m.onnx"
+    onnx.save(model, src)
+    dst = tmp_path / "m.mnnpy"
+    convert(src, dst)
+    net = model_file.load(dst)
+    assert net.metadata == {"character": "甲\n乙\n", "author": "tests"}
+    assert net.producer_name == PRODUCER == "mnnpy.converter"
+    assert net.producer_version == mnnpy.__version__
+    interp = mnnpy.Interpreter(dst)
+    assert [i.name for i in interp.inputs] == ["x"] and interp.inputs[0].shape == ("batch", 3)
+    assert [o.name for o in interp.outputs] == ["y"]
+    out = interp.create_session().run({"x": x})
+    np.testing.assert_array_equal(out["y"], np.maximum(x, 0))
+
+
+def test_convert_returns_bytes_and_no_optimize_keeps_ops(rng):
+    x = rand(rng, 2, 3)
+    nodes = [helper.make_node("Identity", ["x"], ["i"]), helper.make_node("Relu", ["i"], ["y"])]
+    model = make_model(nodes, {"x": x}, ["y"])
+    raw = model_file.load(convert(model, optimize_graph=False))
+    opt = model_file.load(convert(model))
+    assert [o.type for o in raw.main.ops] == ["Identity", "Relu"]
+    assert [o.type for o in opt.main.ops] == ["Relu"]

