@@ -42,7 +42,7 @@ class ConvertContext:
         """Add a constant tensor and return its name."""
         arr = np.asarray(value, dtype=dtype)
         name = name or self.fresh("const")
-        arr = np.ascontiguousarray(arr)
+        arr = np.require(arr, requirements="C")  # np.ascontiguousarray would make 0-d arrays 1-d
         self.index[name] = self.graph.add_tensor(TensorDesc(name, arr.dtype, tuple(arr.shape), arr))
         return name
 

@@ -65,7 +65,7 @@ class GraphView:
         while name in names:
             k += 1
             name = f"{hint}_{k}"
-        value = np.ascontiguousarray(value)
+        value = np.require(value, requirements="C")  # keeps 0-d scalars 0-d
         return self.g.add_tensor(TensorDesc(name, value.dtype, tuple(value.shape), value))
 
 

@@ -42,7 +42,7 @@ def fold_constants(graph: Graph) -> int:
         for t, value in zip(op.outputs, results):
             if t >= 0:
                 desc = graph.tensors[t]
-                value = np.ascontiguousarray(value)
+                value = np.require(value, requirements="C")  # keeps 0-d scalars 0-d
                 desc.data, desc.dtype, desc.shape = value, value.dtype, tuple(value.shape)
         dead.add(i)
     graph.ops = [op for i, op in enumerate(graph.ops) if i not in dead]
