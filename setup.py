@@ -1,22 +1,25 @@
 """Packaging: the top-level folders map onto installed names (see DESIGN.md)."""
 
-from setuptools import setup
+from setuptools import find_packages, setup
+
+ROOTS = {"mnnpy": "mnnpy", "mnnpy.backends": "backends", "mnnpy.converter": "converter"}
+
+
+def _packages() -> list[str]:
+    """Every package under the three top-level folders, under its installed name."""
+    out = []
+    for name, folder in ROOTS.items():
+        out.append(name)
+        out += [f"{name}.{p}" for p in find_packages(folder) if not (name == "mnnpy" and p.split(".")[0] in ("backends", "converter"))]
+    return sorted(set(out))
+
 
 setup(
     name="mnnpy",
     version="0.1.0",
     description="An MNN-style multi-backend neural-network inference engine in Python",
     python_requires=">=3.10",
-    packages=[
-        "mnnpy",
-        "mnnpy.ops",
-        "mnnpy.schema",
-        "mnnpy.backends",
-        "mnnpy.backends.cpu",
-        "mnnpy.backends.cpu.ops",
-        "mnnpy.converter",
-        "mnnpy.converter.onnx_ops",
-    ],
+    packages=_packages(),
     package_dir={
         "mnnpy": "mnnpy",
         "mnnpy.backends": "backends",
