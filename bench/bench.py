@@ -7,11 +7,12 @@ Run it with OpenBLAS's overrides unset (this machine sets them, and they slow Nu
 Models: MobileNetV2 and ResNet-18 (``bench/make_models.py``, 1x3x224x224), PP-OCRv4
 det (1x3x640x640) and rec (1x3x48x320) (``mnnpy.models``). Both engines get the same
 thread count (default 2: onnxruntime ``intra_op_num_threads=2, inter_op_num_threads=1``,
-mnnpy ``num_threads=2``). After a warm-up, the two engines alternate run by run (the
-order flips every run) on the same seeded input, so machine noise hits both alike.
+mnnpy ``num_threads=2``). After a warm-up, the two engines alternate in blocks of
+``BLOCK`` runs (the order flips every block) on the same seeded input, so machine noise
+hits both alike.
 Reported, in ms: median and min latency of each, the ratio mnnpy/onnxruntime (of the
-medians), the time to create a session (mnnpy: load the converted file + create the
-session; conversion is listed apart) and the first run (mnnpy: includes resize).
+medians), the time to create a session (mnnpy: load the converted file, create the session and
+resize it for the input shape; conversion is listed apart) and the first run.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 BLAS_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+BLOCK = 5  # runs per engine before switching engines
+SETTLE_S = 0.2  # pause at each switch: both engines' worker threads spin-wait after a run,
+# and would otherwise steal the cores from the other engine's next runs
 
 
 def _ms(t0: float) -> float:
@@ -75,6 +79,7 @@ def bench_model(onnx_bytes: bytes, shape: tuple[int, ...], threads: int, runs: i
     r["convert"] = _ms(t0)
     t0 = time.perf_counter()
     sm = mnnpy.Interpreter(data).create_session(backend="cpu", num_threads=threads)
+    sm.resize({name: shape})  # prepare for this input shape (MNN: resizeSession)
     r["mnn_create"] = _ms(t0)
     t0 = time.perf_counter()
     sm.run({name: x})
@@ -82,11 +87,14 @@ def bench_model(onnx_bytes: bytes, shape: tuple[int, ...], threads: int, runs: i
 
     engines = [lambda: so.run(None, {name: x}), lambda: sm.run({name: x})]
     times: list[list[float]] = [[], []]
-    for i in range(warmup + runs):
-        for k in (0, 1) if i % 2 == 0 else (1, 0):
-            t0 = time.perf_counter()
-            engines[k]()
-            if i >= warmup:
+    for _ in range(warmup):
+        engines[0](), engines[1]()
+    for i in range(0, runs, BLOCK):
+        for k in (0, 1) if (i // BLOCK) % 2 == 0 else (1, 0):
+            time.sleep(SETTLE_S)
+            for _ in range(min(BLOCK, runs - i)):
+                t0 = time.perf_counter()
+                engines[k]()
                 times[k].append(_ms(t0))
     for key, t in zip(("ort", "mnn"), times):
         r[f"{key}_median"], r[f"{key}_min"] = statistics.median(t), min(t)

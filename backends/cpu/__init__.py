@@ -3,8 +3,10 @@
 Memory: one ``numpy.uint8`` arena per session (and resize), laid out by the memory
 planner; each dynamic tensor is a C-contiguous view at its planned offset, so that
 ``run`` allocates nothing for intermediate tensors. Constants are used in place
-(zero-copy views of the model file). BLAS threads are limited to ``num_threads``
-with threadpoolctl.
+(zero-copy views of the model file). Matrix products use up to ``num_threads`` BLAS
+threads, chosen per product (``blas.py``); other work runs on the calling thread
+unless it is very large (measured: splitting it over Python threads beside spinning
+BLAS workers cost more than it gained).
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from mnnpy.backend import Backend, BackendConfig, Execution, Runtime, TensorInfo
+from mnnpy.backends.cpu.blas import BlasThreads
 from mnnpy.backends.cpu.registry import executions
+from mnnpy.backends.cpu.scratch import scratch
 from mnnpy.ir import Op
 from mnnpy.memory_planner import ALIGN
 
@@ -44,7 +48,7 @@ class CPUBackend(Backend):
         return None if cls is None else cls(self, op, attrs, inputs, outputs)
 
     def allocate_arena(self, nbytes: int) -> None:
-        raw = np.zeros(nbytes + ALIGN, np.uint8)  # touched now, so the first run takes no page faults
+        raw = scratch(nbytes + ALIGN, np.uint8)  # pages mapped now, not during the first run
         skip = (-raw.ctypes.data) % ALIGN
         self.arena = raw[skip : skip + nbytes]
 
@@ -82,6 +86,7 @@ class CPURuntime(Runtime):
 
         self.default_threads = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
         self._pools: dict[int, ThreadPoolExecutor] = {}
+        self.blas = BlasThreads()
 
     def pool(self, n: int) -> ThreadPoolExecutor:
         """A shared pool of ``n`` worker threads (numpy releases the GIL in large ops)."""

@@ -26,14 +26,18 @@ import math
 
 import numpy as np
 from mnnpy.backends.cpu.ops.elementwise import apply_activation
+from mnnpy.backends.cpu.blas import MatMul
 from mnnpy.backends.cpu.registry import cpu_execution
+from mnnpy.backends.cpu.scratch import scratch, scratch_like
 
 from mnnpy.backend import Execution
 from mnnpy.ops import ShapeContext, get_schema
 from mnnpy.ops.common import window_output
 from mnnpy.ops.conv import conv_transpose_pads
 
-PARALLEL_MIN = 1 << 15  # elements: smaller work runs on the calling thread only
+PARALLEL_MIN = 1 << 22  # elements: smaller copies/elementwise work stay on the calling thread (measured)
+DEPTHWISE_PARALLEL_MIN = 1 << 17  # elements of a depthwise grid split over the backend's threads (measured)
+SMALL_GRID = 400  # depthwise grids up to this many positions per channel use a batched matmul (measured)
 
 
 def shape_context(exe: Execution) -> ShapeContext:
@@ -113,7 +117,7 @@ class _Pointwise:
 
     fused_bias = False
 
-    def __init__(self, x, w, y, g):
+    def __init__(self, exe, x, w, y, g):
         n, c, m = x.shape[0], x.shape[1], w.shape[0]
         hw = math.prod(x.shape[2:])
         if n == 1 and g == 1:
@@ -121,12 +125,13 @@ class _Pointwise:
         else:
             self.w = view_as(w, (g, m // g, c // g))
             self.x, self.y = view_as(x, (n, g, c // g, hw)), view_as(y, (n, g, m // g, hw))
+        self.mm = MatMul(exe.backend, self.w, self.x, self.y)
 
     def prepare(self, w, b):
         pass  # self.w is a view of the weight tensor (constant or the same arena view every run)
 
     def run(self, exe):
-        np.matmul(self.w, self.x, out=self.y)
+        self.mm()
 
 
 class _Im2col:
@@ -139,7 +144,7 @@ class _Im2col:
         cg, kernel, nd = c // g, w.shape[2:], len(w.shape) - 2
         kk, ll = math.prod(kernel), math.prod(out)
         rows = cg * kk + (bias is not None)
-        self.col = np.zeros((n, g, rows, ll), x.dtype)
+        self.col = scratch((n, g, rows, ll), x.dtype)
         if bias is not None:
             self.col[:, :, -1, :] = 1
         body = view_as(self.col[:, :, : cg * kk, :], (n, g, cg, *kernel, *out))
@@ -150,12 +155,12 @@ class _Im2col:
             if s is not None:
                 head = (slice(None),) * 3
                 self.copies.append((body[head + tap + s[0]], xg[head + s[1]]))
-        self.w = np.empty((g, m // g, rows), x.dtype)
+        self.w = scratch((g, m // g, rows), x.dtype)
         self.cgkk = cg * kk
         if n == 1 and g == 1:
-            self.mm = (self.w[0], self.col[0, 0], view_as(y, (m, ll)))
+            self.mm = MatMul(exe.backend, self.w[0], self.col[0, 0], view_as(y, (m, ll)))
         else:
-            self.mm = (self.w, self.col, view_as(y, (n, g, m // g, ll)))
+            self.mm = MatMul(exe.backend, self.w, self.col, view_as(y, (n, g, m // g, ll)))
         parts = workers(exe.backend, self.col.size)
         step = -(-len(self.copies) // parts)
         self.tasks = [lambda cs=self.copies[i : i + step]: self._copy(cs) for i in range(0, len(self.copies), step)]
@@ -173,7 +178,61 @@ class _Im2col:
 
     def run(self, exe):
         parallel(exe.backend, self.tasks)
-        np.matmul(*self.mm[:2], out=self.mm[2])
+        self.mm()
+
+
+class _Kn2row:
+    """Stride-1 2-D Conv with few output channels (``M <= C/2``), kn2row (Anderson et al.,
+    "Low-memory GEMM-based convolution algorithms", 2017): no im2col of X.
+
+    X is copied into a flat zero-padded ``(C, Hp*Wp)`` buffer; one GEMM
+    ``Z (K*M, Hp*Wp) = W (K*M, C) @ X_pad`` gives every tap's partial result, and the
+    output on the wide ``(Ho, Wp)`` grid is the sum of the K row blocks of Z, each
+    shifted by its tap's offset ``i*d_h*Wp + j*d_w``; the crop to ``(Ho, Wo)`` adds the bias.
+    """
+
+    fused_bias = True
+
+    def __init__(self, exe, x, w, y, bias, out, strides, dil, pads):
+        n, c, h, wd = x.shape
+        m, kh, kw = w.shape[0], w.shape[2], w.shape[3]
+        (dh, dw), (pt, pl, pb, pr) = dil, pads
+        hp, wp = h + pt + pb, wd + pl + pr
+        ho, wo = out
+        self.n, self.m, self.kk, size = n, m, kh * kw, hp * wp
+        self.offsets = [i * dh * wp + j * dw for i in range(kh) for j in range(kw)]
+        self.span = (ho - 1) * wp + wo  # wide positions that hold every valid output
+        self.pad = scratch((n, c, size), x.dtype)
+        self.fill = (view_as(self.pad, (n, c, hp, wp))[:, :, pt : pt + h, pl : pl + wd], x)
+        self.w = scratch((self.kk * m, c), x.dtype)
+        self.z = scratch((n, self.kk * m, size), x.dtype)
+        self.mms = [MatMul(exe.backend, self.w, self.pad[i], self.z[i]) for i in range(n)]
+        self.acc = scratch((n, m, ho * wp), x.dtype)
+        self.crop = view_as(self.acc, (n, m, ho, wp))[:, :, :, :wo]
+        self.y = y
+        self.b = scratch((m, 1, 1), x.dtype) if bias is not None else None
+
+    def prepare(self, w, b):
+        # row block t of self.w is tap t's (M, C) weight slice
+        np.copyto(view_as(self.w, (self.kk, self.m, -1)), np.moveaxis(w.reshape(self.m, -1, self.kk), 2, 0))
+        if b is not None:
+            np.copyto(self.b, b.reshape(-1, 1, 1))
+
+    def run(self, exe):
+        np.copyto(*self.fill)
+        span, m = self.span, self.m
+        for i, mm in enumerate(self.mms):
+            mm()
+            z, acc = self.z[i], self.acc[i, :, :span]
+            o0, o1 = self.offsets[0], self.offsets[1]
+            np.add(z[:m, o0 : o0 + span], z[m : 2 * m, o1 : o1 + span], out=acc)
+            for t in range(2, self.kk):
+                o = self.offsets[t]
+                np.add(acc, z[t * m : (t + 1) * m, o : o + span], out=acc)
+        if self.b is not None:
+            np.add(self.crop, self.b, out=self.y)
+        else:
+            np.copyto(self.y, self.crop)
 
 
 class _Depthwise:
@@ -202,7 +261,7 @@ class _Depthwise:
         for _, ph, _ in taps:
             if ph in phases:
                 continue
-            buf = phases[ph] = np.zeros(nc * p + margin, x.dtype)
+            buf = phases[ph] = scratch(nc * p + margin, x.dtype)
             h0, w0 = (ph[0] - pt) % sh, (ph[1] - pl) % sw
             if h0 < h and w0 < wd:
                 src = xs[:, h0::sh, w0::sw]
@@ -210,16 +269,19 @@ class _Depthwise:
                 grid = view_as(buf[: nc * p], (nc, hq, wq))
                 self.fills.append((grid[:, r0 : r0 + src.shape[1], c0 : c0 + src.shape[2]], src))
         self.taps = [(t, view_as(phases[ph][off : off + nc * p], (nc, p))) for t, ph, off in taps]
-        self.wide = np.empty((nc, p), x.dtype)
-        self.tmp = np.empty((nc, p), x.dtype)
+        self.wide = scratch((nc, p), x.dtype)
+        self.tmp = scratch((nc, p), x.dtype)
         self.crop = view_as(self.wide, (nc, hq, wq))[:, :ho, :wo]
         self.y = view_as(y, (nc, ho, wo))
-        self.w = np.empty((nc, kh * kw), x.dtype)
-        self.b = np.empty((nc, 1, 1), x.dtype) if bias is not None else None
+        self.w = scratch((nc, kh * kw), x.dtype)
+        self.b = scratch((nc, 1, 1), x.dtype) if bias is not None else None
         act = exe.attrs["activation"]
         self.act = (act, tuple(exe.attrs["activation_params"]))
-        self.scratch = np.empty_like(self.y) if act == "HardSwish" else None
-        self.tasks = [lambda r=r: self._range(*r) for r in split(nc, workers(exe.backend, nc * p))]
+        self.scratch = scratch_like(self.y) if act == "HardSwish" else None
+        # small grids: taps gathered into (NC, K, P) and one batched (1 x K) @ (K x P) product
+        self.cols = scratch((nc, kh * kw, p), x.dtype) if p <= SMALL_GRID else None
+        parts = exe.backend.num_threads if nc * p >= DEPTHWISE_PARALLEL_MIN else 1
+        self.tasks = [lambda r=r: self._range(*r) for r in split(nc, parts)]
 
     def prepare(self, w, b):
         np.copyto(self.w, np.tile(w.reshape(-1, self.w.shape[1]), (self.n, 1)))
@@ -239,6 +301,12 @@ class _Depthwise:
 
     def _block(self, a, b):
         acc, tmp, w = self.wide[a:b], self.tmp[a:b], self.w[a:b]
+        if self.cols is not None:
+            cols = self.cols[a:b]
+            for t, src in self.taps:
+                np.copyto(cols[:, t], src[a:b])
+            np.matmul(w[:, None, :], cols, out=acc[:, None, :])
+            return
         t0, src0 = self.taps[0]
         np.multiply(src0[a:b], w[:, t0 : t0 + 1], out=acc)
         for t, src in self.taps[1:]:
@@ -278,16 +346,18 @@ class Conv(Execution):
             return
         pointwise = all(k == 1 for k in w.shape[2:]) and all(s == 1 for s in strides) and not any(pads)
         if pointwise:
-            self.kernel = _Pointwise(x, w, y, g)
+            self.kernel = _Pointwise(self, x, w, y, g)
         elif x.ndim == 4 and g == c == m:
             self.kernel = _Depthwise(self, x, w, y, b, out, strides, dil, pads)
+        elif x.ndim == 4 and g == 1 and all(s == 1 for s in strides) and 2 * m <= c and w.shape[2] * w.shape[3] > 1:
+            self.kernel = _Kn2row(self, x, w, y, b, out, strides, dil, pads)
         else:
             self.kernel = _Im2col(self, x, w, y, b, out, strides, dil, pads)
         act = self.attrs["activation"]
         self.act = (act, tuple(self.attrs["activation_params"]))
         self.y2 = view_as(y, (n, m, -1))
         self.bias = None if b is None or self.kernel.fused_bias else view_as(b, (m, 1))
-        self.scratch = np.empty_like(self.y2) if act == "HardSwish" else None
+        self.scratch = scratch_like(self.y2) if act == "HardSwish" else None
         self.kernel.prepare(w, b)
 
     def on_execute(self, inputs, outputs):
@@ -325,9 +395,9 @@ class ConvTranspose(Execution):
         if self.empty:
             return
         ins, outs, kk, ll = x.shape[2:], y.shape[2:], math.prod(kernel), math.prod(x.shape[2:])
-        self.wt = np.empty((g, mg * kk, cg), x.dtype)
-        self.cols = np.empty((n, g, mg * kk, ll), x.dtype)
-        self.mm = (self.wt, view_as(x, (n, g, cg, ll)), self.cols)
+        self.wt = scratch((g, mg * kk, cg), x.dtype)
+        self.cols = scratch((n, g, mg * kk, ll), x.dtype)
+        self.mm = MatMul(self.backend, self.wt, view_as(x, (n, g, cg, ll)), self.cols)
         cols = view_as(self.cols, (n, g, mg, *kernel, *ins))
         yg = view_as(y, (n, g, mg, *outs))
         # Y[o] gets cols[k, i] where o = i*s + k*d - pb; clip i to outputs inside [0, O).
@@ -362,7 +432,7 @@ class ConvTranspose(Execution):
             return
         if not self.const:
             self.prepare(inputs[1])
-        np.matmul(*self.mm[:2], out=self.mm[2])
+        self.mm()
         y = outputs[0]
         if self.zero:
             y.fill(0)

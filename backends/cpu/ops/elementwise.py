@@ -10,6 +10,7 @@ import numpy as np
 
 from mnnpy.backend import Execution
 from mnnpy.backends.cpu.registry import cpu_execution
+from mnnpy.backends.cpu.scratch import scratch_like
 
 
 def apply_activation(kind: str, params, y: np.ndarray, scratch: np.ndarray | None = None) -> None:
@@ -67,7 +68,7 @@ class Activation(Execution):
 
     def on_resize(self, inputs, outputs):
         self.params = ACTIVATION_PARAMS.get(self.op.type, lambda a: ())(self.attrs)
-        self.scratch = np.empty_like(outputs[0]) if self.op.type == "HardSwish" else None
+        self.scratch = scratch_like(outputs[0]) if self.op.type == "HardSwish" else None
 
     def on_execute(self, inputs, outputs):
         x, y = inputs[0], outputs[0]

@@ -10,7 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 from mnnpy.backend import Execution
+from mnnpy.backends.cpu.blas import MatMul as BlasMatMul
 from mnnpy.backends.cpu.registry import cpu_execution
+from mnnpy.backends.cpu.scratch import scratch
 
 
 @cpu_execution("BatchNormalization")
@@ -26,8 +28,8 @@ class BatchNormalization(Execution):
         c = x.shape[1] if len(x.shape) > 1 else 1
         bshape = (c,) + (1,) * max(0, len(x.shape) - 2)
         self.const = all(info is not None and info.value is not None for info in self.input_infos[1:5])
-        self.s = np.empty(c, x.dtype)
-        self.t = np.empty(c, x.dtype)
+        self.s = scratch(c, x.dtype)
+        self.t = scratch(c, x.dtype)
         self.s_b, self.t_b = self.s.reshape(bshape), self.t.reshape(bshape)
         if self.const:
             self._params(inputs)
@@ -57,7 +59,7 @@ class Softmax(Execution):
         self.axis = self.attrs["axis"] % len(shape)
         red = list(shape)
         red[self.axis] = 1
-        self.scratch = np.empty(red, self.output_infos[0].dtype)
+        self.scratch = scratch(red, self.output_infos[0].dtype)
 
     def on_execute(self, inputs, outputs):
         x, y, m = inputs[0], outputs[0], self.scratch
@@ -80,13 +82,12 @@ class MatMul(Execution):
 
     def on_resize(self, inputs, outputs):
         a, b, y = inputs[0], inputs[1], outputs[0]
-        self.args = (a, b, y)
         if a.ndim > 2 and b.ndim == 2 and a.flags.c_contiguous and y.flags.c_contiguous:
-            self.args = (a.reshape(-1, a.shape[-1]), b, y.reshape(-1, y.shape[-1]))
+            a, y = a.reshape(-1, a.shape[-1]), y.reshape(-1, y.shape[-1])
+        self.mm = BlasMatMul(self.backend, a, b, y)
 
     def on_execute(self, inputs, outputs):
-        a, b, y = self.args
-        np.matmul(a, b, out=y)
+        self.mm()
 
 
 @cpu_execution("Gemm")
@@ -117,11 +118,12 @@ class Gemm(Execution):
             self.c = np.asarray(inputs[2] * self.beta if beta != 1 else inputs[2], dtype=dt)
         elif has_c:
             self.c_raw = inputs[2]
-            self.scratch = np.empty(inputs[2].shape, dt) if beta != 1 else None
+            self.scratch = scratch(inputs[2].shape, dt) if beta != 1 else None
+        self.mm = BlasMatMul(self.backend, self.a, self.b, outputs[0])
 
     def on_execute(self, inputs, outputs):
         y = outputs[0]
-        np.matmul(self.a, self.b, out=y)
+        self.mm()
         if self.alpha is not None:
             np.multiply(y, self.alpha, out=y)
         if self.c is not None:

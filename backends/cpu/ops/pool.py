@@ -21,6 +21,7 @@ from mnnpy.backends.cpu.ops.conv import (
     workers,
 )
 from mnnpy.backends.cpu.registry import cpu_execution
+from mnnpy.backends.cpu.scratch import scratch
 
 from mnnpy.backend import Execution
 
@@ -75,7 +76,7 @@ class Pool(Execution):
         self.fill = _lowest(x.dtype) if self.is_max else 0
         if ind is not None:
             ind3 = view_as(ind, (nc, *out))
-            self.mask = np.empty((nc, *out), bool)
+            self.mask = scratch((nc, *out), bool)
             order = spatial if a["storage_order"] == 0 else spatial[::-1]
             flat = np.arange(math.prod(spatial), dtype=np.int64).reshape(order)
             flat = flat if a["storage_order"] == 0 else flat.transpose(*range(nd - 1, -1, -1))

@@ -7,6 +7,7 @@ import numpy as np
 from mnnpy.backend import Execution
 from mnnpy.backends.cpu.ops.shape_ops import shape_context
 from mnnpy.backends.cpu.registry import cpu_execution
+from mnnpy.backends.cpu.scratch import scratch
 from mnnpy.ops.reduce import reduce_axes
 
 
@@ -24,7 +25,7 @@ class ReduceMean(Execution):
         self.count = int(np.prod([x.shape[a] for a in self.axes], dtype=np.int64))
         self.scratch = None
         if x.dtype.kind != "f" and self.axes:
-            self.scratch = np.empty(outputs[0].shape, np.float64)
+            self.scratch = scratch(outputs[0].shape, np.float64)
 
     def on_execute(self, inputs, outputs):
         x, y = inputs[0], outputs[0]

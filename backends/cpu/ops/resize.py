@@ -23,6 +23,7 @@ import math
 import numpy as np
 from mnnpy.backends.cpu.ops.conv import shape_context, view_as
 from mnnpy.backends.cpu.registry import cpu_execution
+from mnnpy.backends.cpu.scratch import scratch, scratch_like
 
 from mnnpy.backend import Execution
 from mnnpy.ops.resize import resize_scales_sizes
@@ -173,14 +174,14 @@ class Resize(Execution):
         shape, passes, src = list(x.shape), [], x
         for k, ax in enumerate(order):
             shape[ax] = y.shape[ax]
-            dst = y if k == len(order) - 1 else np.empty(shape, x.dtype)
+            dst = y if k == len(order) - 1 else scratch(shape, x.dtype)
             c, outside = maps[ax]
             idx, w = interp_taps(c, mode, src.shape[ax], a, exclude_outside)
             pre, post = math.prod(shape[:ax]), math.prod(shape[ax + 1 :])
             s3, d3 = view_as(src, (pre, src.shape[ax], post)), view_as(dst, (pre, shape[ax], post))
             wt = w.astype(x.dtype).reshape(len(w), 1, -1, 1)
             m = None if outside is None else outside.reshape(1, -1, 1)
-            passes.append((s3, d3, idx, wt, m, np.empty_like(d3)))
+            passes.append((s3, d3, idx, wt, m, scratch_like(d3)))
             src = dst
 
         def run():
