@@ -10,7 +10,9 @@ def _packages() -> list[str]:
     out = []
     for name, folder in ROOTS.items():
         out.append(name)
-        out += [f"{name}.{p}" for p in find_packages(folder) if not (name == "mnnpy" and p.split(".")[0] in ("backends", "converter"))]
+        out += [
+            f"{name}.{p}" for p in find_packages(folder) if not (name == "mnnpy" and p.split(".")[0] in ("backends", "converter"))
+        ]
     return sorted(set(out))
 
 

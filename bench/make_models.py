@@ -49,14 +49,19 @@ class _Builder:
         fan_in = cin // groups * k * k
         w = self.rng.normal(0.0, np.sqrt(2.0 / fan_in), (cout, cin // groups, k, k))
         p = k // 2 if pad is None else pad
-        return self.node("Conv", [x, self.const(w)], kernel_shape=[k, k], strides=[stride, stride],
-                         pads=[p, p, p, p], group=groups)
+        return self.node(
+            "Conv", [x, self.const(w)], kernel_shape=[k, k], strides=[stride, stride], pads=[p, p, p, p], group=groups
+        )
 
     def bn(self, x: str, c: int, gamma: float = 1.0) -> str:
         """Inference BatchNormalization with random statistics (var > 0)."""
         r = self.rng
-        params = [gamma * (1 + 0.1 * r.standard_normal(c)), 0.1 * r.standard_normal(c),
-                  0.1 * r.standard_normal(c), r.uniform(0.5, 1.5, c)]
+        params = [
+            gamma * (1 + 0.1 * r.standard_normal(c)),
+            0.1 * r.standard_normal(c),
+            0.1 * r.standard_normal(c),
+            r.uniform(0.5, 1.5, c),
+        ]
         return self.node("BatchNormalization", [x] + [self.const(p, "bn") for p in params], epsilon=1e-5)
 
     def relu6(self, x: str) -> str:

@@ -121,7 +121,20 @@ def import_onnx(model: onnx.ModelProto) -> Net:
     g = model.graph
     for init in list(g.initializer):
         arr = numpy_helper.to_array(init)
-        if arr.dtype not in (np.float32, np.float16, np.float64, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.int64, np.uint32, np.uint64, np.bool_):
+        if arr.dtype not in (
+            np.float32,
+            np.float16,
+            np.float64,
+            np.int8,
+            np.uint8,
+            np.int16,
+            np.uint16,
+            np.int32,
+            np.int64,
+            np.uint32,
+            np.uint64,
+            np.bool_,
+        ):
             raise ModelFormatError(f"initializer '{init.name}': dtype {arr.dtype} is not supported")
         ctx.const(arr, init.name)
     inits = {i.name for i in g.initializer}

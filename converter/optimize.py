@@ -26,7 +26,6 @@ from mnnpy.converter.passes.fuse_conv import (
     fuse_activation,
 )
 from mnnpy.converter.passes.hardswish import fuse_hardswish
-
 from mnnpy.ir import Graph, Net
 
 

@@ -62,7 +62,9 @@ class Execution:
     ``on_resize`` and every ``on_execute`` until the next resize.
     """
 
-    def __init__(self, backend: Backend, op: Op, attrs: dict[str, Any], inputs: Sequence[TensorInfo], outputs: Sequence[TensorInfo]):
+    def __init__(
+        self, backend: Backend, op: Op, attrs: dict[str, Any], inputs: Sequence[TensorInfo], outputs: Sequence[TensorInfo]
+    ):
         self.backend = backend
         self.op = op
         self.attrs = attrs
@@ -98,7 +100,9 @@ class Backend:
         """Whether output 0 of a reshape-like op may share its input's buffer on this backend."""
         return False
 
-    def create_execution(self, op: Op, attrs: dict, inputs: Sequence[TensorInfo], outputs: Sequence[TensorInfo]) -> Execution | None:
+    def create_execution(
+        self, op: Op, attrs: dict, inputs: Sequence[TensorInfo], outputs: Sequence[TensorInfo]
+    ) -> Execution | None:
         """A new Execution for ``op``, or ``None`` when unsupported."""
         raise NotImplementedError
 

@@ -25,6 +25,7 @@ DEFAULT_TEXT = "mnnpy reads this line 2026"
 
 def load_pipeline(backend: str = "cpu", use_cls: bool = True, num_threads: int | None = None):
     """``(det, rec, cls or None, alphabet)`` runners for ``backend`` (models fetched/converted)."""
+
     def path(kind: str):
         return models.ocr_model_path(kind) if backend == "onnxruntime" else models.ocr_mnnpy_path(kind)
 

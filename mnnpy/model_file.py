@@ -135,8 +135,14 @@ def _build(net: Net, blobs, placement, data_start: int) -> bytes:
                 name = builder.CreateString(key)
                 s = builder.CreateString(value) if kind == "string" else None
                 ints = vec_int(fb.AttributeStartIntsVector, [int(v) for v in value], "int64") if kind == "ints" else None
-                floats = vec_int(fb.AttributeStartFloatsVector, [float(v) for v in value], "float32") if kind == "floats" else None
-                strings = vec_off(fb.AttributeStartStringsVector, [builder.CreateString(v) for v in value]) if kind == "strings" else None
+                floats = (
+                    vec_int(fb.AttributeStartFloatsVector, [float(v) for v in value], "float32") if kind == "floats" else None
+                )
+                strings = (
+                    vec_off(fb.AttributeStartStringsVector, [builder.CreateString(v) for v in value])
+                    if kind == "strings"
+                    else None
+                )
                 tshape = None
                 if kind == "tensor":
                     tensor_buf = next(blob_iter)
@@ -437,7 +443,7 @@ class _Reader:
             if t in producer or g.tensors[t].data is not None:
                 self.fail(f"{where}: graph input '{g.tensors[t].name}' is also a constant or an op output")
         available = set(g.inputs) | {t for t, d in enumerate(g.tensors) if d.data is not None}
-        for i, op in enumerate(g.ops):
+        for op in g.ops:
             for t in op.inputs:
                 if t >= 0 and t not in available and t not in producer:
                     self.fail(f"{where}: op '{op.name}' reads tensor '{g.tensors[t].name}' that nothing defines")

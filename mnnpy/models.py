@@ -109,8 +109,18 @@ def fetch_wheel() -> Path:
     if target.exists() and sha256_file(target) == WHEEL_SHA256:
         return target
     with tempfile.TemporaryDirectory(dir=target.parent, prefix="download-") as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
-               "--disable-pip-version-check", "-d", tmp, f"{WHEEL_PROJECT}=={WHEEL_VERSION}"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--disable-pip-version-check",
+            "-d",
+            tmp,
+            f"{WHEEL_PROJECT}=={WHEEL_VERSION}",
+        ]
         try:
             proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=600)
         except (OSError, subprocess.TimeoutExpired) as e:

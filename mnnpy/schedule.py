@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mnnpy.backend import Backend, TensorInfo
+from mnnpy.errors import UnsupportedOperatorError
 from mnnpy.ir import Graph
 
 
@@ -40,7 +41,9 @@ class Schedule:
         """Human-readable listing: each partition, its ops, and reasons for fallbacks."""
         lines = []
         for n, p in enumerate(self.partitions):
-            lines.append(f"partition {n} on {self.backend_names[p.backend]}: {len(p.ops)} ops, {len(p.copies_in)} tensors copied in")
+            lines.append(
+                f"partition {n} on {self.backend_names[p.backend]}: {len(p.ops)} ops, {len(p.copies_in)} tensors copied in"
+            )
             for i in p.ops:
                 op = graph.ops[i]
                 why = f"  (fell back: {self.fallback_reasons[i]})" if i in self.fallback_reasons else ""
@@ -48,7 +51,9 @@ class Schedule:
         return "\n".join(lines)
 
 
-def build_schedule(graph: Graph, runtime_ops: list[int], backends: list[Backend], infos: dict[int, TensorInfo], attrs: list[dict]) -> Schedule:
+def build_schedule(
+    graph: Graph, runtime_ops: list[int], backends: list[Backend], infos: dict[int, TensorInfo], attrs: list[dict]
+) -> Schedule:
     """Assign every op of ``runtime_ops`` and cut partitions (see module docstring)."""
     sched = Schedule([b.name for b in backends])
     home: dict[int, int] = {}  # tensor -> backend that produces it
@@ -57,13 +62,15 @@ def build_schedule(graph: Graph, runtime_ops: list[int], backends: list[Backend]
         op = graph.ops[i]
         ins = [infos[t] for t in op.inputs if t >= 0]
         reasons = []
-        for b_index, backend in enumerate(backends):
+        b_index = None
+        for k, backend in enumerate(backends):
             ok, why = backend.supports(op, ins, attrs[i])
             if ok:
+                b_index = k
                 break
             reasons.append(f"{backend.name}: {why}")
-        else:
-            raise AssertionError(f"no backend runs {op.type}")  # the CPU backend supports every op
+        if b_index is None:
+            raise UnsupportedOperatorError({op.type: 1}, where=f"op '{op.name}' ({'; '.join(reasons)})")
         if reasons:
             sched.fallback_reasons[i] = "; ".join(reasons)
         sched.backend_of[i] = b_index

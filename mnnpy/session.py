@@ -117,7 +117,9 @@ class Session:
             shape = tuple(int(d) for d in shape)
             if declared is not None:
                 if len(shape) != len(declared):
-                    raise InputError(f"input '{name}': rank {len(shape)} {shape}, expected rank {len(declared)} {tuple(declared)}")
+                    raise InputError(
+                        f"input '{name}': rank {len(shape)} {shape}, expected rank {len(declared)} {tuple(declared)}"
+                    )
                 for i, (got, want) in enumerate(zip(shape, declared)):
                     if isinstance(want, int) and want >= 0 and got != want:
                         raise InputError(f"input '{name}': dim {i} is {got}, expected {want} (shape {tuple(declared)})")
@@ -148,10 +150,7 @@ class Session:
     def _build_plan(self, shapes: dict[int, tuple[int, ...]]) -> _Plan:
         g = self.graph
         sizes = compute_sizes(g, shapes, self._attrs, self._evaluate)
-        infos = {
-            t: TensorInfo(t, g.tensors[t].name, sizes.shapes[t], sizes.dtypes[t], sizes.values.get(t))
-            for t in sizes.shapes
-        }
+        infos = {t: TensorInfo(t, g.tensors[t].name, sizes.shapes[t], sizes.dtypes[t], sizes.values.get(t)) for t in sizes.shapes}
         schedule = build_schedule(g, sizes.runtime_ops, self.backends, infos, self._attrs)
         for b in self.backends:
             b.on_resize_begin()
@@ -191,6 +190,7 @@ class Session:
         first: list[dict[int, int]] = [dict() for _ in range(n_b)]
         last: list[dict[int, int]] = [dict() for _ in range(n_b)]
         alias: list[dict[int, int]] = [dict() for _ in range(n_b)]
+        constants: list[set[int]] = [set() for _ in range(n_b)]  # known at resize, read on that backend
         end = len(g.ops) + 1
 
         def touch(b, t, step):
@@ -205,6 +205,7 @@ class Session:
                 touch(b, t, start)
             for i in part.ops:
                 op = g.ops[i]
+                constants[b].update(t for t in op.inputs if t in sizes.values)
                 for t in op.inputs:
                     if t >= 0 and t not in sizes.values:
                         if t in g.inputs:
@@ -224,6 +225,7 @@ class Session:
                         touch(b, t, end)
         memory, handles = [], []
         for b, backend in enumerate(self.backends):
+
             def root(t, b=b):
                 while t in alias[b]:
                     t = alias[b][t]
@@ -237,7 +239,7 @@ class Session:
             plan = plan_memory([Lifetime(r, s[2], s[0], s[1]) for r, s in spans.items()])
             backend.allocate_arena(plan.arena_bytes)
             h = {t: backend.acquire(infos[t], plan.offsets[root(t)]) for t in first[b]}
-            for t, v in sizes.values.items():
+            for t in constants[b]:
                 h[t] = backend.acquire_constant(infos[t])
             memory.append(plan)
             handles.append(h)

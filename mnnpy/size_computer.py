@@ -36,7 +36,9 @@ class SizeResult:
 Evaluate = Callable[[int, dict, list[np.ndarray], list[tuple[tuple[int, ...], np.dtype]]], list[np.ndarray]]
 
 
-def compute_sizes(graph: Graph, input_shapes: dict[int, tuple[int, ...]], resolved_attrs: list[dict], evaluate: Evaluate) -> SizeResult:
+def compute_sizes(
+    graph: Graph, input_shapes: dict[int, tuple[int, ...]], resolved_attrs: list[dict], evaluate: Evaluate
+) -> SizeResult:
     """Infer every tensor of ``graph`` for ``input_shapes`` (graph-input index -> shape).
 
     ``evaluate(op_index, attrs, input_values, output_specs)`` computes a small op at

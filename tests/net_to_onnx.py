@@ -44,8 +44,6 @@ def to_onnx(net: Net) -> onnx.ModelProto:
             elif act == "LeakyRelu":
                 extra = {"alpha": p[0]}
             nodes.append(helper.make_node(act, ins, [final], **extra))
-    io = lambda t: helper.make_tensor_value_info(
-        g.tensors[t].name, dtypes.to_onnx(g.tensors[t].dtype), _dims(g.tensors[t].shape)
-    )
+    io = lambda t: helper.make_tensor_value_info(g.tensors[t].name, dtypes.to_onnx(g.tensors[t].dtype), _dims(g.tensors[t].shape))
     graph = helper.make_graph(nodes, g.name, [io(t) for t in g.inputs], [io(t) for t in g.outputs], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=9)

@@ -31,9 +31,7 @@ def make_model(
 ) -> onnx.ModelProto:
     """A one-graph ModelProto; input dtypes/shapes from the sample arrays (override with ``input_shapes``)."""
     ins = [
-        helper.make_tensor_value_info(
-            k, helper.np_dtype_to_tensor_dtype(v.dtype), (input_shapes or {}).get(k, list(v.shape))
-        )
+        helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), (input_shapes or {}).get(k, list(v.shape)))
         for k, v in inputs.items()
     ]
     outs = [helper.make_empty_tensor_value_info(o) for o in outputs]
@@ -59,7 +57,9 @@ def run_mnnpy(model: onnx.ModelProto, feeds: dict[str, np.ndarray], backend: str
     return [out[o.name] for o in model.graph.output]
 
 
-def check(model: onnx.ModelProto, feeds: dict[str, np.ndarray], atol: float, rtol: float, backend: str = "cpu") -> list[np.ndarray]:
+def check(
+    model: onnx.ModelProto, feeds: dict[str, np.ndarray], atol: float, rtol: float, backend: str = "cpu"
+) -> list[np.ndarray]:
     """Assert mnnpy matches onnxruntime elementwise within ``atol + rtol*|expected|``; exact dtype and shape."""
     expected = run_ort(model, feeds)
     actual = run_mnnpy(model, feeds, backend)

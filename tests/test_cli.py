@@ -83,15 +83,18 @@ def test_run_with_npy_input(model_path, tmp_path, capsys):
     assert "n/a" in text
 
 
-@pytest.mark.parametrize("argv,match", [
-    (["run", "MODEL", "--shape", "nope=1,2"], "unknown input name 'nope'"),
-    (["run", "MODEL", "--shape", "x=1,a"], "dims must be integers"),
-    (["run", "MODEL", "--shape", "x=1,4,4"], "input 'x': dim 1 is 4, expected 3"),
-    (["run", "MODEL", "--input", "x=/no/such.npy"], "cannot read .npy"),
-    (["run", "MODEL", "--backend", "no-such-backend"], "no-such-backend"),
-    (["info", "/no/such/model.mnnpy"], "cannot read model file"),
-    (["convert", "/no/such/model.onnx", "/tmp/never.mnnpy"], "cannot read ONNX model"),
-])
+@pytest.mark.parametrize(
+    "argv,match",
+    [
+        (["run", "MODEL", "--shape", "nope=1,2"], "unknown input name 'nope'"),
+        (["run", "MODEL", "--shape", "x=1,a"], "dims must be integers"),
+        (["run", "MODEL", "--shape", "x=1,4,4"], "input 'x': dim 1 is 4, expected 3"),
+        (["run", "MODEL", "--input", "x=/no/such.npy"], "cannot read .npy"),
+        (["run", "MODEL", "--backend", "no-such-backend"], "no-such-backend"),
+        (["info", "/no/such/model.mnnpy"], "cannot read model file"),
+        (["convert", "/no/such/model.onnx", "/tmp/never.mnnpy"], "cannot read ONNX model"),
+    ],
+)
 def test_errors_exit_2_without_traceback(model_path, capsys, argv, match):
     argv = [str(model_path) if a == "MODEL" else a for a in argv]
     assert main(argv) == 2
@@ -123,10 +126,24 @@ def test_subcommand_table_is_extensible(capsys):
 
 def test_python_dash_m(model_path):
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    r = subprocess.run([sys.executable, "-m", "mnnpy", "info", str(model_path)], capture_output=True, text=True, env=env, timeout=120, check=False)
+    r = subprocess.run(
+        [sys.executable, "-m", "mnnpy", "info", str(model_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
     assert r.returncode == 0, r.stderr
     assert "producer: mnnpy.converter" in r.stdout
-    r = subprocess.run([sys.executable, "-m", "mnnpy", "info", str(model_path) + ".missing"], capture_output=True, text=True, env=env, timeout=120, check=False)
+    r = subprocess.run(
+        [sys.executable, "-m", "mnnpy", "info", str(model_path) + ".missing"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
     assert r.returncode == 2 and r.stderr.startswith("error: ") and "Traceback" not in r.stderr
 
 

@@ -2,10 +2,10 @@
 
 import numpy as np
 import pytest
-from mnnpy.converter import convert
 from onnx import helper
 
 import mnnpy
+from mnnpy.converter import convert
 from mnnpy.ir import Graph, Net, Op, TensorDesc
 from tests.oracle import ACCUMULATE, check, make_model, rand, run_ort
 
@@ -58,15 +58,18 @@ def test_conv_auto_pad(rng, auto_pad, k, s):
     check(m, {"x": x}, **ACCUMULATE)
 
 
-@pytest.mark.parametrize("xs,k,attrs", [
-    ((1, 16, 13, 11), 3, {"pads": [1, 1, 1, 1]}),
-    ((2, 8, 13, 11), 3, {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
-    ((1, 8, 14, 15), 3, {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
-    ((1, 8, 13, 11), 5, {"pads": [2, 1, 0, 2], "strides": [1, 2], "dilations": [2, 1]}),
-    ((1, 9, 7, 7), 3, {"auto_pad": "SAME_UPPER", "strides": [3, 2]}),
-    ((1, 9, 7, 7), 3, {"auto_pad": "VALID"}),
-    ((1, 40, 57, 61), 3, {"pads": [1, 1, 1, 1]}),
-])
+@pytest.mark.parametrize(
+    "xs,k,attrs",
+    [
+        ((1, 16, 13, 11), 3, {"pads": [1, 1, 1, 1]}),
+        ((2, 8, 13, 11), 3, {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+        ((1, 8, 14, 15), 3, {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+        ((1, 8, 13, 11), 5, {"pads": [2, 1, 0, 2], "strides": [1, 2], "dilations": [2, 1]}),
+        ((1, 9, 7, 7), 3, {"auto_pad": "SAME_UPPER", "strides": [3, 2]}),
+        ((1, 9, 7, 7), 3, {"auto_pad": "VALID"}),
+        ((1, 40, 57, 61), 3, {"pads": [1, 1, 1, 1]}),
+    ],
+)
 @pytest.mark.parametrize("bias", [True, False])
 def test_conv_depthwise(rng, xs, k, attrs, bias):
     c = xs[1]
@@ -86,8 +89,13 @@ def test_conv_dynamic_weights(rng):
 
 
 ACTIVATIONS = [
-    ("Relu", [], {}), ("Clip", [0.0, 6.0], {}), ("HardSwish", [], {}), ("Sigmoid", [], {}), ("Tanh", [], {}),
-    ("HardSigmoid", [0.2, 0.5], {"alpha": 0.2, "beta": 0.5}), ("LeakyRelu", [0.1], {"alpha": 0.1}),
+    ("Relu", [], {}),
+    ("Clip", [0.0, 6.0], {}),
+    ("HardSwish", [], {}),
+    ("Sigmoid", [], {}),
+    ("Tanh", [], {}),
+    ("HardSigmoid", [0.2, 0.5], {"alpha": 0.2, "beta": 0.5}),
+    ("LeakyRelu", [0.1], {"alpha": 0.1}),
 ]
 
 
@@ -108,8 +116,11 @@ def fused_conv_net(x_shape, w, b, conv_attrs, act, params) -> Net:
 @pytest.mark.parametrize("kind", ["im2col", "pointwise", "depthwise"])
 def test_conv_fused_activation(rng, act, params, onnx_attrs, kind):
     c = 6
-    ws, attrs = {"im2col": ((5, c, 3, 3), {"pads": [1, 1, 1, 1]}), "pointwise": ((5, c, 1, 1), {}),
-                 "depthwise": ((c, 1, 3, 3), {"pads": [1, 1, 1, 1], "group": c, "strides": [2, 2]})}[kind]
+    ws, attrs = {
+        "im2col": ((5, c, 3, 3), {"pads": [1, 1, 1, 1]}),
+        "pointwise": ((5, c, 1, 1), {}),
+        "depthwise": ((c, 1, 3, 3), {"pads": [1, 1, 1, 1], "group": c, "strides": [2, 2]}),
+    }[kind]
     x, w, b = rand(rng, 1, c, 13, 11, scale=3), rand(rng, *ws), rand(rng, ws[0])
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["t"], **attrs)]
     inits = {"w": w, "b": b}
@@ -123,17 +134,25 @@ def test_conv_fused_activation(rng, act, params, onnx_attrs, kind):
     np.testing.assert_allclose(actual, expected, **ACCUMULATE)
 
 
-@pytest.mark.parametrize("ws,attrs", [
-    ((6, 5, 3, 3), {"pads": [1, 1, 1, 1]}),
-    ((6, 6, 1, 1), {}),
-    ((6, 1, 3, 3), {"pads": [1, 1, 1, 1], "group": 6}),
-])
+@pytest.mark.parametrize(
+    "ws,attrs",
+    [
+        ((6, 5, 3, 3), {"pads": [1, 1, 1, 1]}),
+        ((6, 6, 1, 1), {}),
+        ((6, 1, 3, 3), {"pads": [1, 1, 1, 1], "group": 6}),
+    ],
+)
 def test_conv_second_run_new_shape(rng, ws, attrs):
     cin = 6 if attrs.get("group") or ws[1] == 6 else ws[1]
     w, b = rand(rng, *ws), rand(rng, ws[0])
     x1 = rand(rng, 1, cin, 13, 11)
-    m = make_model([helper.make_node("Conv", ["x", "w", "b"], ["y"], **attrs)], {"x": x1}, ["y"], {"w": w, "b": b},
-                   input_shapes={"x": ["N", cin, "H", "W"]})
+    m = make_model(
+        [helper.make_node("Conv", ["x", "w", "b"], ["y"], **attrs)],
+        {"x": x1},
+        ["y"],
+        {"w": w, "b": b},
+        input_shapes={"x": ["N", cin, "H", "W"]},
+    )
     session = mnnpy.Interpreter(convert(m)).create_session()
     for x in (x1, rand(rng, 2, cin, 7, 17), x1):
         (expected,) = run_ort(m, {"x": x})
@@ -166,8 +185,13 @@ def test_conv_transpose(rng, xs, ws, attrs, bias):
 def test_conv_transpose_second_run_new_shape(rng):
     w, b = rand(rng, 4, 3, 2, 2), rand(rng, 3)
     x1 = rand(rng, 1, 4, 7, 5)
-    m = make_model([helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], strides=[2, 2])], {"x": x1}, ["y"],
-                   {"w": w, "b": b}, input_shapes={"x": ["N", 4, "H", "W"]})
+    m = make_model(
+        [helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], strides=[2, 2])],
+        {"x": x1},
+        ["y"],
+        {"w": w, "b": b},
+        input_shapes={"x": ["N", 4, "H", "W"]},
+    )
     session = mnnpy.Interpreter(convert(m)).create_session()
     for x in (x1, rand(rng, 2, 4, 9, 13)):
         (expected,) = run_ort(m, {"x": x})

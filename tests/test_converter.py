@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from mnnpy.converter import PRODUCER, convert, to_net
 from onnx import helper
 
 import mnnpy
 from mnnpy import model_file
+from mnnpy.converter import PRODUCER, convert, to_net
 from tests.oracle import make_model, rand
 
 

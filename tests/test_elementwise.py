@@ -7,10 +7,19 @@ from onnx import helper
 from tests.oracle import ELEMENTWISE, EXACT, check, make_model, rand
 
 
-@pytest.mark.parametrize("op,attrs", [
-    ("Relu", {}), ("Sigmoid", {}), ("Tanh", {}), ("HardSwish", {}), ("HardSigmoid", {}),
-    ("HardSigmoid", {"alpha": 0.1666667, "beta": 0.5}), ("LeakyRelu", {"alpha": 0.1}), ("Identity", {}),
-])
+@pytest.mark.parametrize(
+    "op,attrs",
+    [
+        ("Relu", {}),
+        ("Sigmoid", {}),
+        ("Tanh", {}),
+        ("HardSwish", {}),
+        ("HardSigmoid", {}),
+        ("HardSigmoid", {"alpha": 0.1666667, "beta": 0.5}),
+        ("LeakyRelu", {"alpha": 0.1}),
+        ("Identity", {}),
+    ],
+)
 def test_unary(rng, op, attrs):
     x = rand(rng, 2, 13, 7, 5, scale=4)
     m = make_model([helper.make_node(op, ["x"], ["y"], **attrs)], {"x": x}, ["y"])
@@ -23,7 +32,9 @@ def test_sqrt(rng):
 
 
 @pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div"])
-@pytest.mark.parametrize("sa,sb", [((2, 3, 5), (2, 3, 5)), ((2, 3, 5), (5,)), ((2, 1, 5), (3, 1)), ((), (4, 1)), ((1, 13, 1, 1), (2, 13, 7, 9))])
+@pytest.mark.parametrize(
+    "sa,sb", [((2, 3, 5), (2, 3, 5)), ((2, 3, 5), (5,)), ((2, 1, 5), (3, 1)), ((), (4, 1)), ((1, 13, 1, 1), (2, 13, 7, 9))]
+)
 def test_binary_broadcast(rng, op, sa, sb):
     a, b = rand(rng, *sa), rand(rng, *sb)
     if op == "Div":
@@ -53,8 +64,13 @@ def test_clip(rng, opset):
     if opset < 11:
         m = make_model([helper.make_node("Clip", ["x"], ["y"], min=0.0, max=6.0)], {"x": x}, ["y"], opset=opset)
     else:
-        m = make_model([helper.make_node("Clip", ["x", "lo", "hi"], ["y"])], {"x": x}, ["y"],
-                       {"lo": np.array(-1.0, np.float32), "hi": np.array(2.5, np.float32)}, opset=opset)
+        m = make_model(
+            [helper.make_node("Clip", ["x", "lo", "hi"], ["y"])],
+            {"x": x},
+            ["y"],
+            {"lo": np.array(-1.0, np.float32), "hi": np.array(2.5, np.float32)},
+            opset=opset,
+        )
     check(m, {"x": x}, **EXACT)
 
 

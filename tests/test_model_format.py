@@ -105,9 +105,21 @@ def test_round_trip_from_bytes_with_attributes():
 def test_conv_attributes_round_trip():
     g = small_net().main
     g.tensors[1] = TensorDesc("W", F32, (16, 3, 1), np.ones((16, 3, 1), np.float32))
-    g.ops = [Op("Conv", "c", [0, 1], [3], {
-        "group": 1, "pads": [0, 0], "auto_pad": "NOTSET", "activation": "Clip", "activation_params": [0.5, 6.0],
-    })]
+    g.ops = [
+        Op(
+            "Conv",
+            "c",
+            [0, 1],
+            [3],
+            {
+                "group": 1,
+                "pads": [0, 0],
+                "auto_pad": "NOTSET",
+                "activation": "Clip",
+                "activation_params": [0.5, 6.0],
+            },
+        )
+    ]
     attrs = model_file.load(model_file.serialize(Net(graphs=[g]))).main.ops[0].attrs
     assert attrs == {"group": 1, "pads": [0, 0], "auto_pad": "NOTSET", "activation": "Clip", "activation_params": [0.5, 6.0]}
 

@@ -9,7 +9,9 @@ from tests.oracle import ACCUMULATE, EXACT, check, make_model, rand
 
 def _bn_params(rng, c):
     return {
-        "scale": rand(rng, c), "bias": rand(rng, c), "mean": rand(rng, c),
+        "scale": rand(rng, c),
+        "bias": rand(rng, c),
+        "mean": rand(rng, c),
         "var": (np.abs(rand(rng, c)) + 0.1).astype(np.float32),
     }
 
@@ -46,11 +48,21 @@ def test_softmax_large_values(rng):
     assert np.isfinite(y).all()
 
 
-@pytest.mark.parametrize("sa,sb", [
-    ((3, 4), (4, 5)), ((13,), (13, 7)), ((7, 13), (13,)), ((13,), (13,)),
-    ((2, 3, 5, 4), (4, 6)), ((2, 1, 5, 4), (3, 4, 6)), ((5, 4), (2, 4, 3)),
-    ((1, 127, 33), (1, 33, 9)), ((2, 3, 4), (4,)), ((4,), (2, 4, 3)),
-])
+@pytest.mark.parametrize(
+    "sa,sb",
+    [
+        ((3, 4), (4, 5)),
+        ((13,), (13, 7)),
+        ((7, 13), (13,)),
+        ((13,), (13,)),
+        ((2, 3, 5, 4), (4, 6)),
+        ((2, 1, 5, 4), (3, 4, 6)),
+        ((5, 4), (2, 4, 3)),
+        ((1, 127, 33), (1, 33, 9)),
+        ((2, 3, 4), (4,)),
+        ((4,), (2, 4, 3)),
+    ],
+)
 def test_matmul(rng, sa, sb):
     a, b = rand(rng, *sa), rand(rng, *sb)
     m = make_model([helper.make_node("MatMul", ["a", "b"], ["y"])], {"a": a, "b": b}, ["y"])
@@ -110,8 +122,15 @@ def test_run_allocates_nothing(rng):
     x = rand(rng, 1, 32, 64, 64)
     i64 = lambda *v: np.array(v, np.int64)
     inits = _bn_params(rng, 32) | {
-        "w": rand(rng, 64, 64), "st": i64(1), "en": i64(-1), "ax": i64(3), "idx": i64(3, -1, 0),
-        "rs": i64(1, 32, -1), "raxes": i64(2), "gw": rand(rng, 32, 16), "gc": rand(rng, 16),
+        "w": rand(rng, 64, 64),
+        "st": i64(1),
+        "en": i64(-1),
+        "ax": i64(3),
+        "idx": i64(3, -1, 0),
+        "rs": i64(1, 32, -1),
+        "raxes": i64(2),
+        "gw": rand(rng, 32, 16),
+        "gc": rand(rng, 16),
     }
     nodes = [
         helper.make_node("BatchNormalization", ["x", "scale", "bias", "mean", "var"], ["bn"]),

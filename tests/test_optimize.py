@@ -12,11 +12,11 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from onnx import helper
+
 from mnnpy.backends.cpu.registry import executions
 from mnnpy.converter import to_net
 from mnnpy.converter.optimize import op_counts, optimize
-from onnx import helper
-
 from tests.net_to_onnx import to_onnx
 from tests.oracle import ACCUMULATE, check, make_model, rand, run_ort
 
@@ -85,7 +85,10 @@ def test_constant_folding_shape_of_constant(rng):
 # -------------------------------------------------------------------- BatchNormalization
 def _bn(rng, m, name="y", src="t"):
     inits = {
-        "g": rand(rng, m) + 1.5, "be": rand(rng, m), "mu": rand(rng, m), "var": np.abs(rand(rng, m)) + 0.1,
+        "g": rand(rng, m) + 1.5,
+        "be": rand(rng, m),
+        "mu": rand(rng, m),
+        "var": np.abs(rand(rng, m)) + 0.1,
     }
     return helper.make_node("BatchNormalization", [src, "g", "be", "mu", "var"], [name], epsilon=1e-3), inits
 
@@ -129,8 +132,11 @@ def test_fold_affine_after_and_before_conv(rng):
         helper.make_node("Conv", ["r3", "W2"], ["y"]),  # unpadded: scale and shift fold in
     ]
     inits = {
-        "a": np.array([1.7], np.float32), "b": rand(rng, 1, 4, 1, 1),
-        "a2": np.array(0.5, np.float32), "b2": np.array([0.25], np.float32), "W2": rand(rng, 5, 4, 1, 1),
+        "a": np.array([1.7], np.float32),
+        "b": rand(rng, 1, 4, 1, 1),
+        "a2": np.array(0.5, np.float32),
+        "b2": np.array([0.25], np.float32),
+        "W2": rand(rng, 5, 4, 1, 1),
     }
     model, feeds = _conv_model(rng, tail, inits)
     net, before, after = _optimised(model)
@@ -206,8 +212,10 @@ def _hs_nodes(variant):
 def test_hardswish_from_clip(rng, variant):
     x = rand(rng, 2, 5, 7, scale=4)
     consts = {
-        "three": np.array([3.0], np.float32), "zero": np.array(0.0, np.float32),
-        "six": np.array(6.0, np.float32), "sixth": np.array([1 / 6], np.float32),
+        "three": np.array([3.0], np.float32),
+        "zero": np.array(0.0, np.float32),
+        "six": np.array(6.0, np.float32),
+        "sixth": np.array([1 / 6], np.float32),
     }
     model = make_model(_hs_nodes(variant), {"x": x}, ["y"], consts)
     net, _, after = _optimised(model)

@@ -2,10 +2,10 @@
 
 import numpy as np
 import pytest
-from mnnpy.converter import convert
 from onnx import helper
 
 import mnnpy
+from mnnpy.converter import convert
 from tests.oracle import EXACT, check, make_model, rand, run_ort
 
 MODES = ["constant", "reflect", "edge", "wrap"]
@@ -24,12 +24,15 @@ def pad_model(rng, xs, pads, mode, value=None, axes=None, dtype=np.float32, opse
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("xs,pads", [
-    ((2, 3, 7, 13), [0, 0, 1, 2, 0, 1, 3, 1]),
-    ((2, 3, 7, 13), [0, 0, -1, 2, 0, 0, 3, -2]),
-    ((2, 3, 7, 13), [1, 0, 0, 4, 0, 2, 5, 0]),
-    ((127,), [5, 6]),
-])
+@pytest.mark.parametrize(
+    "xs,pads",
+    [
+        ((2, 3, 7, 13), [0, 0, 1, 2, 0, 1, 3, 1]),
+        ((2, 3, 7, 13), [0, 0, -1, 2, 0, 0, 3, -2]),
+        ((2, 3, 7, 13), [1, 0, 0, 4, 0, 2, 5, 0]),
+        ((127,), [5, 6]),
+    ],
+)
 def test_pad(rng, mode, xs, pads):
     m, x = pad_model(rng, xs, pads, mode)
     check(m, {"x": x}, **EXACT)
@@ -49,16 +52,23 @@ def test_pad_constant_value(rng, dtype, value):
 
 def test_pad_opset10_attributes(rng):
     x = rand(rng, 2, 3, 5)
-    m = make_model([helper.make_node("Pad", ["x"], ["y"], mode="constant", pads=[0, 1, 2, 0, 3, 1], value=1.5)],
-                   {"x": x}, ["y"], opset=10)
+    m = make_model(
+        [helper.make_node("Pad", ["x"], ["y"], mode="constant", pads=[0, 1, 2, 0, 3, 1], value=1.5)], {"x": x}, ["y"], opset=10
+    )
     check(m, {"x": x}, **EXACT)
 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_pad_second_run_new_shape(rng, mode):
     x1 = rand(rng, 1, 3, 7, 13)
-    m = make_model([helper.make_node("Pad", ["x", "pads"], ["y"], mode=mode)], {"x": x1}, ["y"],
-                   {"pads": np.array([0, 0, 1, 2, 0, 0, 2, 1], np.int64)}, opset=19, input_shapes={"x": ["N", "C", "H", "W"]})
+    m = make_model(
+        [helper.make_node("Pad", ["x", "pads"], ["y"], mode=mode)],
+        {"x": x1},
+        ["y"],
+        {"pads": np.array([0, 0, 1, 2, 0, 0, 2, 1], np.int64)},
+        opset=19,
+        input_shapes={"x": ["N", "C", "H", "W"]},
+    )
     session = mnnpy.Interpreter(convert(m)).create_session()
     for x in (x1, rand(rng, 2, 2, 5, 9)):
         (expected,) = run_ort(m, {"x": x})

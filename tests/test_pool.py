@@ -2,10 +2,10 @@
 
 import numpy as np
 import pytest
-from mnnpy.converter import convert
 from onnx import helper
 
 import mnnpy
+from mnnpy.converter import convert
 from tests.oracle import ACCUMULATE, EXACT, check, make_model, rand, run_ort
 
 WINDOWS = [
@@ -47,10 +47,13 @@ def test_average_pool(rng, attrs, count_include_pad):
 
 
 @pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
-@pytest.mark.parametrize("attrs", [
-    {"kernel_shape": [3], "strides": [2], "pads": [1, 2], "ceil_mode": 1},
-    {"kernel_shape": [2, 2, 3], "strides": [2, 1, 2], "pads": [1, 0, 1, 0, 1, 1]},
-])
+@pytest.mark.parametrize(
+    "attrs",
+    [
+        {"kernel_shape": [3], "strides": [2], "pads": [1, 2], "ceil_mode": 1},
+        {"kernel_shape": [2, 2, 3], "strides": [2, 1, 2], "pads": [1, 0, 1, 0, 1, 1]},
+    ],
+)
 def test_pool_1d_3d(rng, op, attrs):
     xs = (2, 3, 13) if len(attrs["kernel_shape"]) == 1 else (1, 2, 5, 7, 9)
     m, x = pool_model(rng, op, xs, **attrs)
@@ -68,15 +71,19 @@ def test_global_average_pool(rng, xs):
     check(m, {"x": x}, **ACCUMULATE)
 
 
-@pytest.mark.parametrize("op,attrs", [
-    ("MaxPool", {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "strides": [2, 2]}),
-    ("AveragePool", {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "strides": [2, 2], "ceil_mode": 1}),
-    ("GlobalAveragePool", {}),
-])
+@pytest.mark.parametrize(
+    "op,attrs",
+    [
+        ("MaxPool", {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "strides": [2, 2]}),
+        ("AveragePool", {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "strides": [2, 2], "ceil_mode": 1}),
+        ("GlobalAveragePool", {}),
+    ],
+)
 def test_pool_second_run_new_shape(rng, op, attrs):
     x1 = rand(rng, 1, 3, 13, 11)
-    m = make_model([helper.make_node(op, ["x"], ["y"], **attrs)], {"x": x1}, ["y"], opset=19,
-                   input_shapes={"x": ["N", "C", "H", "W"]})
+    m = make_model(
+        [helper.make_node(op, ["x"], ["y"], **attrs)], {"x": x1}, ["y"], opset=19, input_shapes={"x": ["N", "C", "H", "W"]}
+    )
     session = mnnpy.Interpreter(convert(m)).create_session()
     for x in (x1, rand(rng, 2, 5, 8, 17)):
         (expected,) = run_ort(m, {"x": x})

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from mnnpy.converter import convert
 
 import mnnpy
 from mnnpy import models
+from mnnpy.converter import convert
 
 ort = pytest.importorskip("onnxruntime")
 

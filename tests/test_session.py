@@ -6,10 +6,10 @@ import tracemalloc
 
 import numpy as np
 import pytest
-from mnnpy.converter import convert
 from onnx import helper
 
 import mnnpy
+from mnnpy.converter import convert
 from tests.oracle import make_model, rand
 
 
@@ -56,13 +56,16 @@ def test_graph_input_read_by_a_late_op_is_not_overwritten(session, rng):
     np.testing.assert_allclose(session.run({"x": x})["y"], _expected(x), atol=1e-6, rtol=1e-6)
 
 
-@pytest.mark.parametrize("feeds,match", [
-    ({"X": np.zeros((1, 3, 4), np.float32)}, r"unknown input name.*'X'.*\['x'\]"),
-    ({}, r"missing input.*'x'"),
-    ({"x": np.zeros((3, 4), np.float32)}, r"input 'x': rank 2.*expected rank 3"),
-    ({"x": np.zeros((1, 3, 4), np.float64)}, r"input 'x': dtype float64, expected float32"),
-    ({"x": np.zeros((1, 4, 4), np.float32)}, r"input 'x': dim 1 is 4, expected 3"),
-])
+@pytest.mark.parametrize(
+    "feeds,match",
+    [
+        ({"X": np.zeros((1, 3, 4), np.float32)}, r"unknown input name.*'X'.*\['x'\]"),
+        ({}, r"missing input.*'x'"),
+        ({"x": np.zeros((3, 4), np.float32)}, r"input 'x': rank 2.*expected rank 3"),
+        ({"x": np.zeros((1, 3, 4), np.float64)}, r"input 'x': dtype float64, expected float32"),
+        ({"x": np.zeros((1, 4, 4), np.float32)}, r"input 'x': dim 1 is 4, expected 3"),
+    ],
+)
 def test_input_errors(session, feeds, match):
     with pytest.raises(mnnpy.InputError, match=match):
         session.run(feeds)
@@ -75,8 +78,13 @@ def test_not_a_dict(session):
 
 def test_shape_the_model_cannot_take(rng):
     x = rand(rng, 3, 6)
-    model = make_model([helper.make_node("Reshape", ["x", "shape"], ["y"])], {"x": x}, ["y"],
-                       {"shape": np.array([3, 4], np.int64)}, input_shapes={"x": ["n", 6]})
+    model = make_model(
+        [helper.make_node("Reshape", ["x", "shape"], ["y"])],
+        {"x": x},
+        ["y"],
+        {"shape": np.array([3, 4], np.int64)},
+        input_shapes={"x": ["n", 6]},
+    )
     session = mnnpy.Interpreter(convert(model)).create_session()
     with pytest.raises(mnnpy.ShapeError, match="Reshape") as e:
         session.run({"x": x})  # 18 elements cannot be (3, 4)

@@ -20,10 +20,19 @@ def _one(op, x, inits=None, opset=17, ins=None, **attrs):
     return make_model([node], {"x": x}, ["y"], inits, opset=opset)
 
 
-@pytest.mark.parametrize("shape,target", [
-    ((2, 3, 4), [4, -1]), ((2, 3, 4), [0, -1]), ((2, 3, 4), [0, 0, 2, 2]), ((2, 3, 4), [-1]),
-    ((2, 3, 4), [2, 1, 12, 1]), ((1, 13), [13]), ((5,), [1, 5, 1]), ((2, 3, 4), [-1, 0, 4]),
-])
+@pytest.mark.parametrize(
+    "shape,target",
+    [
+        ((2, 3, 4), [4, -1]),
+        ((2, 3, 4), [0, -1]),
+        ((2, 3, 4), [0, 0, 2, 2]),
+        ((2, 3, 4), [-1]),
+        ((2, 3, 4), [2, 1, 12, 1]),
+        ((1, 13), [13]),
+        ((5,), [1, 5, 1]),
+        ((2, 3, 4), [-1, 0, 4]),
+    ],
+)
 def test_reshape(rng, shape, target):
     x = rand(rng, *shape)
     check(_one("Reshape", x, {"s": np.array(target, I64)}), {"x": x}, **EXACT)
@@ -49,11 +58,8 @@ def test_reshape_of_constant_and_chained(rng):
     check(m, {"x": x}, **EXACT)
 
 
-@pytest.mark.parametrize("axis", [0, 1, 2, 4, -1, -4])
-@pytest.mark.parametrize("opset", [9, 13])
+@pytest.mark.parametrize("axis,opset", [(a, o) for a in [0, 1, 2, 4, -1, -4] for o in [9, 13] if a >= 0 or o >= 11])
 def test_flatten(rng, axis, opset):
-    if axis < 0 and opset < 11:
-        pytest.skip("negative axis since opset 11")
     x = rand(rng, 2, 3, 5, 7)
     check(_one("Flatten", x, opset=opset, axis=axis), {"x": x}, **EXACT)
 
@@ -147,12 +153,10 @@ def test_slice_no_axes_int32(rng):
     check(_one("Slice", x, inits), {"x": x}, **EXACT)
 
 
-@pytest.mark.parametrize("starts,ends,axes", [([1], [4], None), ([0, 2], [-1, 100], [1, 0]), ([-2], [2**62], [-1])])
+@pytest.mark.parametrize("starts,ends,axes", [([1], [4], None), ([0, 2], [-1, 100], [1, 0]), ([-2], [2**62], [1])])
 def test_slice_opset9(rng, starts, ends, axes):
     x = rand(rng, 5, 7)
     attrs = {"starts": starts, "ends": ends} | ({"axes": axes} if axes else {})
-    if axes and min(axes) < 0:
-        pytest.skip("negative axes since opset 10")
     check(_one("Slice", x, opset=9, **attrs), {"x": x}, **EXACT)
 
 
@@ -197,10 +201,18 @@ def test_gather_out_of_range(rng, bad):
 
 
 CASTS = [
-    (np.float32, TensorProto.INT32), (np.float32, TensorProto.INT64), (np.float32, TensorProto.BOOL),
-    (np.float32, TensorProto.FLOAT16), (np.float32, TensorProto.UINT8), (np.int64, TensorProto.FLOAT),
-    (np.int32, TensorProto.INT64), (np.int64, TensorProto.INT32), (np.bool_, TensorProto.FLOAT),
-    (np.float16, TensorProto.FLOAT), (np.float32, TensorProto.DOUBLE), (np.int64, TensorProto.BOOL),
+    (np.float32, TensorProto.INT32),
+    (np.float32, TensorProto.INT64),
+    (np.float32, TensorProto.BOOL),
+    (np.float32, TensorProto.FLOAT16),
+    (np.float32, TensorProto.UINT8),
+    (np.int64, TensorProto.FLOAT),
+    (np.int32, TensorProto.INT64),
+    (np.int64, TensorProto.INT32),
+    (np.bool_, TensorProto.FLOAT),
+    (np.float16, TensorProto.FLOAT),
+    (np.float32, TensorProto.DOUBLE),
+    (np.int64, TensorProto.BOOL),
     (np.float32, TensorProto.FLOAT),
 ]
 
@@ -223,8 +235,10 @@ def test_cast(rng, src, to, opset):
 @pytest.mark.parametrize("value", [None, np.array([7], I64), np.array([-1.5], np.float32), np.array([1], np.int32)])
 def test_constant_of_shape(rng, value):
     x = rand(rng, 2, 3, 4)
-    nodes = [helper.make_node("Shape", ["x"], ["s"]),
-             helper.make_node("ConstantOfShape", ["s"], ["y"], **({} if value is None else {"value": numpy_helper.from_array(value)}))]
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("ConstantOfShape", ["s"], ["y"], **({} if value is None else {"value": numpy_helper.from_array(value)})),
+    ]
     check(make_model(nodes, {"x": x}, ["y"]), {"x": x}, **EXACT)
 
 
@@ -253,8 +267,13 @@ def _rec_chain_model(x):
         helper.make_node("Transpose", ["r"], ["t"], perm=[0, 2, 1]),
         helper.make_node("Cast", ["shp"], ["shp_f"], to=TensorProto.FLOAT),
     ]
-    inits = {"i0": np.array(0, I64), "i3": np.array(-1, I64), "s1": np.array([1], I64),
-             "s3": np.array([3], I64), "ax0": np.array([0], I64)}
+    inits = {
+        "i0": np.array(0, I64),
+        "i3": np.array(-1, I64),
+        "s1": np.array([1], I64),
+        "s3": np.array([3], I64),
+        "ax0": np.array([0], I64),
+    }
     return make_model(nodes, {"x": x}, ["t", "shp_f"], inits, opset=13, input_shapes={"x": ["N", 3, 4, "W"]})
 
 

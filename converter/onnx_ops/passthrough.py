@@ -10,10 +10,34 @@ from mnnpy.converter.registry import onnx_op
 from mnnpy.ops import get_schema
 
 SAME = (
-    "Relu", "Sigmoid", "Tanh", "Sqrt", "HardSigmoid", "HardSwish", "LeakyRelu", "Identity",
-    "Add", "Sub", "Mul", "Div", "Pow", "MatMul", "Gemm", "Conv", "ConvTranspose",
-    "Transpose", "Concat", "Shape", "Gather", "Cast", "ConstantOfShape", "Flatten",
-    "GlobalAveragePool", "AveragePool", "MaxPool", "Reshape",
+    "Relu",
+    "Sigmoid",
+    "Tanh",
+    "Sqrt",
+    "HardSigmoid",
+    "HardSwish",
+    "LeakyRelu",
+    "Identity",
+    "Add",
+    "Sub",
+    "Mul",
+    "Div",
+    "Pow",
+    "MatMul",
+    "Gemm",
+    "Conv",
+    "ConvTranspose",
+    "Transpose",
+    "Concat",
+    "Shape",
+    "Gather",
+    "Cast",
+    "ConstantOfShape",
+    "Flatten",
+    "GlobalAveragePool",
+    "AveragePool",
+    "MaxPool",
+    "Reshape",
 )
 
 

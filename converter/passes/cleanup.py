@@ -19,9 +19,26 @@ from mnnpy.ir import Graph
 from .common import GraphView
 
 _SAME_RANK = {
-    "Relu", "Sigmoid", "Tanh", "Sqrt", "HardSwish", "HardSigmoid", "LeakyRelu", "Identity", "Clip",
-    "BatchNormalization", "Softmax", "Transpose", "Cast", "Resize", "Pad", "MaxPool", "AveragePool",
-    "GlobalAveragePool", "Conv", "ConvTranspose",
+    "Relu",
+    "Sigmoid",
+    "Tanh",
+    "Sqrt",
+    "HardSwish",
+    "HardSigmoid",
+    "LeakyRelu",
+    "Identity",
+    "Clip",
+    "BatchNormalization",
+    "Softmax",
+    "Transpose",
+    "Cast",
+    "Resize",
+    "Pad",
+    "MaxPool",
+    "AveragePool",
+    "GlobalAveragePool",
+    "Conv",
+    "ConvTranspose",
 }
 _BINARY = {"Add", "Sub", "Mul", "Div", "Pow"}
 _NEUTRAL = {"Mul": (1.0, (0, 1)), "Div": (1.0, (0,)), "Add": (0.0, (0, 1)), "Sub": (0.0, (0,))}

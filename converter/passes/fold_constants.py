@@ -14,9 +14,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from mnnpy.backends.cpu.registry import executions
 
 from mnnpy.backend import BackendConfig, get_runtime
+from mnnpy.backends.cpu.registry import executions
 from mnnpy.errors import MnnpyError
 from mnnpy.ir import Graph
 from mnnpy.ops import ShapeContext, get_schema

@@ -164,7 +164,11 @@ def fold_affine_into_next(graph: Graph, keep_names=frozenset()) -> int:
         if conv.type != "Conv" or conv.attrs.get("activation") or len(conv.inputs) < 2:
             continue
         w = v.const(conv.inputs[1])
-        if w is None or w.dtype != np.float32 or (len(conv.inputs) > 2 and conv.inputs[2] >= 0 and v.const(conv.inputs[2]) is None):
+        if (
+            w is None
+            or w.dtype != np.float32
+            or (len(conv.inputs) > 2 and conv.inputs[2] >= 0 and v.const(conv.inputs[2]) is None)
+        ):
             continue
         while (step := _scalar_step(v, conv.inputs[0])) is not None:
             op, x, kind, value = step

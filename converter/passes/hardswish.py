@@ -68,7 +68,12 @@ def _match(v: GraphView, op) -> tuple[int, list] | None:
         for k in (0, 1):
             x, other = op.inputs[k], op.inputs[1 - k]
             hs = _private_op(v, other, "HardSigmoid")
-            if hs is not None and hs.inputs[0] == x and _near(hs.attrs.get("alpha", 0.2), 1 / 6) and _near(hs.attrs.get("beta", 0.5), 0.5):
+            if (
+                hs is not None
+                and hs.inputs[0] == x
+                and _near(hs.attrs.get("alpha", 0.2), 1 / 6)
+                and _near(hs.attrs.get("beta", 0.5), 0.5)
+            ):
                 return x, [hs]
             div = _private_op(v, other, "Div")
             if div is not None and len(div.inputs) == 2 and _is(v, div.inputs[1], 6.0):

@@ -9,7 +9,7 @@ type twice is an error.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -85,9 +85,7 @@ class OpSchema:
                 value = given[name]
                 _check_attr_type(value, spec, f"{where}: attribute '{name}'")
                 if spec.choices is not None and value not in spec.choices:
-                    raise ModelFormatError(
-                        f"{where}: attribute '{name}'={value!r} not one of {list(spec.choices)}"
-                    )
+                    raise ModelFormatError(f"{where}: attribute '{name}'={value!r} not one of {list(spec.choices)}")
                 out[name] = value
             elif spec.default is REQUIRED:
                 raise ModelFormatError(f"{where}: {self.type} requires attribute '{name}'")

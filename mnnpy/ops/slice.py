@@ -34,8 +34,13 @@ def slice_params(ctx) -> list[slice]:
 
 @op_schema(
     "Slice",
-    ["data", In("starts", value=True), In("ends", value=True), In("axes", optional=True, value=True),
-     In("steps", optional=True, value=True)],
+    [
+        "data",
+        In("starts", value=True),
+        In("ends", value=True),
+        In("axes", optional=True, value=True),
+        In("steps", optional=True, value=True),
+    ],
     ["output"],
 )
 def slice_(ctx):

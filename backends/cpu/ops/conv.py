@@ -25,12 +25,12 @@ import itertools
 import math
 
 import numpy as np
-from mnnpy.backends.cpu.ops.elementwise import apply_activation
-from mnnpy.backends.cpu.blas import MatMul
-from mnnpy.backends.cpu.registry import cpu_execution
-from mnnpy.backends.cpu.scratch import scratch, scratch_like
 
 from mnnpy.backend import Execution
+from mnnpy.backends.cpu.blas import MatMul
+from mnnpy.backends.cpu.ops.elementwise import apply_activation
+from mnnpy.backends.cpu.registry import cpu_execution
+from mnnpy.backends.cpu.scratch import scratch, scratch_like
 from mnnpy.ops import ShapeContext, get_schema
 from mnnpy.ops.common import window_output
 from mnnpy.ops.conv import conv_transpose_pads
@@ -56,7 +56,9 @@ def shape_context(exe: Execution) -> ShapeContext:
 def window(exe: Execution, in_sizes, kernel, ceil_mode: int = 0):
     """``(out_sizes, strides, dilations, pads)`` of a conv/pool window after auto_pad."""
     a, n = exe.attrs, len(kernel)
-    out, pads = window_output(shape_context(exe), list(in_sizes), list(kernel), a["strides"], a["dilations"], a["pads"], a["auto_pad"], ceil_mode)
+    out, pads = window_output(
+        shape_context(exe), list(in_sizes), list(kernel), a["strides"], a["dilations"], a["pads"], a["auto_pad"], ceil_mode
+    )
     return out, list(a["strides"]) or [1] * n, list(a["dilations"]) or [1] * n, pads
 
 
@@ -254,7 +256,9 @@ class _Depthwise:
         wq = -(-max(wd + pl, (wo - 1) * sw + (kw - 1) * dw + 1) // sw)
         nc, p = n * c, hq * wq
         self.n, self.p = n, p
-        taps = [(i * kw + j, (i * dh % sh, j * dw % sw), (i * dh // sh) * wq + j * dw // sw) for i in range(kh) for j in range(kw)]
+        taps = [
+            (i * kw + j, (i * dh % sh, j * dw % sw), (i * dh // sh) * wq + j * dw // sw) for i in range(kh) for j in range(kw)
+        ]
         margin = max(t[2] for t in taps)
         xs = view_as(x, (nc, h, wd))
         phases, self.fills = {}, []

@@ -14,10 +14,10 @@ axis by axis (each later axis reads the earlier axes' completed borders).
 from __future__ import annotations
 
 import numpy as np
-from mnnpy.backends.cpu.ops.conv import shape_context
-from mnnpy.backends.cpu.registry import cpu_execution
 
 from mnnpy.backend import Execution
+from mnnpy.backends.cpu.ops.conv import shape_context
+from mnnpy.backends.cpu.registry import cpu_execution
 from mnnpy.errors import ShapeError
 from mnnpy.ops.pad import pad_widths
 

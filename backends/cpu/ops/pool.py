@@ -12,6 +12,8 @@ import itertools
 import math
 
 import numpy as np
+
+from mnnpy.backend import Execution
 from mnnpy.backends.cpu.ops.conv import (
     parallel,
     split,
@@ -22,8 +24,6 @@ from mnnpy.backends.cpu.ops.conv import (
 )
 from mnnpy.backends.cpu.registry import cpu_execution
 from mnnpy.backends.cpu.scratch import scratch
-
-from mnnpy.backend import Execution
 
 
 def _lowest(dtype: np.dtype):
@@ -93,7 +93,10 @@ class Pool(Execution):
             rng = (y3[r], pairs, ind3[r] if ind is not None else None, self.base[c0:c1] if ind is not None else None)
             self.ranges.append(rng)
         if not self.is_max:
-            counts = [_window_counts(spatial[j], out[j], k[j], strides[j], dil[j], pads[j], pads[nd + j], a["count_include_pad"]) for j in range(nd)]
+            counts = [
+                _window_counts(spatial[j], out[j], k[j], strides[j], dil[j], pads[j], pads[nd + j], a["count_include_pad"])
+                for j in range(nd)
+            ]
             c = counts[0]
             for cj in counts[1:]:
                 c = np.multiply.outer(c, cj)
@@ -139,4 +142,3 @@ class GlobalAveragePool(Execution):
     def on_execute(self, inputs, outputs):
         if self.x2 is not None and self.y1.size:
             np.mean(self.x2, axis=1, out=self.y1)
-

@@ -21,11 +21,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from mnnpy.backend import Execution
 from mnnpy.backends.cpu.ops.conv import shape_context, view_as
 from mnnpy.backends.cpu.registry import cpu_execution
 from mnnpy.backends.cpu.scratch import scratch, scratch_like
-
-from mnnpy.backend import Execution
 from mnnpy.ops.resize import resize_scales_sizes
 
 
