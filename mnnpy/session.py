@@ -104,12 +104,7 @@ class Session:
             self._plan = self._get_plan(self._check_shapes(shapes))
 
     def _check_shapes(self, shapes: Mapping[str, Any]) -> dict[int, tuple[int, ...]]:
-        unknown = [n for n in shapes if n not in self._input_index]
-        if unknown:
-            raise InputError(f"unknown input name(s) {unknown}; the model's inputs are {list(self._input_index)}")
-        missing = [n for n in self._input_index if n not in shapes]
-        if missing:
-            raise InputError(f"missing input(s) {missing}")
+        self._check_names(shapes)
         out = {}
         for name, shape in shapes.items():
             t = self._input_index[name]

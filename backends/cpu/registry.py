@@ -1,38 +1,14 @@
-"""Registry of CPU Executions: ``@cpu_execution("Conv")`` on an Execution subclass."""
+"""Registry of CPU Executions: ``@cpu_execution("Conv")`` on an Execution subclass in ``ops/``."""
 
 from __future__ import annotations
 
 from mnnpy.backend import Execution
+from mnnpy.registry import Registry
 
-_EXECUTIONS: dict[str, type[Execution]] = {}
-
-
-def cpu_execution(*op_types: str):
-    """Register the decorated Execution class for ``op_types``; a type registered twice is an error."""
-
-    def deco(cls):
-        for t in op_types:
-            if t in _EXECUTIONS:
-                raise ValueError(f"CPU execution for {t} registered twice")
-            _EXECUTIONS[t] = cls
-        return cls
-
-    return deco
-
-
-_loaded = False
+_EXECUTIONS = Registry("CPU execution", "mnnpy.backends.cpu.ops")
+cpu_execution = _EXECUTIONS.register
 
 
 def executions() -> dict[str, type[Execution]]:
     """Every registered CPU Execution class, by op type (imports ``ops/*`` once)."""
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        import importlib
-        import pkgutil
-
-        from mnnpy.backends.cpu import ops
-
-        for m in pkgutil.iter_modules(ops.__path__):
-            importlib.import_module(f"mnnpy.backends.cpu.ops.{m.name}")
-    return _EXECUTIONS
+    return _EXECUTIONS.entries()

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from mnnpy.errors import ModelFormatError, ShapeError
+from mnnpy.registry import Registry
 
 REQUIRED = object()  # default of an attribute that must be present
 
@@ -163,7 +164,7 @@ class ShapeContext:
         raise ShapeError(f"{self.op.type} '{self.op.name}' with input shapes {self.shapes}: {rule}")
 
 
-_SCHEMAS: dict[str, OpSchema] = {}
+_SCHEMAS = Registry("op schema", "mnnpy.ops", skip=("registry", "common"))
 
 
 def op_schema(
@@ -180,17 +181,18 @@ def op_schema(
     """
 
     def deco(infer):
-        if type in _SCHEMAS:
-            raise ValueError(f"op schema {type} registered twice")
-        _SCHEMAS[type] = OpSchema(
-            type=type,
-            inputs=tuple(i if isinstance(i, In) else In(i) for i in inputs),
-            outputs=tuple(outputs),
-            attrs=dict(attrs or {}),
-            infer=infer,
-            alias=alias,
-            variadic_outputs=variadic_outputs,
-            doc=(infer.__doc__ or "").strip(),
+        _SCHEMAS.add(
+            type,
+            OpSchema(
+                type=type,
+                inputs=tuple(i if isinstance(i, In) else In(i) for i in inputs),
+                outputs=tuple(outputs),
+                attrs=dict(attrs or {}),
+                infer=infer,
+                alias=alias,
+                variadic_outputs=variadic_outputs,
+                doc=(infer.__doc__ or "").strip(),
+            ),
         )
         return infer
 
@@ -199,30 +201,9 @@ def op_schema(
 
 def get_schema(type: str) -> OpSchema | None:
     """The schema registered for ``type``, or ``None``."""
-    _load_all()
-    return _SCHEMAS.get(type)
+    return _SCHEMAS.entries().get(type)
 
 
 def all_schemas() -> dict[str, OpSchema]:
     """Every registered op schema, by type."""
-    _load_all()
-    return dict(_SCHEMAS)
-
-
-_loaded = False
-
-
-def _load_all() -> None:
-    """Import every module of ``mnnpy.ops`` once (each registers its schemas)."""
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    import importlib
-    import pkgutil
-
-    import mnnpy.ops as pkg
-
-    for m in pkgutil.iter_modules(pkg.__path__):
-        if m.name not in ("registry", "common"):
-            importlib.import_module(f"mnnpy.ops.{m.name}")
+    return dict(_SCHEMAS.entries())
