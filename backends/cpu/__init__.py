@@ -12,6 +12,7 @@ BLAS workers cost more than it gained).
 from __future__ import annotations
 
 from collections.abc import Sequence
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -91,7 +92,11 @@ class CPURuntime(Runtime):
     def pool(self, n: int) -> ThreadPoolExecutor:
         """A shared pool of ``n`` worker threads (numpy releases the GIL in large ops)."""
         if n not in self._pools:
-            self._pools[n] = ThreadPoolExecutor(n, thread_name_prefix="mnnpy-cpu")
+            pool = self._pools[n] = ThreadPoolExecutor(n, thread_name_prefix="mnnpy-cpu")
+            # start the workers now (the executor starts them lazily, on a first run)
+            barrier = threading.Barrier(n)
+            for f in [pool.submit(barrier.wait) for _ in range(n)]:
+                f.result()
         return self._pools[n]
 
     def create_backend(self, config: BackendConfig) -> CPUBackend:
