@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Sequence
 
 from mnnpy import model_file
@@ -17,12 +18,16 @@ from mnnpy.ir import Net
 from mnnpy.session import IODesc, Session
 
 PRECISIONS = ("high", "normal", "low")
+MAX_THREADS = 256
+KNOWN_BACKENDS = ("cpu", "opencl", "vulkan")  # names mnnpy defines, whether or not usable here
 
 
 class Interpreter:
     """A validated model loaded from a path or bytes (``ModelFormatError`` when malformed)."""
 
     def __init__(self, source: str | os.PathLike | bytes | Net):
+        if not isinstance(source, (str, os.PathLike, bytes, bytearray, memoryview, Net)):
+            raise InputError(f"Interpreter takes a model path or the model's bytes, got {type(source).__name__}")
         self.net: Net = source if isinstance(source, Net) else model_file.load(source)
 
     @property
@@ -57,14 +62,12 @@ class Interpreter:
         """
         if precision not in PRECISIONS:
             raise InputError(f"precision must be one of {PRECISIONS}, got {precision!r}")
-        if num_threads is not None and (not isinstance(num_threads, int) or num_threads < 1):
-            raise InputError(f"num_threads must be a positive int, got {num_threads!r}")
+        if num_threads is not None and (
+            not isinstance(num_threads, int) or isinstance(num_threads, bool) or not 1 <= num_threads <= MAX_THREADS
+        ):
+            raise InputError(f"num_threads must be an int in 1..{MAX_THREADS}, got {num_threads!r}")
         names = resolve_backends(backend)
         config = BackendConfig(precision=precision, num_threads=num_threads)
-        if num_threads is not None:
-            from threadpoolctl import threadpool_limits
-
-            threadpool_limits(limits=num_threads, user_api="blas")
         backends = [get_runtime(n).create_backend(config) for n in names]
         session = Session(self.net, backends)
         fixed = {d.name: d.shape for d in session.inputs}
@@ -74,20 +77,38 @@ class Interpreter:
 
 
 def resolve_backends(backend: str | Sequence[str]) -> list[str]:
-    """Preference list of backend names, CPU appended last; ``"auto"`` skips unavailable ones."""
+    """Preference list of usable backend names, CPU appended last.
+
+    ``"auto"``: every registered backend that is usable here. One name (``"opencl"``):
+    that backend or ``BackendUnavailableError`` with the reason. A list
+    (``["opencl", "cpu"]``, or the string ``"opencl,cpu"``): in order, skipping
+    unavailable ones with a ``RuntimeWarning`` naming the reason (onnxruntime treats a
+    provider list the same way); an unknown name in a list is still an error.
+    """
+    if isinstance(backend, str) and "," in backend:
+        backend = [b.strip() for b in backend.split(",")]
     if isinstance(backend, str):
         if backend == "auto":
             names = [n for n in registered_backends() if n != "cpu" and backend_availability(n)[0]]
         else:
+            ok, reason = backend_availability(backend)
+            if not ok:
+                raise BackendUnavailableError(f"backend '{backend}' is unavailable: {reason}")
             names = [backend]
+    elif isinstance(backend, Sequence) and backend:
+        names = []
+        for n in backend:
+            if not isinstance(n, str) or not n:
+                raise InputError(f"backend names must be non-empty strings, got {n!r}")
+            ok, reason = backend_availability(n)
+            if ok:
+                names.append(n)
+            elif n not in registered_backends() and n not in KNOWN_BACKENDS:
+                raise BackendUnavailableError(f"unknown backend '{n}': {reason}")
+            else:
+                warnings.warn(f"backend '{n}' skipped: {reason}", RuntimeWarning, stacklevel=3)
     else:
-        names = list(backend)
-    for n in names:
-        if not isinstance(n, str):
-            raise InputError(f"backend names must be strings, got {n!r}")
-        ok, reason = backend_availability(n)
-        if not ok:
-            raise BackendUnavailableError(f"backend '{n}' is unavailable: {reason}")
+        raise InputError(f"backend must be a name, a list of names or 'auto', got {backend!r}")
     if "cpu" not in names:
         names.append("cpu")
     return list(dict.fromkeys(names))

@@ -9,6 +9,7 @@ partition borders, copy outputs out. Nothing is allocated for intermediate tenso
 from __future__ import annotations
 
 import threading
+import warnings
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -104,11 +105,18 @@ class Session:
             self._plan = self._get_plan(self._check_shapes(shapes))
 
     def _check_shapes(self, shapes: Mapping[str, Any]) -> dict[int, tuple[int, ...]]:
+        if not isinstance(shapes, Mapping):
+            raise InputError(f"resize() takes a dict of input name -> shape, got {type(shapes).__name__}")
         self._check_names(shapes)
         out = {}
         for name, shape in shapes.items():
             t = self._input_index[name]
             declared = self.graph.tensors[t].shape
+            if isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__"):
+                raise InputError(f"input '{name}': shape must be a sequence of ints, got {shape!r}")
+            shape = tuple(shape)
+            if not all(isinstance(d, (int, np.integer)) and not isinstance(d, (bool, np.bool_)) for d in shape):
+                raise InputError(f"input '{name}': shape must be a sequence of ints, got {shape!r}")
             shape = tuple(int(d) for d in shape)
             if declared is not None:
                 if len(shape) != len(declared):
@@ -133,6 +141,8 @@ class Session:
             plan = self._build_plan(shapes)
         except ShapeError as e:
             raise ShapeError(f"input shapes {self._named(shapes)}: {e}") from None
+        except MemoryError as e:
+            raise ShapeError(f"input shapes {self._named(shapes)} need more memory than this machine has: {e}") from None
         self._plans[key] = plan
         while len(self._plans) > RESIZE_CACHE:
             self._plans.popitem(last=False)
@@ -263,15 +273,22 @@ class Session:
                 for b, h in enumerate(plan.handles):
                     if t in h:
                         self.backends[b].upload(a, h[t])
-            for b, copies, runs in plan.steps:
-                backend = self.backends[b]
-                backend.on_execute_begin()
+            with np.errstate(all="ignore"):  # NaN/inf propagate silently, as in onnxruntime
+                self._execute(plan)
+            return self._collect(plan, arrays, output_names)
+
+    def _execute(self, plan: _Plan) -> None:
+        """Every partition in order: border copies in, then each Execution's ``on_execute``."""
+        for b, copies, runs in plan.steps:
+            backend = self.backends[b]
+            backend.on_execute_begin()
+            try:
                 for t, src, dst in copies:
                     backend.upload(self.backends[self._home(plan.schedule, t)].download(src), dst)
                 for exe, ins, outs in runs:
                     exe.on_execute(ins, outs)
+            finally:
                 backend.on_execute_end()
-            return self._collect(plan, arrays, output_names)
 
     def _collect(self, plan: _Plan, arrays: dict[int, np.ndarray], output_names) -> dict[str, np.ndarray]:
         g = self.graph
@@ -302,14 +319,18 @@ class Session:
         for name, value in feeds.items():
             t = self._input_index[name]
             want = self.graph.tensors[t].dtype
-            a = np.asarray(value)
-            if a.dtype != want:
-                if a.dtype.kind == want.kind == "f" and not isinstance(value, np.ndarray):
-                    a = a.astype(want)  # Python floats/lists
-                elif a.dtype.kind == want.kind == "i" and not isinstance(value, np.ndarray):
-                    a = a.astype(want)
-                else:
-                    raise InputError(f"input '{name}': dtype {a.dtype}, expected {want}")
+            if isinstance(value, np.ndarray):
+                if value.dtype != want:
+                    raise InputError(f"input '{name}': dtype {value.dtype}, expected {want}")
+                out[t] = value
+                continue
+            # Python scalars and (nested) lists take the input's dtype, as numpy would cast them
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("error", RuntimeWarning)
+                    a = np.asarray(value, dtype=want)
+            except (ValueError, TypeError, OverflowError, RuntimeWarning) as e:
+                raise InputError(f"input '{name}': cannot make a {want} array of {type(value).__name__}: {e}") from None
             out[t] = a
         return out
 

@@ -11,8 +11,8 @@ BLAS workers cost more than it gained).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 import threading
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -35,6 +35,7 @@ class CPUBackend(Backend):
         self.arena = np.empty(0, np.uint8)
         self.num_threads = config.num_threads or runtime.default_threads
         self.pool = runtime.pool(self.num_threads)
+        self._blas_before = None
 
     def supports(self, op: Op, inputs: Sequence[TensorInfo], attrs: dict) -> tuple[bool, str]:
         if op.type in executions():
@@ -66,6 +67,14 @@ class CPUBackend(Backend):
     def download(self, src: np.ndarray) -> np.ndarray:
         return np.array(src)
 
+    def on_execute_begin(self) -> None:
+        # products are split over this backend's pool on a single-threaded BLAS (blas.py)
+        self._blas_before = self.runtime.blas.use(1)
+
+    def on_execute_end(self) -> None:
+        if self._blas_before not in (None, 1):
+            self.runtime.blas.use(self._blas_before)  # leave the caller's BLAS as it was
+
     def evaluate(self, op: Op, attrs: dict, values: list, specs: list) -> list[np.ndarray]:
         """Run one op on fresh arrays (resize-time evaluation of small tensors, constant folding)."""
         ins = [TensorInfo(-1, "", v.shape, v.dtype, v) if v is not None else None for v in values]
@@ -75,6 +84,11 @@ class CPUBackend(Backend):
         exe.on_resize(list(values), out_arrays)
         exe.on_execute(list(values), out_arrays)
         return out_arrays
+
+
+def _quiet_numpy() -> None:
+    """Worker threads: no floating-point warnings (NaN/inf inputs propagate as in onnxruntime)."""
+    np.seterr(all="ignore")
 
 
 class CPURuntime(Runtime):
@@ -92,7 +106,7 @@ class CPURuntime(Runtime):
     def pool(self, n: int) -> ThreadPoolExecutor:
         """A shared pool of ``n`` worker threads (numpy releases the GIL in large ops)."""
         if n not in self._pools:
-            pool = self._pools[n] = ThreadPoolExecutor(n, thread_name_prefix="mnnpy-cpu")
+            pool = self._pools[n] = ThreadPoolExecutor(n, thread_name_prefix="mnnpy-cpu", initializer=_quiet_numpy)
             # start the workers now (the executor starts them lazily, on a first run)
             barrier = threading.Barrier(n)
             for f in [pool.submit(barrier.wait) for _ in range(n)]:

@@ -20,25 +20,27 @@ MIN_ROWS = 32  # a row block smaller than this is a poor GEMM: split columns ins
 
 
 class BlasThreads:
-    """Sets the BLAS library's thread count, remembering the last value set (process-wide)."""
+    """The BLAS library's thread count (process-wide), through threadpoolctl's controller."""
 
     def __init__(self):
-        self.current = None
-        self._set = None
+        self._lib = None
         try:
             from threadpoolctl import ThreadpoolController
 
             ctl = ThreadpoolController().select(user_api="blas")
             if ctl.lib_controllers:
-                self._set = ctl.lib_controllers[0].set_num_threads
+                self._lib = ctl.lib_controllers[0]
         except Exception:  # no threadpoolctl-supported BLAS: leave its default alone
-            self._set = None
+            self._lib = None
 
-    def use(self, n: int) -> None:
-        """Make the BLAS run on ``n`` threads from now on."""
-        if n != self.current and self._set is not None:
-            self._set(n)
-            self.current = n
+    def use(self, n: int) -> int | None:
+        """Make the BLAS run on ``n`` threads; returns the previous count (ctypes calls, ~1 µs)."""
+        if self._lib is None:
+            return None
+        before = self._lib.get_num_threads()
+        if before != n:
+            self._lib.set_num_threads(n)
+        return before
 
 
 def _blocks(a: np.ndarray, b: np.ndarray, out: np.ndarray, parts: int) -> list[tuple]:
@@ -57,7 +59,6 @@ class MatMul:
     """A prepared ``np.matmul(a, b, out=out)`` (views fixed at resize), split over the pool when big."""
 
     def __init__(self, backend, a: np.ndarray, b: np.ndarray, out: np.ndarray):
-        backend.runtime.blas.use(1)
         self.pool = backend.pool
         k = a.shape[-1]
         flops = 2.0 * out.size * k

@@ -11,6 +11,7 @@ import numpy as np
 from mnnpy.backend import Execution
 from mnnpy.backends.cpu.registry import cpu_execution
 from mnnpy.backends.cpu.scratch import scratch_like
+from mnnpy.errors import InputError
 
 
 def apply_activation(kind: str, params, y: np.ndarray, scratch: np.ndarray | None = None) -> None:
@@ -124,7 +125,12 @@ class Binary(Execution):
 
 
 def _int_div(a, b, out):
-    """Integer division truncating toward zero, as onnxruntime computes it."""
+    """Integer division truncating toward zero, as onnxruntime computes it.
+
+    Raises ``InputError`` on a zero divisor (undefined in ONNX; onnxruntime refuses it).
+    """
+    if not np.all(b):
+        raise InputError("integer Div by zero")
     np.copyto(out, np.trunc(np.true_divide(a, b)).astype(out.dtype))
 
 
