@@ -2,7 +2,7 @@
 
 Pipeline: import (one converter function per ONNX op, opsets 7..newest, canonical
 forms) -> optimise (constant folding, BatchNormalization into Conv, activation into
-Conv, dead-code elimination) -> write (``mnnpy.model_file``).
+Conv, dead-code elimination) -> write (``mnnpy.model_file``, then loaded back to check it).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import mnnpy
 from mnnpy import model_file
 from mnnpy.converter.importer import import_onnx
 from mnnpy.converter.optimize import optimize
-from mnnpy.errors import ModelFormatError
+from mnnpy.errors import InputError, ModelFormatError
 from mnnpy.ir import Net
 
 PRODUCER = "mnnpy.converter"
@@ -40,13 +40,35 @@ def to_net(model: str | os.PathLike | bytes | onnx.ModelProto, optimize_graph: b
     return net
 
 
-def convert(model, output: str | os.PathLike | None = None, optimize_graph: bool = True) -> bytes:
-    """Convert an ONNX model to ``.mnnpy`` bytes, written to ``output`` when given."""
-    data = model_file.serialize(to_net(model, optimize_graph))
-    if output is not None:
-        with open(output, "wb") as f:
-            f.write(data)
+def serialize(net: Net) -> bytes:
+    """``net`` -> ``.mnnpy`` bytes, checked by loading them back with ``model_file.load``.
+
+    Raises ``ModelFormatError`` (naming what the loader rejects) instead of returning
+    bytes the loader would refuse: such a failure is a converter bug.
+    """
+    data = model_file.serialize(net)
+    try:
+        model_file.load(data)
+    except ModelFormatError as e:
+        raise ModelFormatError(f"the converted model does not load back (a converter bug): {e}") from e
     return data
 
 
-__all__ = ["convert", "to_net", "PRODUCER"]
+def write(data: bytes, output: str | os.PathLike) -> None:
+    """Write ``data`` to the file ``output``; ``InputError`` ("cannot write <path>: <reason>") on failure."""
+    try:
+        with open(output, "wb") as f:
+            f.write(data)
+    except OSError as e:
+        raise InputError(f"cannot write {os.fspath(output)}: {e.strerror or e}") from e
+
+
+def convert(model, output: str | os.PathLike | None = None, optimize_graph: bool = True) -> bytes:
+    """Convert an ONNX model to ``.mnnpy`` bytes (verified by loading them back), written to ``output`` when given."""
+    data = serialize(to_net(model, optimize_graph))
+    if output is not None:
+        write(data, output)
+    return data
+
+
+__all__ = ["convert", "to_net", "serialize", "write", "PRODUCER"]

@@ -150,9 +150,10 @@ def import_onnx(model: onnx.ModelProto) -> Net:
             raise ModelFormatError(f"graph output '{vi.name}' is not produced by any node")
         t = ctx.index[vi.name]
         desc = ctx.graph.tensors[t]
-        if vi.type.tensor_type.elem_type:
-            desc.dtype = dtypes.from_onnx(vi.type.tensor_type.elem_type, f"graph output '{vi.name}'")
-        desc.shape = _shape(vi)
+        if desc.data is None:  # a constant (Constant node, initializer) keeps its data's dtype and shape
+            if vi.type.tensor_type.elem_type:
+                desc.dtype = dtypes.from_onnx(vi.type.tensor_type.elem_type, f"graph output '{vi.name}'")
+            desc.shape = _shape(vi)
         ctx.graph.outputs.append(t)
     ctx.graph.name = g.name or "main"
     return Net(graphs=[ctx.graph], metadata={p.key: p.value for p in model.metadata_props})

@@ -6,13 +6,16 @@ Another module adds one with the ``command`` decorator, or lazily: an entry
 ``name: (module, help)`` in ``LAZY_COMMANDS``, where ``module`` defines
 ``add_arguments(parser)`` and ``run(args) -> int`` and is imported only when that
 subcommand is asked for (``mnnpy demo`` -> ``mnnpy.demo``). Errors from
-mnnpy (``MnnpyError``) print ``error: ...`` on stderr and exit 2, without a traceback.
+mnnpy (``MnnpyError``) print ``error: ...`` on stderr and exit 2, without a traceback;
+a stdout pipe closed by its reader (``| head -1``) ends the command quietly with 141.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import math
+import os
 import statistics
 import sys
 import time
@@ -62,8 +65,7 @@ def _convert_args(p: argparse.ArgumentParser) -> None:
 
 @command("convert", "convert an ONNX model to .mnnpy", _convert_args)
 def _convert(args) -> int:
-    from mnnpy import model_file
-    from mnnpy.converter import to_net
+    from mnnpy.converter import serialize, to_net, write
     from mnnpy.converter.optimize import op_counts, optimize
 
     net = to_net(args.onnx, optimize_graph=False)
@@ -71,12 +73,8 @@ def _convert(args) -> int:
     if not args.no_optimize:
         optimize(net)
     after = op_counts(net)
-    data = model_file.serialize(net)
-    try:
-        with open(args.output, "wb") as f:
-            f.write(data)
-    except OSError as e:
-        raise InputError(f"cannot write {args.output}: {e}") from None
+    data = serialize(net)
+    write(data, args.output)
     print(f"ops: {sum(before.values())} -> {sum(after.values())}")
     for t in sorted(set(before) | set(after), key=lambda t: (-before[t], t)):
         print(f"  {t:<24} {before[t]:>5} -> {after[t]:>5}")
@@ -121,31 +119,84 @@ def _info(args) -> int:
 
 # ---------------------------------------------------------------------------------- run
 DEFAULT_DYNAMIC_DIM = 64  # a dynamic dim other than the first (batch, default 1) when --shape is absent
+MAX_THREADS = 256  # --threads is 1..MAX_THREADS
+MAX_RANDOM_INPUT_BYTES = 2**31  # a random input larger than this is refused
+
+
+def check_int(value: int | None, option: str, low: int, high: int | None = None) -> None:
+    """``InputError`` unless ``value`` (an option's parsed int; ``None`` = not given) is in ``low..high``."""
+    if value is not None and not (low <= value and (high is None or value <= high)):
+        bound = f"between {low} and {high}" if high is not None else f">= {low}"
+        raise InputError(f"{option} must be {bound}, got {value}")
 
 
 def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", help=".mnnpy file")
     p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy", help="an input from a .npy file")
-    p.add_argument("--shape", action="append", default=[], metavar="NAME=D0,D1,...", help="shape of a random input")
+    p.add_argument(
+        "--shape",
+        action="append",
+        default=[],
+        metavar="NAME=D0,D1,...",
+        help="shape of a random input (positive dims; NAME= for a scalar)",
+    )
     p.add_argument("--backend", default="cpu", help="backend name, a comma-separated preference list, or auto")
-    p.add_argument("--threads", type=int, default=None, help="CPU threads")
+    p.add_argument("--threads", type=int, default=None, help=f"CPU threads (1..{MAX_THREADS})")
     p.add_argument("--repeat", type=int, default=10, help="timed runs after the first (default 10)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (>= 0, default 0)")
 
 
 def _pairs(items: Sequence[str], what: str) -> dict[str, str]:
+    """``NAME=VALUE`` options -> {name: value}; a malformed item or a name given twice is an error."""
     out = {}
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or not name:
             raise InputError(f"{what} must look like NAME=VALUE, got {item!r}")
+        if name in out:
+            raise InputError(f"{what} given twice for input '{name}' ({out[name]!r} and {value!r})")
         out[name] = value
     return out
 
 
-def _random_inputs(interp, shapes: dict[str, tuple[int, ...]], rng: np.random.Generator) -> dict[str, np.ndarray]:
+def _parse_shape(name: str, text: str) -> tuple[int, ...]:
+    """``--shape NAME=TEXT`` -> dims: positive integers separated by commas ('' is a scalar)."""
+    if text.strip() == "":
+        return ()
+    dims = []
+    for s in text.split(","):
+        if s.strip() == "":
+            raise InputError(f"--shape {name}={text}: empty dim (a trailing or doubled comma?)")
+        try:
+            d = int(s)
+        except ValueError:
+            raise InputError(f"--shape {name}={text}: dims must be integers separated by commas (got {s!r})") from None
+        if d < 1:
+            raise InputError(f"--shape {name}={text}: dims must be positive (got {d})")
+        dims.append(d)
+    return tuple(dims)
+
+
+def _load_npy(name: str, path: str) -> np.ndarray:
+    """``--input NAME=PATH``: a plain (non-pickled) .npy array, else ``InputError``."""
+    where = f"--input {name}={path}: cannot read {path} as a .npy array"
+    try:
+        with open(path, "rb") as f:
+            if f.read(6) != b"\x93NUMPY":
+                raise InputError(f"{where}: not a .npy file (it lacks the .npy magic string)")
+            f.seek(0)
+            a = np.load(f, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as e:
+        raise InputError(f"{where}: {getattr(e, 'strerror', None) or e}") from None
+    return a
+
+
+def _random_inputs(interp, shapes: dict[str, tuple[int, ...]], rng: np.random.Generator, skip=()) -> dict[str, np.ndarray]:
+    """Seeded random values for each model input not in ``skip`` (``shapes`` or the model's dims)."""
     feeds = {}
     for d in interp.inputs:
+        if d.name in skip:
+            continue
         if d.name in shapes:
             shape = shapes[d.name]
         elif d.shape is None:
@@ -153,6 +204,12 @@ def _random_inputs(interp, shapes: dict[str, tuple[int, ...]], rng: np.random.Ge
         else:
             shape = tuple(
                 s if isinstance(s, int) and s >= 0 else (1 if i == 0 else DEFAULT_DYNAMIC_DIM) for i, s in enumerate(d.shape)
+            )
+        size = math.prod(shape) * d.dtype.itemsize
+        if size > MAX_RANDOM_INPUT_BYTES:
+            raise InputError(
+                f"input '{d.name}': a random {d.dtype} input of shape {shape} would take {size / 2**30:.1f} GiB, "
+                f"more than the {MAX_RANDOM_INPUT_BYTES / 2**30:g} GiB limit; give a smaller --shape {d.name}=..."
             )
         if d.dtype.kind == "f":
             feeds[d.name] = rng.random(shape, dtype=np.float64).astype(d.dtype)
@@ -167,25 +224,22 @@ def _random_inputs(interp, shapes: dict[str, tuple[int, ...]], rng: np.random.Ge
 def _run(args) -> int:
     from mnnpy.interpreter import Interpreter
 
-    if args.repeat < 0:
-        raise InputError("--repeat must be >= 0")
+    check_int(args.repeat, "--repeat", 0)
+    check_int(args.threads, "--threads", 1, MAX_THREADS)
+    check_int(args.seed, "--seed", 0)
+    files, texts = _pairs(args.input, "--input"), _pairs(args.shape, "--shape")
+    both = sorted(files.keys() & texts.keys())
+    if both:
+        raise InputError(f"input '{both[0]}' has both --input and --shape; --shape is for random inputs only")
+    shapes = {name: _parse_shape(name, text) for name, text in texts.items()}
     interp = Interpreter(args.model)
     names = {d.name for d in interp.inputs}
-    files, shapes = _pairs(args.input, "--input"), {}
-    for name, text in _pairs(args.shape, "--shape").items():
-        try:
-            shapes[name] = tuple(int(s) for s in text.split(",") if s.strip() != "")
-        except ValueError:
-            raise InputError(f"--shape {name}={text}: dims must be integers separated by commas") from None
     for name in list(files) + list(shapes):
         if name not in names:
             raise InputError(f"unknown input name '{name}'; the model's inputs are {sorted(names)}")
-    feeds = _random_inputs(interp, shapes, np.random.default_rng(args.seed))
-    for name, path in files.items():
-        try:
-            feeds[name] = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as e:
-            raise InputError(f"--input {name}={path}: cannot read .npy file: {e}") from None
+    loaded = {name: _load_npy(name, path) for name, path in files.items()}
+    generated = _random_inputs(interp, shapes, np.random.default_rng(args.seed), skip=loaded)
+    feeds = {d.name: loaded[d.name] if d.name in loaded else generated[d.name] for d in interp.inputs}
     backend = args.backend.split(",") if "," in args.backend else args.backend
     session = interp.create_session(backend=backend, num_threads=args.threads)
     t0 = time.perf_counter()
@@ -232,12 +286,34 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``mnnpy`` console script; returns the exit code (2 on ``MnnpyError``)."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser(argv).parse_args(argv)
+def _stdout_closed() -> int:
+    """The reader of stdout went away (``mnnpy info m.mnnpy | head -1``): point stdout at
+    devnull so that Python's final flush cannot fail again, and return 141 (128 + SIGPIPE)."""
     try:
-        return int(COMMANDS[args.command].run(args) or 0)
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError, AttributeError):  # stdout without a file descriptor (e.g. captured)
+        return 141
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+    return 141
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``mnnpy`` console script; returns the exit code.
+
+    2 on ``MnnpyError`` (``error: ...`` on stderr, no traceback); 141, quietly, when stdout
+    is a pipe closed early by its reader (``mnnpy run m.mnnpy | head -1``).
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        try:
+            args = build_parser(argv).parse_args(argv)
+            return int(COMMANDS[args.command].run(args) or 0)
+        finally:
+            sys.stdout.flush()  # a closed pipe shows here, not in Python's shutdown
+    except BrokenPipeError:
+        return _stdout_closed()
     except MnnpyError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

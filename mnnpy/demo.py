@@ -9,16 +9,21 @@ The first call fetches the models (``mnnpy.models``: the rapidocr-onnxruntime wh
 from PyPI into the cache) and converts them to ``.mnnpy`` (cached). Prints the text
 read and each stage's latency in ms (det, cls, rec, total) for the first run (which
 includes each session's resize) and the fastest of the ``--repeat`` - 1 later runs.
-Exit status 1 when a rendered line is not read back exactly.
+A ``--text`` with several lines is rendered one line below the other and read back
+top to bottom. Exit status 1 when the rendered text (its non-blank lines) is not read
+back exactly; 2 on bad options or input (``error: ...``).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
 from mnnpy import models, ocr
+from mnnpy.cli import MAX_THREADS, _stdout_closed, check_int
+from mnnpy.errors import InputError
 
 DEFAULT_TEXT = "mnnpy reads this line 2026"
 
@@ -49,29 +54,67 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     src.add_argument("--image", help="read this image file instead of a rendered line")
     src.add_argument("--text", default=DEFAULT_TEXT, help=f"line to render and read (default: {DEFAULT_TEXT!r})")
     p.add_argument("--backend", default="cpu", help="mnnpy backend name, or 'onnxruntime' for the reference (default: cpu)")
-    p.add_argument("--threads", type=int, default=None, help="CPU threads")
+    p.add_argument("--threads", type=int, default=None, help=f"CPU threads (1..{MAX_THREADS})")
     p.add_argument("--no-cls", action="store_true", help="skip the text direction classifier")
     p.add_argument("--save", metavar="PNG", help="also save the rendered image here")
-    p.add_argument("--repeat", type=int, default=2, help="runs; after the first, the fastest is shown as 'warm' (default 2)")
+    p.add_argument(
+        "--repeat", type=int, default=2, help="runs (>= 1); after the first, the fastest is shown as 'warm' (default 2)"
+    )
+
+
+def _check_save_path(path: str) -> None:
+    """``InputError`` unless a PNG (or another format Pillow writes) can be saved at ``path``."""
+    from PIL import Image
+
+    parent = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise InputError(f"--save {path}: is a directory; give a file name such as line.png")
+    if not os.path.isdir(parent):
+        raise InputError(f"--save {path}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise InputError(f"--save {path}: directory {parent} is not writable")
+    ext = os.path.splitext(path)[1].lower()
+    if ext not in Image.registered_extensions():
+        raise InputError(f"--save {path}: unknown image file extension {ext!r}; use .png")
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the demo for parsed ``args``; returns the exit status."""
     from PIL import Image
 
+    check_int(args.repeat, "--repeat", 1)
+    check_int(args.threads, "--threads", 1, MAX_THREADS)
     if args.image:
+        if args.save:
+            raise InputError("--save saves the rendered line; it cannot be used with --image")
         image, expected = ocr.load_image(args.image), None
     else:
-        image, expected = ocr.render_text(args.text), args.text
+        text = "\n".join(args.text.splitlines())
+        expected = "\n".join(line for line in text.split("\n") if line.strip())
+        if not expected:
+            raise InputError("--text is empty; give some text to render")
         if args.save:
-            Image.fromarray(image).save(args.save)
+            _check_save_path(args.save)
+        _, missing = ocr.text_font(text)
+        if missing:
+            print(f"warning: no installed font draws {missing!r}; the text cannot be rendered faithfully", file=sys.stderr)
+        image = ocr.render_text(text)
+        if args.save:
+            try:
+                Image.fromarray(image).save(args.save)
+            except (OSError, ValueError) as e:
+                raise InputError(f"--save {args.save}: cannot write the image: {e}") from None
     t0 = time.perf_counter()
     pipeline = load_pipeline(args.backend, not args.no_cls, args.threads)
     prep_ms = (time.perf_counter() - t0) * 1e3
+    known = set(pipeline[3])
+    unknown = "".join(dict.fromkeys(c for c in expected or "" if not c.isspace() and c not in known))
+    if unknown:
+        print(f"warning: the recogniser's alphabet lacks {unknown!r}; those characters cannot be read back", file=sys.stderr)
     result = ocr.read_text(image, *pipeline[:2], pipeline[3], pipeline[2])
     warm = [ocr.read_text(image, *pipeline[:2], pipeline[3], pipeline[2]) for _ in range(args.repeat - 1)]
     h, w = image.shape[:2]
-    print(f"image: {args.image or 'rendered line'} ({w}x{h}), backend: {args.backend}")
+    print(f"image: {args.image or 'rendered text'} ({w}x{h}), backend: {args.backend}")
     for text, score, box in result.lines:
         print(f"read: {text!r}  (score {score:.3f}, box {box})")
     if not result.lines:
@@ -96,7 +139,12 @@ def main(argv: list[str] | None = None) -> int:
     from mnnpy.errors import MnnpyError
 
     try:
-        return run(args)
+        try:
+            return run(args)
+        finally:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        return _stdout_closed()
     except MnnpyError as e:
         print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
         return 2

@@ -12,7 +12,8 @@ directory, its sha256 checked, and the three ONNX members extracted (each checke
 
 >>> from mnnpy.models import ocr_model_path, ocr_mnnpy_path
 >>> ocr_model_path("det")      # .../rapidocr-1.4.4/ch_PP-OCRv4_det_infer.onnx
->>> ocr_mnnpy_path("rec")      # converted, cached beside it, redone when the converter changes
+>>> ocr_mnnpy_path("rec")      # converted, cached beside it (with its sha256), redone when the
+...                            # converter changes or the cached file does not match its sha256
 
 Cache directory: ``$MNNPY_CACHE`` when set, else ``platformdirs.user_cache_dir("mnnpy")``.
 Every file is written to a temporary name and renamed, so concurrent processes and
@@ -176,22 +177,43 @@ def converter_fingerprint() -> str:
     return h.hexdigest()[:12]
 
 
+def _sidecar(path: Path) -> Path:
+    """The file holding the hex sha256 of the converted model ``path``."""
+    return path.with_name(path.name + ".sha256")
+
+
+def _cached_conversion_ok(path: Path) -> bool:
+    """Whether ``path`` exists and its bytes hash to the digest in its sidecar file."""
+    try:
+        want = _sidecar(path).read_text(encoding="ascii").strip()
+        data = path.read_bytes()
+    except (OSError, UnicodeDecodeError):
+        return False
+    return hashlib.sha256(data).hexdigest() == want
+
+
 def ocr_mnnpy_path(kind: str) -> Path:
     """Path of model ``kind`` converted to ``.mnnpy``, cached beside the ONNX file.
 
-    The file name carries ``converter_fingerprint()``; stale conversions are removed.
-    Conversion errors (``UnsupportedOperatorError``...) propagate unchanged.
+    The file name carries ``converter_fingerprint()``; stale conversions are removed. The
+    sha256 of the converted bytes is kept beside it (``<name>.mnnpy.sha256``, written after
+    the model); a cached file whose bytes do not match it (truncated, corrupted) or that
+    lacks it is converted again. Conversion errors (``UnsupportedOperatorError``...)
+    propagate unchanged.
     """
     from mnnpy.converter import convert
 
     onnx_path = ocr_model_path(kind)
     target = onnx_path.with_name(f"{onnx_path.stem}.{converter_fingerprint()}.mnnpy")
-    if target.exists():
+    if _cached_conversion_ok(target):
         return target
-    _write_atomic(target, convert(str(onnx_path)))
-    for old in onnx_path.parent.glob(f"{onnx_path.stem}.*.mnnpy"):
-        if old != target:
-            old.unlink(missing_ok=True)
+    data = convert(str(onnx_path))
+    _write_atomic(target, data)
+    _write_atomic(_sidecar(target), hashlib.sha256(data).hexdigest().encode("ascii") + b"\n")
+    for pattern in (f"{onnx_path.stem}.*.mnnpy", f"{onnx_path.stem}.*.mnnpy.sha256"):
+        for old in onnx_path.parent.glob(pattern):
+            if old not in (target, _sidecar(target)):
+                old.unlink(missing_ok=True)
     return target
 
 

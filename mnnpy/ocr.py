@@ -9,14 +9,20 @@ reference. Constants follow rapidocr-onnxruntime 1.4.4's ``config.yaml``.
 
 from __future__ import annotations
 
+import functools
 import math
+import os
+import subprocess
 import time
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image, ImageDraw, ImageFont, UnidentifiedImageError
 from scipy import ndimage
+
+from mnnpy.errors import InputError
 
 Runner = Callable[[np.ndarray], np.ndarray]
 
@@ -32,18 +38,109 @@ REC_HEIGHT, REC_MIN_WIDTH = 48, 320  # recogniser input height; batch width is a
 
 
 # -- input ----------------------------------------------------------------------------
+#: TrueType fonts tried, after ``fc-match``, when Pillow's default font lacks a glyph of the text
+FALLBACK_FONTS = (
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/TTF/DejaVuSans.ttf",
+    "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
+    "/usr/share/fonts/truetype/noto/NotoSans-Regular.ttf",
+    "/System/Library/Fonts/Supplemental/Arial Unicode.ttf",
+    "/Library/Fonts/Arial Unicode.ttf",
+    "C:/Windows/Fonts/arial.ttf",
+)
+_NOT_A_CHAR = "\U0010fffd"  # a private-use code point: no font draws it, so it shows the font's .notdef glyph
+
+
+def missing_glyphs(font: ImageFont.FreeTypeFont, text: str) -> str:
+    """The characters of ``text`` that ``font`` draws as its .notdef glyph (a box or nothing).
+
+    Spaces, control and format characters (Unicode categories Z* and C*) are not checked.
+    """
+
+    def mask(ch):
+        m = font.getmask(ch)
+        return m.size, bytes(m)
+
+    notdef = mask(_NOT_A_CHAR)
+    seen = dict.fromkeys(c for c in text if unicodedata.category(c)[0] not in "ZC")
+    return "".join(c for c in seen if mask(c) == notdef)
+
+
+@functools.cache
+def _fc_match(chars: str) -> str | None:
+    """The file of fontconfig's best sans-serif font for ``chars`` (``None`` without ``fc-match``)."""
+    charset = " ".join(f"{ord(c):x}" for c in chars)
+    try:
+        r = subprocess.run(
+            ["fc-match", "-f", "%{file}", f"sans-serif:charset={charset}"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (r.stdout.strip() or None) if r.returncode == 0 else None
+
+
+def text_font(text: str, font_size: int = 40) -> tuple[ImageFont.FreeTypeFont, str]:
+    """The font to render ``text`` with, and the characters of ``text`` it cannot draw ('' if none).
+
+    Pillow's scalable default font when it has every glyph; else the first TrueType font
+    that has them all, of ``fc-match``'s pick and ``FALLBACK_FONTS``; else the font that
+    lacks the fewest characters.
+    """
+    best = ImageFont.load_default(size=font_size)
+    best_missing = missing_glyphs(best, text)
+    if not best_missing:
+        return best, ""
+    tried = set()
+    for path in (_fc_match(best_missing), *FALLBACK_FONTS):
+        if not path or path in tried or not os.path.isfile(path):
+            continue
+        tried.add(path)
+        try:
+            font = ImageFont.truetype(path, font_size)
+        except OSError:
+            continue
+        missing = missing_glyphs(font, text)
+        if len(missing) < len(best_missing):
+            best, best_missing = font, missing
+        if not missing:
+            break
+    return best, best_missing
+
+
 def render_text(text: str, font_size: int = 40, margin: int = 24) -> np.ndarray:
-    """Black ``text`` on white with Pillow's scalable default font -> ``(H, W, 3) uint8`` RGB."""
-    font = ImageFont.load_default(size=font_size)
-    left, top, right, bottom = font.getbbox(text)
+    """Black ``text`` on white -> ``(H, W, 3) uint8`` RGB, in the font ``text_font`` picks.
+
+    Each line of a multi-line ``text`` is drawn below the previous one, left-aligned,
+    with half a line of space between lines (so the detector finds one box per line).
+    """
+    font, _ = text_font(text, font_size)
+    draw = ImageDraw.Draw(Image.new("RGB", (1, 1)))
+    spacing = font_size // 2
+    left, top, right, bottom = draw.multiline_textbbox((0, 0), text, font=font, spacing=spacing)
     img = Image.new("RGB", (right - left + 2 * margin, bottom - top + 2 * margin), "white")
-    ImageDraw.Draw(img).text((margin - left, margin - top), text, fill="black", font=font)
+    ImageDraw.Draw(img).multiline_text((margin - left, margin - top), text, fill="black", font=font, spacing=spacing)
     return np.asarray(img)
 
 
-def load_image(path: str) -> np.ndarray:
-    """An image file -> ``(H, W, 3) uint8`` RGB."""
-    return np.asarray(Image.open(path).convert("RGB"))
+def load_image(path: str | os.PathLike) -> np.ndarray:
+    """An image file -> ``(H, W, 3) uint8`` RGB; ``InputError`` when it cannot be read as an image."""
+    try:
+        with Image.open(path) as im:
+            return np.asarray(im.convert("RGB"))
+    except FileNotFoundError:
+        reason = "no such file"
+    except IsADirectoryError:
+        reason = "it is a directory"
+    except UnidentifiedImageError:
+        reason = "not an image file Pillow can read"
+    except (OSError, ValueError, Image.DecompressionBombError) as e:
+        reason = getattr(e, "strerror", None) or str(e) or type(e).__name__
+    raise InputError(f"cannot read image {os.fspath(path)}: {reason}")
 
 
 def _resize(img: np.ndarray, width: int, height: int) -> np.ndarray:

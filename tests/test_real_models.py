@@ -11,6 +11,7 @@ every parametrised case after the first also checks a re-resize of a live sessio
 from __future__ import annotations
 
 import importlib.util
+import shutil
 import subprocess
 import zipfile
 from pathlib import Path
@@ -153,3 +154,61 @@ def test_fetch_bad_member_checksum(tmp_path, monkeypatch):
         models.ocr_model_path("cls")
     with pytest.raises(models.ModelFetchError, match="unknown OCR model"):
         models.ocr_model_path("nope")
+
+
+# -- the converted-model cache: a damaged .mnnpy is converted again ------------------------
+@pytest.fixture
+def cls_cache(tmp_path, monkeypatch):
+    """``ocr_mnnpy_path("cls")`` on a private cache holding a copy of the real cls model; counts conversions."""
+    onnx_path = tmp_path / "ch_ppocr_mobile_v2.0_cls_infer.onnx"
+    shutil.copy(models.ocr_model_path("cls"), onnx_path)
+    monkeypatch.setattr(models, "ocr_model_path", lambda kind: onnx_path)
+    import mnnpy.converter as conv
+
+    calls = []
+    real = conv.convert
+    monkeypatch.setattr(conv, "convert", lambda *a, **k: calls.append(a) or real(*a, **k))
+    return onnx_path, calls
+
+
+def _damage(path: Path, how: str) -> None:
+    data = bytearray(path.read_bytes())
+    if how == "truncate":
+        path.write_bytes(data[: len(data) // 2])
+    elif how == "flip":
+        mid = len(data) // 2
+        data[mid : mid + 16] = bytes(b ^ 0xFF for b in data[mid : mid + 16])
+        path.write_bytes(data)
+    elif how == "no-sidecar":
+        models._sidecar(path).unlink()
+    elif how == "bad-sidecar":
+        models._sidecar(path).write_text("0" * 64)
+
+
+@pytest.mark.parametrize("how", ["truncate", "flip", "no-sidecar", "bad-sidecar"])
+def test_damaged_cached_conversion_is_redone(cls_cache, how):
+    onnx_path, calls = cls_cache
+    path = models.ocr_mnnpy_path("cls")
+    good = path.read_bytes()
+    sidecar = models._sidecar(path)
+    assert sidecar.read_text().strip() == models.hashlib.sha256(good).hexdigest()
+    assert models.ocr_mnnpy_path("cls") == path and len(calls) == 1  # intact: used as is
+    _damage(path, how)
+    assert models.ocr_mnnpy_path("cls") == path and len(calls) == 2  # damaged: converted again
+    assert path.read_bytes() == good and sidecar.read_text().strip() == models.hashlib.sha256(good).hexdigest()
+    pair = Pair(onnx_path.read_bytes(), str(path))
+    assert pair.check(_rand((1, 3, 48, 192), 7)).shape == (1, 2)
+
+
+def test_stale_conversions_and_sidecars_are_removed(cls_cache):
+    onnx_path, _ = cls_cache
+    stale = onnx_path.with_name(f"{onnx_path.stem}.000000000000.mnnpy")
+    stale.write_bytes(b"old")
+    models._sidecar(stale).write_text("0" * 64)
+    path = models.ocr_mnnpy_path("cls")
+    assert not stale.exists() and not models._sidecar(stale).exists()
+    assert sorted(p.name for p in onnx_path.parent.iterdir()) == sorted([onnx_path.name, path.name, models._sidecar(path).name])
+
+
+def test_model_fetch_error_is_an_mnnpy_error():
+    assert issubclass(models.ModelFetchError, mnnpy.MnnpyError)
