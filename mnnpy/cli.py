@@ -306,16 +306,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     is a pipe closed early by its reader (``mnnpy run m.mnnpy | head -1``).
     """
     argv = list(sys.argv[1:] if argv is None else argv)
+
+    def command() -> int:
+        args = build_parser(argv).parse_args(argv)
+        return int(COMMANDS[args.command].run(args) or 0)
+
+    return guarded(command)
+
+
+def guarded(command, name_errors: bool = False) -> int:
+    """Run ``command()`` as a program's body: its exit status; 2 with ``error: ...`` on stderr
+    (no traceback) for an ``MnnpyError`` (``name_errors``: prefixed with the error's class);
+    141, quietly, when stdout is a pipe its reader closed early."""
     try:
         try:
-            args = build_parser(argv).parse_args(argv)
-            return int(COMMANDS[args.command].run(args) or 0)
+            return command()
         finally:
             sys.stdout.flush()  # a closed pipe shows here, not in Python's shutdown
     except BrokenPipeError:
         return _stdout_closed()
     except MnnpyError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {type(e).__name__ + ': ' if name_errors else ''}{e}", file=sys.stderr)
         return 2
 
 

@@ -22,7 +22,7 @@ import sys
 import time
 
 from mnnpy import models, ocr
-from mnnpy.cli import MAX_THREADS, _stdout_closed, check_int
+from mnnpy.cli import MAX_THREADS, check_int, guarded
 from mnnpy.errors import InputError
 
 DEFAULT_TEXT = "mnnpy reads this line 2026"
@@ -136,18 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m mnnpy.demo", description=__doc__.split("\n")[0])
     add_arguments(p)
     args = p.parse_args(argv)
-    from mnnpy.errors import MnnpyError
-
-    try:
-        try:
-            return run(args)
-        finally:
-            sys.stdout.flush()
-    except BrokenPipeError:
-        return _stdout_closed()
-    except MnnpyError as e:
-        print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
-        return 2
+    return guarded(lambda: run(args), name_errors=True)
 
 
 if __name__ == "__main__":
