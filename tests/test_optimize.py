@@ -7,7 +7,6 @@ the CPU kernels it needs exist.
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 
 import numpy as np
@@ -292,19 +291,18 @@ def test_dead_code_removed_names_kept(rng):
 
 
 # ------------------------------------------------------------------------ real models
-PPOCR_DIR = os.environ.get("MNNPY_PPOCR_DIR", "/tmp/rap/rapidocr_onnxruntime/models")
 PPOCR = {
-    "ch_PP-OCRv4_det_infer.onnx": ((1, 3, 64, 96), 672, 133),
-    "ch_PP-OCRv4_rec_infer.onnx": ((1, 3, 48, 80), 860, 225),
-    "ch_ppocr_mobile_v2.0_cls_infer.onnx": ((1, 3, 48, 192), 566, 92),
+    "det": ((1, 3, 64, 96), 672, 133),
+    "rec": ((1, 3, 48, 80), 860, 225),
+    "cls": ((1, 3, 48, 192), 566, 92),
 }
 
 
 @pytest.mark.parametrize("name", list(PPOCR))
 def test_ppocr_op_counts_and_outputs(name):
-    path = os.path.join(PPOCR_DIR, name)
-    if not os.path.exists(path):
-        pytest.skip(f"{path} not downloaded (set MNNPY_PPOCR_DIR)")
+    from mnnpy import models
+
+    path = models.ocr_model_path(name)  # fetched once into the cache, checksummed
     import onnx
 
     shape, n_onnx, n_after = PPOCR[name]
