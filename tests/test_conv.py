@@ -196,3 +196,29 @@ def test_conv_transpose_second_run_new_shape(rng):
     for x in (x1, rand(rng, 2, 4, 9, 13)):
         (expected,) = run_ort(m, {"x": x})
         np.testing.assert_allclose(session.run({"x": x})["y"], expected, **ACCUMULATE)
+
+
+def test_chained_convs_share_temporaries_correctly(rng):
+    """Executions share one workspace: every run must rewrite the padding zeros and bias ones."""
+    x = rand(rng, 1, 8, 15, 13)
+    inits = {
+        "w1": rand(rng, 12, 8, 3, 3, scale=0.3),
+        "b1": rand(rng, 12),
+        "w2": rand(rng, 12, 1, 5, 5, scale=0.3),
+        "b2": rand(rng, 12),
+        "w3": rand(rng, 5, 12, 3, 3, scale=0.3),
+        "b3": rand(rng, 5),
+        "w4": rand(rng, 6, 5, 7, 7, scale=0.3),
+    }
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["a"], pads=[1, 1, 1, 1]),
+        helper.make_node("HardSwish", ["a"], ["a2"]),
+        helper.make_node("Conv", ["a2", "w2", "b2"], ["b"], pads=[2, 2, 2, 2], group=12),
+        helper.make_node("Conv", ["b", "w3", "b3"], ["c"], pads=[1, 0, 1, 2]),
+        helper.make_node("Conv", ["c", "w4"], ["y"], pads=[3, 3, 3, 3], strides=[2, 2]),
+    ]
+    model = make_model(nodes, {"x": x}, ["y"], inits)
+    session = mnnpy.Interpreter(convert(model)).create_session()
+    for k in range(3):
+        xk = rand(rng, 1, 8, 15, 13)
+        np.testing.assert_allclose(session.run({"x": xk})["y"], run_ort(model, {"x": xk})[0], **ACCUMULATE)

@@ -20,7 +20,7 @@ import numpy as np
 from mnnpy.backend import Backend, BackendConfig, Execution, Runtime, TensorInfo
 from mnnpy.backends.cpu.blas import BlasThreads
 from mnnpy.backends.cpu.registry import executions
-from mnnpy.backends.cpu.scratch import scratch
+from mnnpy.backends.cpu.scratch import SharedBuffer, Workspace, scratch
 from mnnpy.ir import Op
 from mnnpy.memory_planner import ALIGN
 
@@ -36,6 +36,11 @@ class CPUBackend(Backend):
         self.num_threads = config.num_threads or runtime.default_threads
         self.pool = runtime.pool(self.num_threads)
         self._blas_before = None
+        self._temporaries = SharedBuffer()
+
+    def workspace(self) -> Workspace:
+        """An allocator for one Execution's temporaries, in memory shared with the others."""
+        return Workspace(self._temporaries)
 
     def supports(self, op: Op, inputs: Sequence[TensorInfo], attrs: dict) -> tuple[bool, str]:
         if op.type in executions():

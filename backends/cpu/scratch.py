@@ -40,3 +40,52 @@ def scratch(shape, dtype, fill=0) -> np.ndarray:
 def scratch_like(a: np.ndarray, fill=0) -> np.ndarray:
     """``scratch(a.shape, a.dtype, fill)``."""
     return scratch(a.shape, a.dtype, fill)
+
+
+ALIGN = 64
+
+
+class Workspace:
+    """The temporaries of one Execution, carved from a buffer its backend shares with every
+    other Execution (ops run one at a time, so their temporaries can share memory; MNN's
+    backends pool dynamic buffers the same way).
+
+    ``take`` returns views that never overlap each other; their contents are undefined at
+    every ``on_execute`` (use it only for buffers an execution writes before reading).
+    """
+
+    def __init__(self, shared: SharedBuffer):
+        self.shared = shared
+        self.cursor = 0
+
+    def take(self, shape, dtype) -> np.ndarray:
+        """A ``shape``/``dtype`` view (64-byte aligned) after the ones taken before."""
+        dtype = np.dtype(dtype)
+        count = math.prod(int(d) for d in np.atleast_1d(shape)) if np.ndim(shape) else int(shape)
+        nbytes = (count * dtype.itemsize + ALIGN - 1) // ALIGN * ALIGN
+        buf = self.shared.at_least(self.cursor + nbytes)
+        view = buf[self.cursor : self.cursor + count * dtype.itemsize].view(dtype).reshape(shape)
+        self.cursor += nbytes
+        return view
+
+    def like(self, a: np.ndarray) -> np.ndarray:
+        """``take(a.shape, a.dtype)``."""
+        return self.take(a.shape, a.dtype)
+
+
+class SharedBuffer:
+    """A backend's buffer for Executions' temporaries; grows (doubling) when a request exceeds it.
+
+    Views handed out before a growth keep the old buffer alive, so the memory held is at
+    most about twice the largest single Execution's temporaries.
+    """
+
+    def __init__(self):
+        self.buf = np.empty(0, np.uint8)
+
+    def at_least(self, nbytes: int) -> np.ndarray:
+        if self.buf.nbytes < nbytes:
+            raw = scratch(max(nbytes, 2 * self.buf.nbytes) + ALIGN, np.uint8)
+            skip = (-raw.ctypes.data) % ALIGN
+            self.buf = raw[skip : skip + raw.nbytes - ALIGN]
+        return self.buf

@@ -30,7 +30,7 @@ from mnnpy.backend import Execution
 from mnnpy.backends.cpu.blas import MatMul
 from mnnpy.backends.cpu.ops.elementwise import apply_activation
 from mnnpy.backends.cpu.registry import cpu_execution
-from mnnpy.backends.cpu.scratch import scratch, scratch_like
+from mnnpy.backends.cpu.scratch import scratch
 from mnnpy.ops import ShapeContext, get_schema
 from mnnpy.ops.common import window_output
 from mnnpy.ops.conv import conv_transpose_pads
@@ -136,8 +136,25 @@ class _Pointwise:
         self.mm()
 
 
+def box_complement(shape, box) -> list[tuple[slice, ...]]:
+    """Disjoint boxes covering ``shape`` minus ``box`` (one ``slice`` per axis, step 1)."""
+    out = []
+    for d, (size, s) in enumerate(zip(shape, box)):
+        inside, rest = tuple(box[:d]), (slice(None),) * (len(shape) - d - 1)
+        if s.start > 0:
+            out.append((*inside, slice(0, s.start), *rest))
+        if s.stop < size:
+            out.append((*inside, slice(s.stop, size), *rest))
+    return out
+
+
 class _Im2col:
-    """General Conv: im2col (taps copied into a zero-initialised buffer) + one matmul per group."""
+    """General Conv: im2col + one matmul per group.
+
+    The ``(N, G, C/G*prod(K) + 1, prod(O))`` column buffer lives in the backend's shared
+    workspace, so each run writes all of it: each kernel tap's plane is one strided copy of
+    X plus zero fills where the tap reads padding; the last row is ones (it carries the bias).
+    """
 
     fused_bias = True
 
@@ -146,17 +163,20 @@ class _Im2col:
         cg, kernel, nd = c // g, w.shape[2:], len(w.shape) - 2
         kk, ll = math.prod(kernel), math.prod(out)
         rows = cg * kk + (bias is not None)
-        self.col = scratch((n, g, rows, ll), x.dtype)
-        if bias is not None:
-            self.col[:, :, -1, :] = 1
+        self.col = exe.ws.take((n, g, rows, ll), x.dtype)
+        self.ones = self.col[:, :, -1, :] if bias is not None else None
         body = view_as(self.col[:, :, : cg * kk, :], (n, g, cg, *kernel, *out))
         xg = view_as(x, (n, g, cg, *x.shape[2:]))
-        self.copies = []
+        head = (slice(None),) * 3
+        self.taps = []  # per tap: (copy destination, source, zero-filled parts)
         for tap in itertools.product(*[range(k) for k in kernel]):
             s = tap_slices(x.shape[2:], out, tap, strides, dil, pads[:nd])
-            if s is not None:
-                head = (slice(None),) * 3
-                self.copies.append((body[head + tap + s[0]], xg[head + s[1]]))
+            plane = body[head + tap]
+            if s is None:
+                self.taps.append((None, None, [plane]))
+            else:
+                zeros = [plane[head + box] for box in box_complement(out, s[0])]
+                self.taps.append((plane[head + s[0]], xg[head + s[1]], zeros))
         self.w = scratch((g, m // g, rows), x.dtype)
         self.cgkk = cg * kk
         if n == 1 and g == 1:
@@ -164,13 +184,16 @@ class _Im2col:
         else:
             self.mm = MatMul(exe.backend, self.w, self.col, view_as(y, (n, g, m // g, ll)))
         parts = workers(exe.backend, self.col.size)
-        step = -(-len(self.copies) // parts)
-        self.tasks = [lambda cs=self.copies[i : i + step]: self._copy(cs) for i in range(0, len(self.copies), step)]
+        step = -(-len(self.taps) // parts)
+        self.tasks = [lambda ts=self.taps[i : i + step]: self._fill(ts) for i in range(0, len(self.taps), step)]
 
     @staticmethod
-    def _copy(pairs):
-        for dst, src in pairs:
-            np.copyto(dst, src)
+    def _fill(taps):
+        for dst, src, zeros in taps:
+            for z in zeros:
+                z.fill(0)
+            if dst is not None:
+                np.copyto(dst, src)
 
     def prepare(self, w, b):
         g, mg = self.w.shape[:2]
@@ -179,6 +202,8 @@ class _Im2col:
             self.w[:, :, -1] = b.reshape(g, mg)
 
     def run(self, exe):
+        if self.ones is not None:
+            self.ones.fill(1)
         parallel(exe.backend, self.tasks)
         self.mm()
 
@@ -207,9 +232,9 @@ class _Kn2row:
         self.pad = scratch((n, c, size), x.dtype)
         self.fill = (view_as(self.pad, (n, c, hp, wp))[:, :, pt : pt + h, pl : pl + wd], x)
         self.w = scratch((self.kk * m, c), x.dtype)
-        self.z = scratch((n, self.kk * m, size), x.dtype)
+        self.z = exe.ws.take((n, self.kk * m, size), x.dtype)
         self.mms = [MatMul(exe.backend, self.w, self.pad[i], self.z[i]) for i in range(n)]
-        self.acc = scratch((n, m, ho * wp), x.dtype)
+        self.acc = exe.ws.take((n, m, ho * wp), x.dtype)
         self.crop = view_as(self.acc, (n, m, ho, wp))[:, :, :, :wo]
         self.y = y
         self.b = scratch((m, 1, 1), x.dtype) if bias is not None else None
@@ -273,17 +298,17 @@ class _Depthwise:
                 grid = view_as(buf[: nc * p], (nc, hq, wq))
                 self.fills.append((grid[:, r0 : r0 + src.shape[1], c0 : c0 + src.shape[2]], src))
         self.taps = [(t, view_as(phases[ph][off : off + nc * p], (nc, p))) for t, ph, off in taps]
-        self.wide = scratch((nc, p), x.dtype)
-        self.tmp = scratch((nc, p), x.dtype)
+        self.wide = exe.ws.take((nc, p), x.dtype)
+        self.tmp = exe.ws.take((nc, p), x.dtype)
         self.crop = view_as(self.wide, (nc, hq, wq))[:, :ho, :wo]
         self.y = view_as(y, (nc, ho, wo))
         self.w = scratch((nc, kh * kw), x.dtype)
         self.b = scratch((nc, 1, 1), x.dtype) if bias is not None else None
         act = exe.attrs["activation"]
         self.act = (act, tuple(exe.attrs["activation_params"]))
-        self.scratch = scratch_like(self.y) if act == "HardSwish" else None
+        self.scratch = exe.ws.like(self.y) if act == "HardSwish" else None
         # small grids: taps gathered into (NC, K, P) and one batched (1 x K) @ (K x P) product
-        self.cols = scratch((nc, kh * kw, p), x.dtype) if p <= SMALL_GRID else None
+        self.cols = exe.ws.take((nc, kh * kw, p), x.dtype) if p <= SMALL_GRID else None
         parts = exe.backend.num_threads if nc * p >= DEPTHWISE_PARALLEL_MIN else 1
         self.tasks = [lambda r=r: self._range(*r) for r in split(nc, parts)]
 
@@ -340,6 +365,7 @@ class Conv(Execution):
     """Conv with optional bias and fused activation, ``X: (N, C, *S) -> Y: (N, M, *O)``; see module doc."""
 
     def on_resize(self, inputs, outputs):
+        self.ws = self.backend.workspace()  # temporaries shared with the other executions
         x, w, y = inputs[0], inputs[1], outputs[0]
         b = inputs[2] if len(inputs) > 2 else None
         n, c, m, g = x.shape[0], x.shape[1], w.shape[0], self.attrs["group"]
@@ -361,7 +387,7 @@ class Conv(Execution):
         self.act = (act, tuple(self.attrs["activation_params"]))
         self.y2 = view_as(y, (n, m, -1))
         self.bias = None if b is None or self.kernel.fused_bias else view_as(b, (m, 1))
-        self.scratch = scratch_like(self.y2) if act == "HardSwish" else None
+        self.scratch = self.ws.like(self.y2) if act == "HardSwish" else None
         self.kernel.prepare(w, b)
 
     def on_execute(self, inputs, outputs):
@@ -385,6 +411,7 @@ class ConvTranspose(Execution):
     """
 
     def on_resize(self, inputs, outputs):
+        self.ws = self.backend.workspace()  # temporaries shared with the other executions
         x, w, y = inputs[0], inputs[1], outputs[0]
         b = inputs[2] if len(inputs) > 2 else None
         n, c, g = x.shape[0], x.shape[1], self.attrs["group"]
@@ -400,7 +427,7 @@ class ConvTranspose(Execution):
             return
         ins, outs, kk, ll = x.shape[2:], y.shape[2:], math.prod(kernel), math.prod(x.shape[2:])
         self.wt = scratch((g, mg * kk, cg), x.dtype)
-        self.cols = scratch((n, g, mg * kk, ll), x.dtype)
+        self.cols = self.ws.take((n, g, mg * kk, ll), x.dtype)
         self.mm = MatMul(self.backend, self.wt, view_as(x, (n, g, cg, ll)), self.cols)
         cols = view_as(self.cols, (n, g, mg, *kernel, *ins))
         yg = view_as(y, (n, g, mg, *outs))

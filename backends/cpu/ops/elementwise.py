@@ -10,7 +10,6 @@ import numpy as np
 
 from mnnpy.backend import Execution
 from mnnpy.backends.cpu.registry import cpu_execution
-from mnnpy.backends.cpu.scratch import scratch_like
 from mnnpy.errors import InputError
 
 
@@ -69,7 +68,7 @@ class Activation(Execution):
 
     def on_resize(self, inputs, outputs):
         self.params = ACTIVATION_PARAMS.get(self.op.type, lambda a: ())(self.attrs)
-        self.scratch = scratch_like(outputs[0]) if self.op.type == "HardSwish" else None
+        self.scratch = self.backend.workspace().like(outputs[0]) if self.op.type == "HardSwish" else None
 
     def on_execute(self, inputs, outputs):
         x, y = inputs[0], outputs[0]

@@ -25,7 +25,6 @@ import numpy as np
 from mnnpy.backend import Execution
 from mnnpy.backends.cpu.ops.conv import shape_context, view_as
 from mnnpy.backends.cpu.registry import cpu_execution
-from mnnpy.backends.cpu.scratch import scratch, scratch_like
 from mnnpy.ops.resize import resize_scales_sizes
 
 
@@ -172,16 +171,17 @@ class Resize(Execution):
     def _setup_separable(self, x, y, maps, mode, a, exclude_outside):
         order = sorted(maps, key=lambda ax: y.shape[ax] / x.shape[ax])  # shrink first
         shape, passes, src = list(x.shape), [], x
+        ws = self.backend.workspace()  # intermediate passes and their scratch: rewritten every run
         for k, ax in enumerate(order):
             shape[ax] = y.shape[ax]
-            dst = y if k == len(order) - 1 else scratch(shape, x.dtype)
+            dst = y if k == len(order) - 1 else ws.take(tuple(shape), x.dtype)
             c, outside = maps[ax]
             idx, w = interp_taps(c, mode, src.shape[ax], a, exclude_outside)
             pre, post = math.prod(shape[:ax]), math.prod(shape[ax + 1 :])
             s3, d3 = view_as(src, (pre, src.shape[ax], post)), view_as(dst, (pre, shape[ax], post))
             wt = w.astype(x.dtype).reshape(len(w), 1, -1, 1)
             m = None if outside is None else outside.reshape(1, -1, 1)
-            passes.append((s3, d3, idx, wt, m, scratch_like(d3)))
+            passes.append((s3, d3, idx, wt, m, ws.like(d3)))
             src = dst
 
         def run():
