@@ -77,3 +77,19 @@ def test_clip(rng, opset):
 def test_clip_no_bounds(rng):
     x = rand(rng, 4, 9)
     check(make_model([helper.make_node("Clip", ["x"], ["y"])], {"x": x}, ["y"]), {"x": x}, **EXACT)
+
+
+@pytest.mark.parametrize("op", ["Add", "Mul", "Div"])
+@pytest.mark.parametrize("sb", [(1, 64, 1, 1), (47,), (2, 1, 45, 1), (2, 64, 45, 47), ()])
+def test_binary_large_split_over_threads(rng, op, sb):
+    """Outputs of 2**18 elements and more are computed in blocks on the backend's pool."""
+    a, b = rand(rng, 2, 64, 45, 47), np.asarray(rand(rng, *sb) + 3, np.float32)
+    m = make_model([helper.make_node(op, ["a", "b"], ["c"])], {"a": a, "b": b}, ["c"])
+    check(m, {"a": a, "b": b}, **ELEMENTWISE)
+    check(make_model([helper.make_node(op, ["b", "a"], ["c"])], {"a": a, "b": b}, ["c"]), {"a": a, "b": b}, **ELEMENTWISE)
+
+
+@pytest.mark.parametrize("op", ["Relu", "Sigmoid", "HardSwish", "HardSigmoid"])
+def test_unary_large_split_over_threads(rng, op):
+    x = rand(rng, 1, 96, 61, 59, scale=4)
+    check(make_model([helper.make_node(op, ["x"], ["y"])], {"x": x}, ["y"]), {"x": x}, **ELEMENTWISE)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from mnnpy.backend import Execution
+from mnnpy.backends.cpu.parallel import Blocks
 from mnnpy.backends.cpu.registry import cpu_execution
 from mnnpy.errors import InputError
 
@@ -68,18 +69,20 @@ class Activation(Execution):
 
     def on_resize(self, inputs, outputs):
         self.params = ACTIVATION_PARAMS.get(self.op.type, lambda a: ())(self.attrs)
-        self.scratch = self.backend.workspace().like(outputs[0]) if self.op.type == "HardSwish" else None
+        scratch = self.backend.workspace().like(outputs[0]) if self.op.type == "HardSwish" else None
+        self.run = Blocks(self.backend, self._apply, outputs[0], [inputs[0], scratch])
 
-    def on_execute(self, inputs, outputs):
-        x, y = inputs[0], outputs[0]
+    def _apply(self, y, x, scratch):
         if self.op.type == "Relu":
             np.maximum(x, 0, out=y)
-            return
-        if self.op.type == "Sigmoid":
+        elif self.op.type == "Sigmoid":
             _sigmoid(x, y)
-            return
-        np.copyto(y, x)
-        apply_activation(self.op.type, self.params, y, self.scratch)
+        else:
+            np.copyto(y, x)
+            apply_activation(self.op.type, self.params, y, scratch)
+
+    def on_execute(self, inputs, outputs):
+        self.run()
 
 
 @cpu_execution("Sqrt")
@@ -118,9 +121,11 @@ class Binary(Execution):
             self.fn = _pow
         else:
             self.fn = _BINARY[t]
+        fn = self.fn
+        self.run = Blocks(self.backend, lambda c, a, b: fn(a, b, out=c), outputs[0], inputs[:2])
 
     def on_execute(self, inputs, outputs):
-        self.fn(inputs[0], inputs[1], out=outputs[0])
+        self.run()
 
 
 def _int_div(a, b, out):

@@ -1,0 +1,60 @@
+"""Splitting elementwise work over the CPU backend's pool.
+
+Large elementwise ops are memory-bound and numpy runs each on one core; cut into one
+block per thread (numpy releases the GIL inside a ufunc) they use both cores of the
+reference machine. Blocks are views fixed at resize: ``on_execute`` only submits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+PARALLEL_ELEMENTS = 1 << 18  # outputs from which an elementwise op is split over the pool
+
+
+def split_broadcast(out: np.ndarray, inputs: Sequence[np.ndarray | None], parts: int) -> list[tuple]:
+    """``[(out_i, [in_i...]), ...]``: ``out`` cut into ``parts`` blocks along its first axis of
+    at least ``parts`` elements, each input cut the same way where it is not broadcast there.
+
+    Returns one block (everything) when ``parts`` is 1, ``out`` is small, or no axis fits.
+    """
+    if parts <= 1 or out.size < PARALLEL_ELEMENTS:
+        return [(out, list(inputs))]
+    axis = next((a for a, d in enumerate(out.shape) if d >= parts), None)
+    if axis is None:
+        return [(out, list(inputs))]
+    n = out.shape[axis]
+    cuts = [n * i // parts for i in range(parts + 1)]
+    blocks = []
+    for lo, hi in zip(cuts, cuts[1:]):
+        sl = (slice(None),) * axis + (slice(lo, hi),)
+        ins = []
+        for x in inputs:
+            if x is None or np.ndim(x) == 0:
+                ins.append(x)
+                continue
+            k = axis - (out.ndim - x.ndim)  # the input's own axis under numpy's right alignment
+            if k < 0 or x.shape[k] == 1:
+                ins.append(x)
+            else:
+                ins.append(x[(slice(None),) * k + (slice(lo, hi),)])
+        blocks.append((out[sl], ins))
+    return blocks
+
+
+class Blocks:
+    """A block-wise call ``fn(out_i, *ins_i)`` over the pool (last block on the calling thread)."""
+
+    def __init__(self, backend, fn: Callable, out: np.ndarray, inputs: Sequence[np.ndarray | None]):
+        self.pool, self.fn = backend.pool, fn
+        self.blocks = split_broadcast(out, inputs, backend.num_threads)
+
+    def __call__(self) -> None:
+        fn = self.fn
+        futures = [self.pool.submit(fn, o, *ins) for o, ins in self.blocks[:-1]]
+        o, ins = self.blocks[-1]
+        fn(o, *ins)
+        for f in futures:
+            f.result()
