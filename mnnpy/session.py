@@ -23,9 +23,10 @@ from mnnpy.ir import Graph, Net
 from mnnpy.memory_planner import Lifetime, MemoryPlan, plan_memory
 from mnnpy.ops import get_schema
 from mnnpy.schedule import Schedule, build_schedule
-from mnnpy.size_computer import SizeResult, compute_sizes
+from mnnpy.size_computer import SizeResult, compute_sizes, value_inputs
 
 RESIZE_CACHE = 4
+MAX_VALUE_INPUT = 1 << 16  # elements of an input whose contents decide shapes
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class IODesc:
 
 @dataclass
 class _Plan:
+    key: tuple
     sizes: SizeResult
     schedule: Schedule
     memory: list[MemoryPlan]
@@ -64,6 +66,7 @@ class Session:
         self._lock = threading.Lock()
         g = self.graph
         self._input_index = {g.tensors[t].name: t for t in g.inputs}
+        self._value_inputs = sorted(value_inputs(g))
         self.resize_count = 0
 
     # -- descriptions -------------------------------------------------------------------
@@ -100,9 +103,21 @@ class Session:
 
     # -- resize -------------------------------------------------------------------------
     def resize(self, shapes: Mapping[str, tuple[int, ...]]) -> None:
-        """Plan for these input shapes (name -> shape). Raises ``InputError``/``ShapeError``."""
+        """Plan for these input shapes (name -> shape). Raises ``InputError``/``ShapeError``.
+
+        A model whose shapes depend on the *contents* of some inputs (``value_inputs``, e.g.
+        a Reshape's target shape fed as an input) is only checked here: it is planned at
+        ``run``, when those contents are known.
+        """
         with self._lock:
-            self._plan = self._get_plan(self._check_shapes(shapes))
+            checked = self._check_shapes(shapes)
+            if not self._value_inputs:
+                self._plan = self._get_plan(checked)
+
+    @property
+    def value_inputs(self) -> list[str]:
+        """Names of the inputs whose contents (not only shapes) shape the plan."""
+        return [self.graph.tensors[t].name for t in self._value_inputs]
 
     def _check_shapes(self, shapes: Mapping[str, Any]) -> dict[int, tuple[int, ...]]:
         if not isinstance(shapes, Mapping):
@@ -131,14 +146,14 @@ class Session:
             out[t] = shape
         return out
 
-    def _get_plan(self, shapes: dict[int, tuple[int, ...]]) -> _Plan:
-        key = tuple(sorted(shapes.items()))
+    def _get_plan(self, shapes: dict[int, tuple[int, ...]], values: dict[int, np.ndarray] | None = None) -> _Plan:
+        key = self._plan_key(shapes, values)
         plan = self._plans.get(key)
         if plan is not None:
             self._plans.move_to_end(key)
             return plan
         try:
-            plan = self._build_plan(shapes)
+            plan = self._build_plan(shapes, values or {})
         except ShapeError as e:
             raise ShapeError(f"input shapes {self._named(shapes)}: {e}") from None
         except MemoryError as e:
@@ -149,12 +164,18 @@ class Session:
         self.resize_count += 1
         return plan
 
+    @staticmethod
+    def _plan_key(shapes: dict[int, tuple[int, ...]], values: dict[int, np.ndarray] | None) -> tuple:
+        """Plans are cached by input shapes and the contents of the value inputs."""
+        contents = tuple((t, v.dtype.str, v.tobytes()) for t, v in sorted((values or {}).items()))
+        return tuple(sorted(shapes.items())), contents
+
     def _named(self, shapes: dict[int, tuple]) -> dict[str, tuple]:
         return {self.graph.tensors[t].name: s for t, s in shapes.items()}
 
-    def _build_plan(self, shapes: dict[int, tuple[int, ...]]) -> _Plan:
+    def _build_plan(self, shapes: dict[int, tuple[int, ...]], values: dict[int, np.ndarray]) -> _Plan:
         g = self.graph
-        sizes = compute_sizes(g, shapes, self._attrs, self._evaluate)
+        sizes = compute_sizes(g, shapes, self._attrs, self._evaluate, values)
         infos = {t: TensorInfo(t, g.tensors[t].name, sizes.shapes[t], sizes.dtypes[t], sizes.values.get(t)) for t in sizes.shapes}
         schedule = build_schedule(g, sizes.runtime_ops, self.backends, infos, self._attrs)
         for b in self.backends:
@@ -180,7 +201,7 @@ class Session:
             steps.append((part.backend, copies, runs))
         for b in self.backends:
             b.on_resize_end()
-        return _Plan(sizes, schedule, memory, handles, executions, steps)
+        return _Plan(self._plan_key(shapes, values), sizes, schedule, memory, handles, executions, steps)
 
     def _home(self, schedule: Schedule, t: int) -> int:
         for i in reversed(range(len(self.graph.ops))):
@@ -266,9 +287,11 @@ class Session:
         arrays = self._check_feeds(feeds)
         with self._lock:
             shapes = {t: a.shape for t, a in arrays.items()}
+            values = self._values_of(arrays)
             plan = self._plan
-            if plan is None or any(plan.sizes.shapes[t] != s for t, s in shapes.items()):
-                plan = self._plan = self._get_plan(self._check_shapes({self.graph.tensors[t].name: s for t, s in shapes.items()}))
+            if plan is None or plan.key != self._plan_key(shapes, values):
+                checked = self._check_shapes({self.graph.tensors[t].name: s for t, s in shapes.items()})
+                plan = self._plan = self._get_plan(checked, values)
             for t, a in arrays.items():
                 for b, h in enumerate(plan.handles):
                     if t in h:
@@ -276,6 +299,19 @@ class Session:
             with np.errstate(all="ignore"):  # NaN/inf propagate silently, as in onnxruntime
                 self._execute(plan)
             return self._collect(plan, arrays, output_names)
+
+    def _values_of(self, arrays: dict[int, np.ndarray]) -> dict[int, np.ndarray]:
+        """Copies of the value inputs' contents (they key the plan); ``ShapeError`` when too big."""
+        values = {}
+        for t in self._value_inputs:
+            a = arrays[t]
+            if a.size > MAX_VALUE_INPUT:
+                raise ShapeError(
+                    f"input '{self.graph.tensors[t].name}' ({a.size} elements) decides shapes in the model "
+                    f"(data-dependent); its contents are read at resize, which takes at most {MAX_VALUE_INPUT} elements"
+                )
+            values[t] = np.array(a)
+        return values
 
     def _execute(self, plan: _Plan) -> None:
         """Every partition in order: border copies in, then each Execution's ``on_execute``."""

@@ -37,12 +37,17 @@ Evaluate = Callable[[int, dict, list[np.ndarray], list[tuple[tuple[int, ...], np
 
 
 def compute_sizes(
-    graph: Graph, input_shapes: dict[int, tuple[int, ...]], resolved_attrs: list[dict], evaluate: Evaluate
+    graph: Graph,
+    input_shapes: dict[int, tuple[int, ...]],
+    resolved_attrs: list[dict],
+    evaluate: Evaluate,
+    input_values: dict[int, np.ndarray] | None = None,
 ) -> SizeResult:
     """Infer every tensor of ``graph`` for ``input_shapes`` (graph-input index -> shape).
 
-    ``evaluate(op_index, attrs, input_values, output_specs)`` computes a small op at
-    resize (the CPU backend provides it). Raises ``ShapeError`` naming the op.
+    ``input_values``: contents of the graph inputs that shape functions read (see
+    ``value_inputs``). ``evaluate(op_index, attrs, input_values, output_specs)`` computes
+    a small op at resize (the CPU backend provides it). Raises ``ShapeError`` naming the op.
     """
     r = SizeResult(attrs=resolved_attrs)
     for t, desc in enumerate(graph.tensors):
@@ -50,6 +55,8 @@ def compute_sizes(
             r.shapes[t], r.dtypes[t], r.values[t] = tuple(desc.data.shape), desc.data.dtype, desc.data
     for t, shape in input_shapes.items():
         r.shapes[t], r.dtypes[t] = tuple(int(d) for d in shape), graph.tensors[t].dtype
+    for t, value in (input_values or {}).items():
+        r.values[t] = value
     for i, op in enumerate(graph.ops):
         schema = get_schema(op.type)
         shapes = [r.shapes.get(t) if t >= 0 else None for t in op.inputs]
@@ -87,3 +94,30 @@ def compute_sizes(
             continue
         r.runtime_ops.append(i)
     return r
+
+
+def value_inputs(graph: Graph) -> set[int]:
+    """Graph inputs whose *contents* the SizeComputer reads: those from which a value input
+    of some op (Reshape's shape, Resize's scales, NonZero's data...) is computed, not
+    counting paths through ops whose output values follow from shapes alone (Shape).
+
+    A plan then depends on these inputs' values as well as on the input shapes (MNN treats
+    such "shape tensors" the same way).
+    """
+    producer = graph.producers()
+    inputs = set(graph.inputs)
+    stack = [op.inputs[i] for op in graph.ops for i in get_schema(op.type).value_inputs(len(op.inputs)) if op.inputs[i] >= 0]
+    seen: set[int] = set()
+    found: set[int] = set()
+    while stack:
+        t = stack.pop()
+        if t in seen:
+            continue
+        seen.add(t)
+        if t in inputs:
+            found.add(t)
+        elif t in producer:
+            op = graph.ops[producer[t]]
+            if not get_schema(op.type).value_from_shape:
+                stack.extend(x for x in op.inputs if x >= 0)
+    return found

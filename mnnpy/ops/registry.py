@@ -58,6 +58,7 @@ class OpSchema:
     alias: int | None = None
     variadic_outputs: bool = False
     doc: str = ""
+    value_from_shape: bool = False  # outputs' values follow from input shapes alone (Shape, Size)
 
     def value_inputs(self, n_inputs: int) -> list[int]:
         """Indices of inputs whose values the shape function reads."""
@@ -174,6 +175,7 @@ def op_schema(
     attrs: dict[str, Attr] | None = None,
     alias: int | None = None,
     variadic_outputs: bool = False,
+    value_from_shape: bool = False,
 ):
     """Decorator registering ``infer`` as the shape function of a new op schema.
 
@@ -192,6 +194,7 @@ def op_schema(
                 alias=alias,
                 variadic_outputs=variadic_outputs,
                 doc=(infer.__doc__ or "").strip(),
+                value_from_shape=value_from_shape,
             ),
         )
         return infer

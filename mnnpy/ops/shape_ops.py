@@ -113,7 +113,7 @@ def concat(ctx):
     return [(tuple(out), ctx.dtypes[0])]
 
 
-@op_schema("Shape", ["data"], ["shape"], attrs={"start": Attr("int", 0), "end": Attr("int", 2**62)})
+@op_schema("Shape", ["data"], ["shape"], attrs={"start": Attr("int", 0), "end": Attr("int", 2**62)}, value_from_shape=True)
 def shape(ctx):
     """Shape: the input's dims ``[start:end]`` as int64 (known at resize, so it publishes its value)."""
     dims = np.array(ctx.shapes[0], dtype=np.int64)[ctx.attrs["start"] : ctx.attrs["end"]]
