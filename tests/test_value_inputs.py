@@ -37,13 +37,17 @@ def test_value_input_mismatch_is_a_shape_error(rng):
 def test_resize_scales_fed_as_input(rng):
     x = rand(rng, 1, 2, 3, 5)
     scales = np.array([1, 1, 2, 1.5], np.float32)
-    model = make_model([helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="nearest")], {"x": x, "scales": scales}, ["y"])
+    model = make_model(
+        [helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="nearest")], {"x": x, "scales": scales}, ["y"]
+    )
     check(model, {"x": x, "scales": scales}, **EXACT)
 
 
 def test_large_value_input_is_refused(rng):
     x = rand(rng, 300, 300)
-    model = make_model([helper.make_node("Reshape", ["x", "x_shape"], ["y"])], {"x": x, "x_shape": np.array([90000], np.int64)}, ["y"])
+    model = make_model(
+        [helper.make_node("Reshape", ["x", "x_shape"], ["y"])], {"x": x, "x_shape": np.array([90000], np.int64)}, ["y"]
+    )
     session = mnnpy.Interpreter(convert(model)).create_session()
     with pytest.raises(mnnpy.ShapeError, match="contents"):
         session.run({"x": x, "x_shape": np.ones(70000, np.int64)})

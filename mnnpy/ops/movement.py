@@ -116,9 +116,7 @@ def gather_nd(ctx):
 REDUCTIONS = ("none", "add", "mul", "max", "min")
 
 
-@op_schema(
-    "ScatterND", ["data", "indices", "updates"], ["output"], attrs={"reduction": Attr("string", "none", REDUCTIONS)}
-)
+@op_schema("ScatterND", ["data", "indices", "updates"], ["output"], attrs={"reduction": Attr("string", "none", REDUCTIONS)})
 def scatter_nd(ctx):
     """ScatterND: ``out = data`` with ``out[indices[i..]] (reduction)= updates[i..]``;
     ``updates.shape = indices.shape[:-1] + data.shape[indices.shape[-1]:]``."""
@@ -179,9 +177,7 @@ def _block_check(ctx) -> tuple[int, int, int, int, int]:
     return (*x, b)
 
 
-@op_schema(
-    "DepthToSpace", ["input"], ["output"], attrs={"blocksize": Attr("int"), "mode": Attr("string", "DCR", ("DCR", "CRD"))}
-)
+@op_schema("DepthToSpace", ["input"], ["output"], attrs={"blocksize": Attr("int"), "mode": Attr("string", "DCR", ("DCR", "CRD"))})
 def depth_to_space(ctx):
     """DepthToSpace: ``(N, C, H, W) -> (N, C / b^2, H * b, W * b)``; DCR or CRD channel order."""
     n, c, h, w, b = _block_check(ctx)
@@ -190,9 +186,7 @@ def depth_to_space(ctx):
     return [((n, c // (b * b), h * b, w * b), ctx.dtypes[0])]
 
 
-@op_schema(
-    "SpaceToDepth", ["input"], ["output"], attrs={"blocksize": Attr("int"), "mode": Attr("string", "DCR", ("DCR", "CRD"))}
-)
+@op_schema("SpaceToDepth", ["input"], ["output"], attrs={"blocksize": Attr("int"), "mode": Attr("string", "DCR", ("DCR", "CRD"))})
 def space_to_depth(ctx):
     """SpaceToDepth: ``(N, C, H, W) -> (N, C * b^2, H / b, W / b)``; DCR or CRD channel order."""
     n, c, h, w, b = _block_check(ctx)
