@@ -13,11 +13,19 @@ from typing import Any
 
 import numpy as np
 import onnx
+from onnx import numpy_helper
 from onnx.backend.base import Backend, BackendRep
 
 from mnnpy.converter import convert
 from mnnpy.interpreter import Interpreter
 from mnnpy.session import Session
+
+
+def as_array(value: Any) -> np.ndarray:
+    """An input as an ndarray: TensorProtos decoded (``onnx.numpy_helper``), the rest ``np.asarray``."""
+    if isinstance(value, onnx.TensorProto):
+        return numpy_helper.to_array(value)
+    return value if isinstance(value, np.ndarray) else np.asarray(value)
 
 
 class MnnpyRep(BackendRep):
@@ -36,7 +44,7 @@ class MnnpyRep(BackendRep):
             if not isinstance(inputs, (list, tuple)):
                 inputs = [inputs]
             feeds = dict(zip(self.input_names, inputs))
-        feeds = {k: v if isinstance(v, np.ndarray) else np.asarray(v) for k, v in feeds.items()}
+        feeds = {k: as_array(v) for k, v in feeds.items()}
         out = self.session.run(feeds)
         return tuple(out[n] for n in self.output_names)
 

@@ -53,12 +53,6 @@ def unsqueeze(node, ctx):
     _axes_to_input(node, ctx, "Unsqueeze", 13)
 
 
-@onnx_op("ReduceMean")
-def reduce_mean(node, ctx):
-    """ReduceMean: ``axes`` attribute (< 18) -> input."""
-    _axes_to_input(node, ctx, "ReduceMean", 18)
-
-
 @onnx_op("Split")
 def split(node, ctx):
     """Split: ``split`` attribute (< 13) -> input; ``num_outputs`` (18+) kept."""
@@ -85,11 +79,12 @@ def clip(node, ctx):
 
 @onnx_op("BatchNormalization")
 def batch_normalization(node, ctx):
-    """BatchNormalization: inference form, one output (``is_test``/``consumed_inputs`` dropped).
+    """BatchNormalization: one output (``is_test``/``consumed_inputs`` dropped); with
+    ``training_mode`` (opset 14+) also the running mean and variance.
 
     ``spatial=0`` (opsets 7-8: per-activation statistics of shape (C, D1, ...)) with
     constant parameters becomes ``Mul(X, s) + t``, ``s = scale / sqrt(var + eps)``,
-    ``t = B - mean * s``. ``training_mode`` is kept so that validation rejects 1.
+    ``t = B - mean * s``.
     """
     a = ctx.attrs(node)
     if a.get("spatial", 1) == 0:
@@ -104,7 +99,8 @@ def batch_normalization(node, ctx):
         ctx.emit("Add", [mid, ctx.const((b - mean * s).astype(dt))], [node.output[0]], {}, node.name)
         return
     keep = {k: a[k] for k in ("epsilon", "momentum", "training_mode") if k in a}
-    ctx.emit("BatchNormalization", list(node.input[:5]), [node.output[0]], keep, node.name)
+    outputs = list(node.output[:3]) if a.get("training_mode", 0) else [node.output[0]]
+    ctx.emit("BatchNormalization", list(node.input[:5]), outputs, keep, node.name)
 
 
 @onnx_op("Softmax")

@@ -78,7 +78,7 @@ def fold_batchnorm(graph: Graph, keep_names=frozenset()) -> int:
     """Fold each BatchNormalization into the Conv/ConvTranspose before it; returns the count."""
     v = GraphView(graph, keep_names)
     for op in list(graph.ops):
-        if op.type != "BatchNormalization" or len(op.inputs) < 5:
+        if op.type != "BatchNormalization" or len(op.inputs) < 5 or op.attrs.get("training_mode", 0):
             continue
         conv = _conv_feeding(v, op.inputs[0])
         params = [v.const(t) for t in op.inputs[1:5]]

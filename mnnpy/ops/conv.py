@@ -96,7 +96,6 @@ def conv_transpose_pads(ctx, in_sizes, kernel) -> list[int]:
         out_shape = [in_sizes[i] * strides[i] for i in range(n)]
     for i in range(n):
         total = strides[i] * (in_sizes[i] - 1) + opad[i] + ((kernel[i] - 1) * dil[i] + 1) - out_shape[i]
-        total = max(total, 0)
         if a["auto_pad"] == "SAME_UPPER":
             pads[i], pads[n + i] = total // 2, total - total // 2
         else:

@@ -11,20 +11,26 @@ from mnnpy.ops.registry import Attr, In, op_schema
 @op_schema(
     "BatchNormalization",
     ["X", "scale", "B", "input_mean", "input_var"],
+    ["Y", "running_mean", "running_var"],
     attrs={
         "epsilon": Attr("float", 1e-5),
         "momentum": Attr("float", 0.9),
-        "training_mode": Attr("int", 0, (0,)),
+        "training_mode": Attr("int", 0, (0, 1)),
     },
 )
 def batch_normalization(ctx):
-    """BatchNormalization (inference): ``Y = scale * (X - mean) / sqrt(var + epsilon) + B`` over axis 1."""
+    """BatchNormalization over axis 1: ``Y = scale * (X - mean) / sqrt(var + epsilon) + B``.
+
+    Inference uses ``input_mean``/``input_var``; ``training_mode`` uses the batch's own
+    mean and (population) variance and also outputs ``running_* = input_* * momentum +
+    batch_* * (1 - momentum)``, shape (C,).
+    """
     x = ctx.shapes[0]
     c = x[1] if len(x) > 1 else 1
     for i in range(1, 5):
         if tuple(ctx.shapes[i]) != (c,):
             ctx.fail(f"input {i} must have shape ({c},)")
-    return [(x, ctx.dtypes[0])]
+    return [(x, ctx.dtypes[0]), ((c,), ctx.dtypes[3]), ((c,), ctx.dtypes[4])]
 
 
 @op_schema("Softmax", ["input"], ["output"], attrs={"axis": Attr("int", -1)})

@@ -57,7 +57,7 @@ def expected_failures(backend: str) -> dict[str, str]:
 
 def run_case(case, backend: str = "cpu") -> None:
     """Run every data set of ``case`` through mnnpy; assert outputs match (case.rtol/atol)."""
-    from mnnpy.onnx_backend import MnnpyBackend
+    from mnnpy.onnx_backend import MnnpyBackend, as_array
 
     rep = MnnpyBackend.prepare(case.model, backend=backend)
     for inputs, expected in case.data_sets:
@@ -65,7 +65,7 @@ def run_case(case, backend: str = "cpu") -> None:
             actual = rep.run(inputs)
         assert len(actual) == len(expected), f"{len(actual)} outputs, expected {len(expected)}"
         for k, (e, a) in enumerate(zip(expected, actual)):
-            e = np.asarray(e)
+            e = as_array(e)
             assert a.shape == e.shape, f"output {k}: shape {a.shape}, expected {e.shape}"
             assert a.dtype == e.dtype, f"output {k}: dtype {a.dtype}, expected {e.dtype}"
             if e.dtype.kind in "fc":

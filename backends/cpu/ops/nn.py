@@ -28,6 +28,7 @@ class BatchNormalization(Execution):
         c = x.shape[1] if len(x.shape) > 1 else 1
         bshape = (c,) + (1,) * max(0, len(x.shape) - 2)
         self.const = all(info is not None and info.value is not None for info in self.input_infos[1:5])
+        self.const = self.const and not self.attrs["training_mode"]
         self.s = scratch(c, x.dtype)
         self.t = scratch(c, x.dtype)
         self.s_b, self.t_b = self.s.reshape(bshape), self.t.reshape(bshape)
@@ -41,10 +42,25 @@ class BatchNormalization(Execution):
         self.t[...] = b - mean * s
 
     def on_execute(self, inputs, outputs):
-        if not self.const:
+        if self.attrs["training_mode"]:
+            self._batch_statistics(inputs, outputs)
+        elif not self.const:
             self._params(inputs)
         np.multiply(inputs[0], self.s_b, out=outputs[0])
         np.add(outputs[0], self.t_b, out=outputs[0])
+
+    def _batch_statistics(self, inputs, outputs):
+        """Training mode: normalise with the batch's mean/variance; write the running ones."""
+        x = inputs[0]
+        axes = (0,) + tuple(range(2, x.ndim))
+        mean, var = x.mean(axis=axes, dtype=np.float64), x.var(axis=axes, dtype=np.float64)
+        scale, b = (np.asarray(v, np.float64) for v in inputs[1:3])
+        s = scale / np.sqrt(var + self.attrs["epsilon"])
+        self.s[...], self.t[...] = s, b - mean * s
+        m = self.attrs["momentum"]
+        for out, given, batch in zip(outputs[1:3], inputs[3:5], (mean, var)):
+            if out is not None:
+                out[...] = given * m + batch * (1 - m)
 
 
 @cpu_execution("Softmax")
