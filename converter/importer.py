@@ -101,15 +101,37 @@ def _shape(vi: onnx.ValueInfoProto):
     return tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim)
 
 
+def _check_old_opset(model: onnx.ModelProto, opset: int) -> None:
+    """A model declaring an opset below ``MIN_OPSET`` converts when each of its ops is the
+    same at that opset as at ``MIN_OPSET`` (e.g. Not, unchanged since opset 1)."""
+    changed = set()
+    for n in _all_nodes(model.graph):
+        try:
+            old = onnx.defs.get_schema(n.op_type, opset).since_version
+            new = onnx.defs.get_schema(n.op_type, MIN_OPSET).since_version
+        except onnx.defs.SchemaError:
+            changed.add(n.op_type)
+            continue
+        if old != new:
+            changed.add(n.op_type)
+    if changed:
+        raise ModelFormatError(
+            f"ONNX opset {opset} not supported for {sorted(changed)}: their form changed before opset {MIN_OPSET} "
+            f"(supported: {MIN_OPSET}..{onnx.defs.onnx_opset_version()}, and older models whose ops did not change)"
+        )
+
+
 def import_onnx(model: onnx.ModelProto) -> Net:
     """Convert a ModelProto to a Net (no optimisation passes; see ``optimize``)."""
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
     if opset is None:
         raise ModelFormatError("ONNX model declares no default-domain opset")
     newest = onnx.defs.onnx_opset_version()
-    if not MIN_OPSET <= opset <= newest:
+    if not 1 <= opset <= newest:
         raise ModelFormatError(f"ONNX opset {opset} not supported (supported: {MIN_OPSET}..{newest})")
     table = converters()
+    if opset < MIN_OPSET:
+        _check_old_opset(model, opset)
     missing = Counter(
         (n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}::{n.op_type}")
         for n in _all_nodes(model.graph)

@@ -55,12 +55,23 @@ def test_unsupported_op_inside_subgraph_is_counted(rng):
     assert e.value.missing.get("Baz") == 2
 
 
-@pytest.mark.parametrize("opset", [6, onnx.defs.onnx_opset_version() + 1])
+@pytest.mark.parametrize("opset", [0, onnx.defs.onnx_opset_version() + 1])
 def test_opset_out_of_range(rng, opset):
     model, _ = _relu_model(rng)
     model.opset_import[0].version = opset
     with pytest.raises(mnnpy.ModelFormatError, match=f"opset {opset}"):
         to_net(model)
+
+
+def test_old_opset_converts_only_ops_unchanged_since(rng):
+    model, _ = _relu_model(rng)
+    model.opset_import[0].version = 6  # Relu-6 is still the form of opset 7
+    assert [op.type for op in to_net(model).main.ops] == ["Relu"]
+    x = rand(rng, 3)
+    old_add = make_model([helper.make_node("Add", ["x", "x"], ["y"])], {"x": x}, ["y"], opset=7)
+    old_add.opset_import[0].version = 6  # Add-6 had broadcast attributes: changed in 7
+    with pytest.raises(mnnpy.ModelFormatError, match="opset 6 not supported for \\['Add'\\]"):
+        to_net(old_add)
 
 
 def test_no_default_opset(rng):

@@ -220,12 +220,12 @@ def cumsum(ctx):
     return [(ctx.shapes[0], ctx.dtypes[0])]
 
 
-@op_schema("NonZero", ["X"], ["Y"])
+@op_schema("NonZero", [In("X", value=True)], ["Y"])
 def nonzero(ctx):
     """NonZero: ``(rank, count)`` int64 indices of the non-zero elements (row-major order).
 
-    The count depends on the input's value: known at resize only for constants and
-    tensors computed at resize (data-dependent output shape otherwise)."""
+    The count depends on the input's contents (data-dependent output shape), so X is a
+    value input: the session reads it at resize (a plan per distinct content)."""
     v = ctx.values[0]
     if v is None:
         ctx.fail("data-dependent output shape: the input's value must be known at resize")

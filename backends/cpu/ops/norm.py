@@ -1,0 +1,406 @@
+"""CPU normalisation extras, LogSoftmax/Hardmax, GlobalMaxPool, LpPool and linear
+(de)quantisation (ONNX operators.md; shapes from ``mnnpy.ops.norm``).
+
+Row normalisations (LayerNormalization, InstanceNormalization, GroupNormalization)
+view X as ``(rows, cols)`` and normalise each row in the stash dtype
+(``_RowNorm``); scratch is made at resize.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from mnnpy.backend import Execution
+from mnnpy.backends.cpu.ops.conv import tap_slices, view_as, window
+from mnnpy.backends.cpu.ops.shape_ops import shape_context
+from mnnpy.backends.cpu.registry import cpu_execution
+from mnnpy.backends.cpu.scratch import scratch
+from mnnpy.ops.norm import quant_granularity
+
+
+def _reduced(shape, axis):
+    red = list(shape)
+    red[axis] = 1
+    return red
+
+
+@cpu_execution("LogSoftmax")
+class LogSoftmax(Execution):
+    """``y = x - (max + log(sum(exp(x - max))))`` along ``axis`` (opset-13 semantics)."""
+
+    def on_resize(self, inputs, outputs):
+        shape = self.input_infos[0].shape
+        self.axis = self.attrs["axis"] % len(shape)
+        red = _reduced(shape, self.axis)
+        self.m = scratch(red, self.output_infos[0].dtype)
+        self.s = scratch(red, self.output_infos[0].dtype)
+
+    def on_execute(self, inputs, outputs):
+        x, y, m, s = inputs[0], outputs[0], self.m, self.s
+        if y.size == 0:
+            return
+        np.max(x, axis=self.axis, keepdims=True, out=m)
+        np.subtract(x, m, out=y)
+        np.exp(y, out=y)
+        np.sum(y, axis=self.axis, keepdims=True, out=s)
+        np.log(s, out=s)
+        np.subtract(x, m, out=y)
+        np.subtract(y, s, out=y)
+
+
+@cpu_execution("Hardmax")
+class Hardmax(Execution):
+    """``y = 1`` at the first maximum along ``axis``, 0 elsewhere (opset-13 semantics)."""
+
+    def on_resize(self, inputs, outputs):
+        shape = self.input_infos[0].shape
+        self.axis = self.attrs["axis"] % len(shape)
+        self.idx = scratch(_reduced(shape, self.axis), np.int64)
+
+    def on_execute(self, inputs, outputs):
+        x, y = inputs[0], outputs[0]
+        if y.size == 0:
+            return
+        np.argmax(x, axis=self.axis, keepdims=True, out=self.idx)
+        y.fill(0)
+        np.put_along_axis(y, self.idx, 1, axis=self.axis)
+
+
+class _RowNorm:
+    """Normalise each row of ``x2 (rows, cols)``: ``d = x - mean``, ``inv = 1/sqrt(var + eps)``,
+    ``d *= inv``; all in ``dtype`` (the stash type)."""
+
+    def __init__(self, rows, cols, dtype, eps):
+        self.d = scratch((rows, cols), dtype)
+        self.mean = scratch((rows, 1), dtype)
+        self.inv = scratch((rows, 1), dtype)
+        self.cols = max(cols, 1)
+        self.eps = eps
+
+    def __call__(self, x2):
+        d, mean, inv = self.d, self.mean, self.inv
+        np.copyto(d, x2, casting="unsafe")
+        np.sum(d, axis=1, keepdims=True, out=mean)
+        np.divide(mean, self.cols, out=mean)
+        np.subtract(d, mean, out=d)
+        np.multiply(d, d, out=d)
+        np.sum(d, axis=1, keepdims=True, out=inv)
+        np.divide(inv, self.cols, out=inv)
+        np.add(inv, self.eps, out=inv)
+        np.sqrt(inv, out=inv)
+        np.reciprocal(inv, out=inv)
+        np.copyto(d, x2, casting="unsafe")
+        np.subtract(d, mean, out=d)
+        np.multiply(d, inv, out=d)
+        return d
+
+
+def _stash(attrs, dtype):
+    return np.dtype(np.float32) if attrs.get("stash_type", 1) == 1 and dtype != np.float64 else np.dtype(dtype)
+
+
+@cpu_execution("LayerNormalization")
+class LayerNormalization(Execution):
+    """``Y = (X - mean) * InvStdDev * Scale + B`` with statistics over dims ``axis..``;
+    optional outputs ``Mean`` and ``InvStdDev`` (stash dtype, ``X.shape[:axis] + 1s``)."""
+
+    def on_resize(self, inputs, outputs):
+        x = self.input_infos[0]
+        self.axis = self.attrs["axis"] % len(x.shape)
+        rows = math.prod(x.shape[: self.axis])
+        cols = math.prod(x.shape[self.axis :])
+        self.norm = _RowNorm(rows, cols, _stash(self.attrs, x.dtype), self.attrs["epsilon"])
+        self.shape = x.shape
+        self.empty = rows * cols == 0
+
+    def on_execute(self, inputs, outputs):
+        if self.empty:
+            return
+        y = outputs[0]
+        d = self.norm(inputs[0].reshape(self.norm.d.shape))
+        np.copyto(y, d.reshape(self.shape), casting="unsafe")
+        np.multiply(y, inputs[1], out=y)
+        if len(inputs) > 2 and inputs[2] is not None:
+            np.add(y, inputs[2], out=y)
+        for k, stat in ((1, self.norm.mean), (2, self.norm.inv)):
+            if len(outputs) > k and outputs[k] is not None:
+                np.copyto(outputs[k], stat.reshape(outputs[k].shape), casting="unsafe")
+
+
+class _ChannelNorm(Execution):
+    """Shared by Instance/GroupNormalization: rows = (N * groups), then per-channel affine."""
+
+    groups = None
+
+    def on_resize(self, inputs, outputs):
+        x = self.input_infos[0]
+        n, c = x.shape[0], x.shape[1]
+        g = self.groups or c
+        s = math.prod(x.shape[2:])
+        self.empty = n * c * s == 0
+        self.norm = _RowNorm(n * g, (c // g) * s, _stash(self.attrs, x.dtype), self.attrs["epsilon"])
+        self.shape3 = (n, c, s)
+        self.y3 = outputs[0].reshape(self.shape3)
+        self.rep = None
+        if self.input_infos[1].shape[0] != c:  # GroupNormalization-18: one value per group
+            self.rep = np.repeat(np.arange(g), c // g)
+            self.sc = scratch((c, 1), x.dtype)
+            self.bc = scratch((c, 1), x.dtype)
+
+    def on_execute(self, inputs, outputs):
+        if self.empty:
+            return
+        d = self.norm(inputs[0].reshape(self.norm.d.shape))
+        y = self.y3
+        np.copyto(y, d.reshape(self.shape3), casting="unsafe")
+        if self.rep is None:
+            scale, bias = inputs[1].reshape(-1, 1), inputs[2].reshape(-1, 1)
+        else:
+            scale, bias = self.sc, self.bc
+            np.take(inputs[1], self.rep, out=scale[:, 0])
+            np.take(inputs[2], self.rep, out=bias[:, 0])
+        np.multiply(y, scale, out=y)
+        np.add(y, bias, out=y)
+
+
+@cpu_execution("InstanceNormalization")
+class InstanceNormalization(_ChannelNorm):
+    """``y = scale[c] * (x - mean) / sqrt(var + eps) + B[c]``, statistics per (n, c) over spatial dims."""
+
+
+@cpu_execution("GroupNormalization")
+class GroupNormalization(_ChannelNorm):
+    """``y = scale[c] * (x - mean) / sqrt(var + eps) + bias[c]``, statistics per (n, group)."""
+
+    def on_resize(self, inputs, outputs):
+        self.groups = self.attrs["num_groups"]
+        super().on_resize(inputs, outputs)
+
+
+@cpu_execution("LpNormalization")
+class LpNormalization(Execution):
+    """``y = x / ||x||_p`` along ``axis`` (p 1 or 2); 0 where the norm is 0."""
+
+    def on_resize(self, inputs, outputs):
+        shape = self.input_infos[0].shape
+        self.axis = self.attrs["axis"] % len(shape)
+        red = _reduced(shape, self.axis)
+        self.n = scratch(red, self.output_infos[0].dtype)
+        self.zero = scratch(red, bool)
+
+    def on_execute(self, inputs, outputs):
+        x, y, n = inputs[0], outputs[0], self.n
+        if y.size == 0:
+            return
+        if self.attrs["p"] == 1:
+            np.abs(x, out=y)
+            np.sum(y, axis=self.axis, keepdims=True, out=n)
+        else:
+            np.multiply(x, x, out=y)
+            np.sum(y, axis=self.axis, keepdims=True, out=n)
+            np.sqrt(n, out=n)
+        np.equal(n, 0, out=self.zero)
+        np.divide(x, n, out=y)
+        np.copyto(y, 0, where=self.zero)
+
+
+@cpu_execution("LRN")
+class LRN(Execution):
+    """``y = x / (bias + alpha/size * sum_{c' in window(c)} x[c']^2) ** beta`` across channels,
+    window ``[c - floor((size-1)/2), c + ceil((size-1)/2)]`` clipped to the channels."""
+
+    def on_resize(self, inputs, outputs):
+        x = self.input_infos[0]
+        c, size = x.shape[1], self.attrs["size"]
+        self.sq = scratch(x.shape, x.dtype)
+        self.ss = scratch(x.shape, x.dtype)
+        lo, hi = (size - 1) // 2, -(-(size - 1) // 2)
+        self.pairs = []
+        for off in range(-lo, hi + 1):
+            a, b = max(0, -off), min(c, c - off)
+            if a < b:
+                self.pairs.append((slice(a, b), slice(a + off, b + off)))
+
+    def on_execute(self, inputs, outputs):
+        x, y, sq, ss = inputs[0], outputs[0], self.sq, self.ss
+        a = self.attrs
+        np.multiply(x, x, out=sq)
+        ss.fill(0)
+        for dst, src in self.pairs:
+            np.add(ss[:, dst], sq[:, src], out=ss[:, dst])
+        np.multiply(ss, a["alpha"] / a["size"], out=ss)
+        np.add(ss, a["bias"], out=ss)
+        np.power(ss, a["beta"], out=ss)
+        np.divide(x, ss, out=y)
+
+
+@cpu_execution("MeanVarianceNormalization")
+class MeanVarianceNormalization(Execution):
+    """``y = (x - mean) / (sqrt(max(E[x^2] - mean^2, 0)) + 1e-9)`` over ``axes``."""
+
+    def on_resize(self, inputs, outputs):
+        x = self.input_infos[0]
+        rank = len(x.shape)
+        self.axes = tuple(sorted(a % rank for a in self.attrs["axes"]))
+        red = [1 if i in self.axes else d for i, d in enumerate(x.shape)]
+        self.m = scratch(red, x.dtype)
+        self.v = scratch(red, x.dtype)
+
+    def on_execute(self, inputs, outputs):
+        x, y, m, v = inputs[0], outputs[0], self.m, self.v
+        if y.size == 0:
+            return
+        np.mean(x, axis=self.axes, keepdims=True, out=m)
+        np.multiply(x, x, out=y)
+        np.mean(y, axis=self.axes, keepdims=True, out=v)
+        np.subtract(v, m * m, out=v)
+        np.maximum(v, 0, out=v)
+        np.sqrt(v, out=v)
+        np.add(v, 1e-9, out=v)
+        np.subtract(x, m, out=y)
+        np.divide(y, v, out=y)
+
+
+@cpu_execution("GlobalMaxPool")
+class GlobalMaxPool(Execution):
+    """``Y[n, c, 1, ...] = max(X[n, c, ...])``."""
+
+    def on_resize(self, inputs, outputs):
+        x, y = inputs[0], outputs[0]
+        nc = x.shape[0] * x.shape[1]
+        self.x2 = view_as(x, (nc, -1)) if x.size else None
+        self.y1 = view_as(y, (nc,))
+
+    def on_execute(self, inputs, outputs):
+        if self.x2 is not None and self.y1.size:
+            np.max(self.x2, axis=1, out=self.y1)
+
+
+@cpu_execution("LpPool")
+class LpPool(Execution):
+    """``Y = (sum over the window of |X|^p) ** (1/p)``; padding adds 0. Taps of the window
+    are strided slices of ``|X|^p`` (see ``backends/cpu/ops/pool.py``)."""
+
+    def on_resize(self, inputs, outputs):
+        x, y = inputs[0], outputs[0]
+        k = list(self.attrs["kernel_shape"])
+        out, strides, dil, pads = window(self, x.shape[2:], k, self.attrs["ceil_mode"])
+        nd, spatial = len(k), x.shape[2:]
+        self.empty = y.size == 0
+        if self.empty:
+            return
+        nc = x.shape[0] * x.shape[1]
+        self.xp = scratch((nc, *spatial), x.dtype)
+        self.x3 = view_as(x, (nc, *spatial))
+        self.y3 = view_as(y, (nc, *out))
+        self.taps = []
+        for tap in itertools.product(*[range(t) for t in k]):
+            s = tap_slices(spatial, out, tap, strides, dil, pads[:nd])
+            if s is not None:
+                o, i = s
+                self.taps.append((self.y3[(slice(None),) + o], self.xp[(slice(None),) + i]))
+        self.p = self.attrs["p"]
+
+    def on_execute(self, inputs, outputs):
+        if self.empty:
+            return
+        xp, p = self.xp, self.p
+        np.abs(self.x3, out=xp)
+        if p != 1:
+            np.power(xp, p, out=xp)
+        self.y3.fill(0)
+        for dst, src in self.taps:
+            np.add(dst, src, out=dst)
+        if p != 1:
+            np.power(self.y3, 1.0 / p, out=self.y3)
+
+
+def _param_view(info_shape, x_shape, kind, axis, block):
+    """How a scale/zero point broadcasts against X: ``(reshape, repeat)``."""
+    if kind == "tensor":
+        return (), None
+    if kind == "axis":
+        return tuple(x_shape[axis] if i == axis else 1 for i in range(len(x_shape))), None
+    return tuple(info_shape), block
+
+
+class _Linear(Execution):
+    """Shared by Quantize/DequantizeLinear: scale and zero point expanded to X's shape once
+    (per tensor: scalars; per axis: reshaped to broadcast; blocked: repeated along ``axis``,
+    cropped to X) into scratch when they are not constants, at resize when they are."""
+
+    def on_resize(self, inputs, outputs):
+        kind, axis = quant_granularity(shape_context(self), self.op.type)
+        x = self.input_infos[0]
+        self.kind, self.axis, self.xshape = kind, axis, x.shape
+        self.block = self.attrs["block_size"]
+        self.has_zp = len(inputs) > 2 and inputs[2] is not None
+        self.const = all(i.value is not None for i in self.input_infos[1:] if i is not None)
+        if self.const:
+            self.scale, self.zp = self._params(inputs)
+
+    def _expand(self, v):
+        if self.kind == "tensor":
+            return v.reshape(())
+        if self.kind == "axis":
+            shape = [1] * len(self.xshape)
+            shape[self.axis] = self.xshape[self.axis]
+            return v.reshape(shape)
+        r = np.repeat(v, self.block, axis=self.axis)
+        return r[tuple(slice(0, d) for d in self.xshape)]
+
+    def _params(self, inputs):
+        scale = self._expand(np.asarray(inputs[1]))
+        zp = self._expand(np.asarray(inputs[2])) if self.has_zp else None
+        return scale, zp
+
+
+@cpu_execution("QuantizeLinear")
+class QuantizeLinear(_Linear):
+    """``y = saturate(round_half_even(x / scale) + zero_point)`` in the scale's precision
+    (float32 for an int32 x), then clipped to the output type's range."""
+
+    def on_resize(self, inputs, outputs):
+        super().on_resize(inputs, outputs)
+        y = self.output_infos[0]
+        sdt = self.input_infos[1].dtype
+        self.wdt = np.dtype(np.float64) if sdt == np.float64 else np.dtype(np.float32)
+        if sdt == np.float16 and self.attrs["precision"] == 0:
+            self.wdt = np.dtype(np.float32)
+        self.tmp = scratch(y.shape, self.wdt)
+        info = np.iinfo(y.dtype)
+        self.lo, self.hi = info.min, info.max
+
+    def on_execute(self, inputs, outputs):
+        scale, zp = (self.scale, self.zp) if self.const else self._params(inputs)
+        t = self.tmp
+        np.copyto(t, inputs[0], casting="unsafe")
+        np.divide(t, scale, out=t, casting="unsafe")
+        np.rint(t, out=t)
+        if zp is not None:
+            np.add(t, zp, out=t, casting="unsafe")
+        np.clip(t, self.lo, self.hi, out=t)
+        np.copyto(outputs[0], t, casting="unsafe")
+
+
+@cpu_execution("DequantizeLinear")
+class DequantizeLinear(_Linear):
+    """``y = (x - zero_point) * scale`` (the difference exact in float64 for 32-bit ints)."""
+
+    def on_resize(self, inputs, outputs):
+        super().on_resize(inputs, outputs)
+        y = self.output_infos[0]
+        wide = self.input_infos[0].dtype.itemsize >= 4
+        self.tmp = scratch(y.shape, np.float64 if wide else np.float32)
+
+    def on_execute(self, inputs, outputs):
+        scale, zp = (self.scale, self.zp) if self.const else self._params(inputs)
+        t = self.tmp
+        np.copyto(t, inputs[0], casting="unsafe")
+        if zp is not None:
+            np.subtract(t, zp, out=t, casting="unsafe")
+        np.multiply(t, scale, out=t, casting="unsafe")
+        np.copyto(outputs[0], t, casting="unsafe")
