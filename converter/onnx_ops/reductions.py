@@ -12,22 +12,12 @@ import numpy as np
 
 from mnnpy.converter.registry import onnx_op
 from mnnpy.ops import get_schema
+from mnnpy.ops.reductions import REDUCTIONS
 
 _AXES_INPUT_SINCE = {"ReduceSum": 13}
 
 
-@onnx_op(
-    "ReduceMean",
-    "ReduceSum",
-    "ReduceMax",
-    "ReduceMin",
-    "ReduceProd",
-    "ReduceL1",
-    "ReduceL2",
-    "ReduceLogSum",
-    "ReduceLogSumExp",
-    "ReduceSumSquare",
-)
+@onnx_op("ReduceMean", *REDUCTIONS)
 def reduce(node, ctx):
     """Reduce*: ``axes`` attribute (before opset 18, ReduceSum 13) -> constant input."""
     a = ctx.attrs(node)

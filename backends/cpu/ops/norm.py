@@ -264,21 +264,6 @@ class MeanVarianceNormalization(Execution):
         np.divide(y, v, out=y)
 
 
-@cpu_execution("GlobalMaxPool")
-class GlobalMaxPool(Execution):
-    """``Y[n, c, 1, ...] = max(X[n, c, ...])``."""
-
-    def on_resize(self, inputs, outputs):
-        x, y = inputs[0], outputs[0]
-        nc = x.shape[0] * x.shape[1]
-        self.x2 = view_as(x, (nc, -1)) if x.size else None
-        self.y1 = view_as(y, (nc,))
-
-    def on_execute(self, inputs, outputs):
-        if self.x2 is not None and self.y1.size:
-            np.max(self.x2, axis=1, out=self.y1)
-
-
 @cpu_execution("LpPool")
 class LpPool(Execution):
     """``Y = (sum over the window of |X|^p) ** (1/p)``; padding adds 0. Taps of the window

@@ -129,16 +129,17 @@ class Pool(Execution):
             parallel(self.backend, self.tasks)
 
 
-@cpu_execution("GlobalAveragePool")
-class GlobalAveragePool(Execution):
-    """``Y[n, c, 1, ...] = mean(X[n, c, ...])``, ``X: (N, C, *S) -> Y: (N, C, 1, ...)``."""
+@cpu_execution("GlobalAveragePool", "GlobalMaxPool")
+class GlobalPool(Execution):
+    """``Y[n, c, 1, ...] = mean (or max) of X[n, c, ...]``, ``X: (N, C, *S) -> Y: (N, C, 1, ...)``."""
 
     def on_resize(self, inputs, outputs):
         x, y = inputs[0], outputs[0]
         nc = x.shape[0] * x.shape[1]
         self.x2 = view_as(x, (nc, -1)) if x.size else None
         self.y1 = view_as(y, (nc,))
+        self.reduce = np.mean if self.op.type == "GlobalAveragePool" else np.max
 
     def on_execute(self, inputs, outputs):
         if self.x2 is not None and self.y1.size:
-            np.mean(self.x2, axis=1, out=self.y1)
+            self.reduce(self.x2, axis=1, out=self.y1)
