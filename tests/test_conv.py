@@ -219,6 +219,6 @@ def test_chained_convs_share_temporaries_correctly(rng):
     ]
     model = make_model(nodes, {"x": x}, ["y"], inits)
     session = mnnpy.Interpreter(convert(model)).create_session()
-    for k in range(3):
+    for _ in range(3):
         xk = rand(rng, 1, 8, 15, 13)
         np.testing.assert_allclose(session.run({"x": xk})["y"], run_ort(model, {"x": xk})[0], **ACCUMULATE)
