@@ -40,7 +40,16 @@ class IODesc:
 
 @dataclass
 class _Plan:
+    """One planned segment: ops from ``start`` up to ``sizes.barrier`` (or the end).
+
+    ``inputs`` are the tensors it receives at run (graph inputs, or for a later segment
+    what earlier ones computed); ``exports`` what later segments or the outputs need.
+    """
+
     key: tuple
+    start: int
+    inputs: frozenset
+    exports: frozenset
     sizes: SizeResult
     schedule: Schedule
     memory: list[MemoryPlan]
@@ -68,6 +77,7 @@ class Session:
         self._input_index = {g.tensors[t].name: t for t in g.inputs}
         self._value_inputs = sorted(value_inputs(g))
         self.resize_count = 0
+        self._output_shapes: dict[str, tuple[int, ...]] | None = None
 
     # -- descriptions -------------------------------------------------------------------
     @property
@@ -86,9 +96,12 @@ class Session:
 
     @property
     def output_shapes(self) -> dict[str, tuple[int, ...]]:
-        """Output shapes of the current resize (raises ``InputError`` before the first)."""
-        if self._plan is None:
-            raise InputError("no resize yet: call run() or resize() first")
+        """Output shapes of the last run (data-dependent ones as computed), else of the last
+        resize; raises ``InputError`` before either."""
+        if self._output_shapes is not None:
+            return dict(self._output_shapes)
+        if self._plan is None or self._plan.sizes.barrier is not None:
+            raise InputError("no run yet: output shapes are known after run() (or resize() for static shapes)")
         return {self.graph.tensors[t].name: self._plan.sizes.shapes[t] for t in self.graph.outputs}
 
     def partitions(self) -> str:
@@ -113,6 +126,7 @@ class Session:
             checked = self._check_shapes(shapes)
             if not self._value_inputs:
                 self._plan = self._get_plan(checked)
+                self._output_shapes = None
 
     @property
     def value_inputs(self) -> list[str]:
@@ -146,14 +160,20 @@ class Session:
             out[t] = shape
         return out
 
-    def _get_plan(self, shapes: dict[int, tuple[int, ...]], values: dict[int, np.ndarray] | None = None) -> _Plan:
-        key = self._plan_key(shapes, values)
+    def _get_plan(
+        self,
+        shapes: dict[int, tuple[int, ...]],
+        values: dict[int, np.ndarray] | None = None,
+        start: int = 0,
+        dtypes: dict[int, np.dtype] | None = None,
+    ) -> _Plan:
+        key = (start, *self._plan_key(shapes, values))
         plan = self._plans.get(key)
         if plan is not None:
             self._plans.move_to_end(key)
             return plan
         try:
-            plan = self._build_plan(shapes, values or {})
+            plan = self._build_plan(shapes, values or {}, start, dtypes or {})
         except ShapeError as e:
             raise ShapeError(f"input shapes {self._named(shapes)}: {e}") from None
         except MemoryError as e:
@@ -173,14 +193,19 @@ class Session:
     def _named(self, shapes: dict[int, tuple]) -> dict[str, tuple]:
         return {self.graph.tensors[t].name: s for t, s in shapes.items()}
 
-    def _build_plan(self, shapes: dict[int, tuple[int, ...]], values: dict[int, np.ndarray]) -> _Plan:
+    def _build_plan(self, shapes, values, start: int, dtypes) -> _Plan:
         g = self.graph
-        sizes = compute_sizes(g, shapes, self._attrs, self._evaluate, values)
+        sizes = compute_sizes(g, shapes, self._attrs, self._evaluate, values, start, dtypes)
         infos = {t: TensorInfo(t, g.tensors[t].name, sizes.shapes[t], sizes.dtypes[t], sizes.values.get(t)) for t in sizes.shapes}
         schedule = build_schedule(g, sizes.runtime_ops, self.backends, infos, self._attrs)
+        inputs = frozenset(shapes)
+        later = set(g.outputs)
+        if sizes.barrier is not None:
+            later.update(t for op in g.ops[sizes.barrier :] for t in op.inputs if t >= 0)
+        exports = frozenset(t for t in later if t in sizes.shapes and g.tensors[t].data is None)
         for b in self.backends:
             b.on_resize_begin()
-        memory, handles = self._plan_memory(sizes, schedule, infos)
+        memory, handles = self._plan_memory(sizes, schedule, infos, inputs, exports)
         executions: dict[int, Execution] = {}
         steps = []
         for part in schedule.partitions:
@@ -201,7 +226,8 @@ class Session:
             steps.append((part.backend, copies, runs))
         for b in self.backends:
             b.on_resize_end()
-        return _Plan(self._plan_key(shapes, values), sizes, schedule, memory, handles, executions, steps)
+        key = (start, *self._plan_key(shapes, values))
+        return _Plan(key, start, inputs, exports, sizes, schedule, memory, handles, executions, steps)
 
     def _home(self, schedule: Schedule, t: int) -> int:
         for i in reversed(range(len(self.graph.ops))):
@@ -209,8 +235,10 @@ class Session:
                 return schedule.backend_of[i]
         raise AssertionError(f"tensor {t} has no producer")
 
-    def _plan_memory(self, sizes: SizeResult, schedule: Schedule, infos: dict[int, TensorInfo]):
-        """Lifetimes per backend (in step units) -> arena offsets -> tensor handles."""
+    def _plan_memory(self, sizes: SizeResult, schedule: Schedule, infos: dict[int, TensorInfo], inputs, exports):
+        """Lifetimes per backend (in step units) -> arena offsets -> tensor handles.
+
+        ``inputs`` are written before the first op; ``exports`` live to the segment's end."""
         g = self.graph
         n_b = len(self.backends)
         first: list[dict[int, int]] = [dict() for _ in range(n_b)]
@@ -234,7 +262,7 @@ class Session:
                 constants[b].update(t for t in op.inputs if t in sizes.values)
                 for t in op.inputs:
                     if t >= 0 and t not in sizes.values:
-                        if t in g.inputs:
+                        if t in inputs:
                             touch(b, t, -1)  # written by run() before the first op
                         touch(b, t, i)
                 for t in op.outputs:
@@ -244,7 +272,7 @@ class Session:
                 src = op.inputs[schema.alias] if schema.alias is not None else -1
                 if src >= 0 and src not in sizes.values and op.outputs[0] >= 0 and self.backends[b].can_alias(op):
                     alias[b][op.outputs[0]] = src
-        for t in g.outputs:
+        for t in exports:
             if t not in sizes.values:
                 for b in range(n_b):
                     if t in first[b]:
@@ -285,33 +313,65 @@ class Session:
         rank/dtype/shape) or ``ShapeError`` (shapes the model cannot take).
         """
         arrays = self._check_feeds(feeds)
+        wanted = self._wanted_outputs(output_names)
         with self._lock:
             shapes = {t: a.shape for t, a in arrays.items()}
             values = self._values_of(arrays)
             plan = self._plan
-            if plan is None or plan.key != self._plan_key(shapes, values):
+            if plan is None or plan.key != (0, *self._plan_key(shapes, values)):
                 checked = self._check_shapes({self.graph.tensors[t].name: s for t, s in shapes.items()})
                 plan = self._plan = self._get_plan(checked, values)
-            for t, a in arrays.items():
-                for b, h in enumerate(plan.handles):
-                    if t in h:
-                        self.backends[b].upload(a, h[t])
-            with np.errstate(all="ignore"):  # NaN/inf propagate silently, as in onnxruntime
-                self._execute(plan)
-            return self._collect(plan, arrays, output_names)
+            results: dict[int, np.ndarray] = {}
+            while True:
+                for t, a in arrays.items():
+                    for b, h in enumerate(plan.handles):
+                        if t in h and t not in plan.sizes.values:
+                            self.backends[b].upload(a, h[t])
+                with np.errstate(all="ignore"):  # NaN/inf propagate silently, as in onnxruntime
+                    self._execute(plan)
+                for t in wanted:
+                    if t not in results and t in plan.sizes.shapes:
+                        results[t] = self._fetch(plan, t, arrays)
+                if plan.sizes.barrier is None:
+                    break
+                plan, arrays = self._next_segment(plan, arrays)
+            self._output_shapes = {self.graph.tensors[t].name: results[t].shape for t in wanted}
+            return {self.graph.tensors[t].name: results[t] for t in wanted}
+
+    def _next_segment(self, plan: _Plan, arrays: dict[int, np.ndarray]) -> tuple[_Plan, dict[int, np.ndarray]]:
+        """After a data-dependent barrier: the rest of the graph, resized with the values just
+        computed (what the earlier segment exports becomes this segment's inputs)."""
+        g = self.graph
+        crossing = {t: self._fetch(plan, t, arrays) for t in plan.exports}
+        needed = {
+            op.inputs[k]
+            for op in g.ops[plan.sizes.barrier :]
+            for k in get_schema(op.type).value_inputs(len(op.inputs))
+            if op.inputs[k] >= 0
+        }
+        values = {t: a for t, a in crossing.items() if t in needed or t in plan.sizes.values}
+        shapes = {t: a.shape for t, a in crossing.items()}
+        dtypes = {t: a.dtype for t, a in crossing.items()}
+        nxt = self._get_plan(shapes, values, plan.sizes.barrier, dtypes)
+        if nxt.sizes.barrier == plan.sizes.barrier:  # cannot happen: every value it needs is known now
+            op = g.ops[plan.sizes.barrier]
+            raise ShapeError(f"{op.type} '{op.name}': its value inputs are still unknown after the ops before it ran")
+        return nxt, crossing
+
+    def _fetch(self, plan: _Plan, t: int, arrays: dict[int, np.ndarray]) -> np.ndarray:
+        """A new array with tensor ``t``'s contents after ``plan`` ran."""
+        if t in plan.sizes.values:
+            return np.array(plan.sizes.values[t])
+        if t in arrays:
+            return np.array(arrays[t])
+        b = self._home(plan.schedule, t)
+        return self.backends[b].download(plan.handles[b][t])
 
     def _values_of(self, arrays: dict[int, np.ndarray]) -> dict[int, np.ndarray]:
-        """Copies of the value inputs' contents (they key the plan); ``ShapeError`` when too big."""
-        values = {}
-        for t in self._value_inputs:
-            a = arrays[t]
-            if a.size > MAX_VALUE_INPUT:
-                raise ShapeError(
-                    f"input '{self.graph.tensors[t].name}' ({a.size} elements) decides shapes in the model "
-                    f"(data-dependent); its contents are read at resize, which takes at most {MAX_VALUE_INPUT} elements"
-                )
-            values[t] = np.array(a)
-        return values
+        """Copies of the value inputs' contents, which key the plan. Inputs larger than
+        ``MAX_VALUE_INPUT`` elements are left out: the ops that need them then start a new
+        segment, resized at run once the values are there."""
+        return {t: np.array(arrays[t]) for t in self._value_inputs if arrays[t].size <= MAX_VALUE_INPUT}
 
     def _execute(self, plan: _Plan) -> None:
         """Every partition in order: border copies in, then each Execution's ``on_execute``."""
@@ -326,26 +386,15 @@ class Session:
             finally:
                 backend.on_execute_end()
 
-    def _collect(self, plan: _Plan, arrays: dict[int, np.ndarray], output_names) -> dict[str, np.ndarray]:
+    def _wanted_outputs(self, output_names) -> list[int]:
         g = self.graph
-        wanted = g.outputs
-        if output_names is not None:
-            names = {g.tensors[t].name: t for t in g.outputs}
-            bad = [n for n in output_names if n not in names]
-            if bad:
-                raise InputError(f"unknown output name(s) {bad}; the model's outputs are {list(names)}")
-            wanted = [names[n] for n in output_names]
-        out = {}
-        for t in wanted:
-            name = g.tensors[t].name
-            if t in plan.sizes.values:
-                out[name] = np.array(plan.sizes.values[t])
-            elif t in g.inputs:
-                out[name] = np.array(arrays[t])
-            else:
-                b = self._home(plan.schedule, t)
-                out[name] = self.backends[b].download(plan.handles[b][t])
-        return out
+        if output_names is None:
+            return list(g.outputs)
+        names = {g.tensors[t].name: t for t in g.outputs}
+        bad = [n for n in output_names if n not in names]
+        if bad:
+            raise InputError(f"unknown output name(s) {bad}; the model's outputs are {list(names)}")
+        return [names[n] for n in output_names]
 
     def _check_feeds(self, feeds: Mapping[str, Any]) -> dict[int, np.ndarray]:
         if not isinstance(feeds, Mapping):

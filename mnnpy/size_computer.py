@@ -31,6 +31,7 @@ class SizeResult:
     values: dict[int, np.ndarray] = field(default_factory=dict)
     attrs: list[dict] = field(default_factory=list)
     runtime_ops: list[int] = field(default_factory=list)
+    barrier: int | None = None  # first op whose value inputs are only known at run (data-dependent)
 
 
 Evaluate = Callable[[int, dict, list[np.ndarray], list[tuple[tuple[int, ...], np.dtype]]], list[np.ndarray]]
@@ -42,23 +43,34 @@ def compute_sizes(
     resolved_attrs: list[dict],
     evaluate: Evaluate,
     input_values: dict[int, np.ndarray] | None = None,
+    start: int = 0,
+    input_dtypes: dict[int, np.dtype] | None = None,
 ) -> SizeResult:
-    """Infer every tensor of ``graph`` for ``input_shapes`` (graph-input index -> shape).
+    """Infer the tensors of ``graph`` for ``input_shapes`` (tensor index -> shape), from op
+    ``start`` on (0: the whole graph; later: the rest after a data-dependent barrier).
 
-    ``input_values``: contents of the graph inputs that shape functions read (see
-    ``value_inputs``). ``evaluate(op_index, attrs, input_values, output_specs)`` computes
-    a small op at resize (the CPU backend provides it). Raises ``ShapeError`` naming the op.
+    ``input_values``: known contents of inputs that shape functions read (see
+    ``value_inputs``); ``input_dtypes``: dtypes of inputs that are not graph inputs.
+    ``evaluate(op_index, attrs, input_values, output_specs)`` computes a small op at
+    resize (the CPU backend provides it). The walk stops at the first op whose value
+    inputs are unknown (``barrier``): the session runs what comes before, then resizes
+    the rest with the values computed. Raises ``ShapeError`` naming the op.
     """
     r = SizeResult(attrs=resolved_attrs)
     for t, desc in enumerate(graph.tensors):
         if desc.data is not None:
             r.shapes[t], r.dtypes[t], r.values[t] = tuple(desc.data.shape), desc.data.dtype, desc.data
     for t, shape in input_shapes.items():
-        r.shapes[t], r.dtypes[t] = tuple(int(d) for d in shape), graph.tensors[t].dtype
+        r.shapes[t] = tuple(int(d) for d in shape)
+        r.dtypes[t] = (input_dtypes or {}).get(t, graph.tensors[t].dtype)
     for t, value in (input_values or {}).items():
         r.values[t] = value
-    for i, op in enumerate(graph.ops):
+    for i in range(start, len(graph.ops)):
+        op = graph.ops[i]
         schema = get_schema(op.type)
+        if any(op.inputs[k] >= 0 and op.inputs[k] not in r.values for k in schema.value_inputs(len(op.inputs))):
+            r.barrier = i
+            break
         shapes = [r.shapes.get(t) if t >= 0 else None for t in op.inputs]
         dtypes = [r.dtypes.get(t) if t >= 0 else None for t in op.inputs]
         values = [r.values.get(t) if t >= 0 else None for t in op.inputs]

@@ -43,11 +43,20 @@ def test_resize_scales_fed_as_input(rng):
     check(model, {"x": x, "scales": scales}, **EXACT)
 
 
-def test_large_value_input_is_refused(rng):
+def test_large_data_dependent_input_runs_in_segments(rng):
+    """A value input too large to key plans by: the ops before the data-dependent one run,
+    then the rest is resized with the values computed (a second segment)."""
     x = rand(rng, 300, 300)
-    model = make_model(
-        [helper.make_node("Reshape", ["x", "x_shape"], ["y"])], {"x": x, "x_shape": np.array([90000], np.int64)}, ["y"]
-    )
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("NonZero", ["r"], ["nz"]),
+        helper.make_node("Transpose", ["nz"], ["y"], perm=[1, 0]),
+    ]
+    model = make_model(nodes, {"x": x}, ["y", "r"])
     session = mnnpy.Interpreter(convert(model)).create_session()
-    with pytest.raises(mnnpy.ShapeError, match="contents"):
-        session.run({"x": x, "x_shape": np.ones(70000, np.int64)})
+    for k in range(2):
+        xk = rand(rng, 300, 300) - k
+        out = session.run({"x": xk})
+        np.testing.assert_array_equal(out["y"], np.array(np.nonzero(np.maximum(xk, 0))).T)
+        np.testing.assert_array_equal(out["r"], np.maximum(xk, 0))
+        assert session.output_shapes["y"] == out["y"].shape
