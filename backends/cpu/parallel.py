@@ -12,6 +12,30 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 PARALLEL_ELEMENTS = 1 << 18  # outputs from which an elementwise op is split over the pool
+PARALLEL_MIN = 1 << 22  # elements of copy-like work (im2col, pooling taps) split over the pool (measured)
+
+
+def split(n: int, parts: int) -> list[tuple[int, int]]:
+    """``[lo, hi)`` ranges cutting ``range(n)`` into at most ``parts`` near-equal pieces."""
+    parts = max(1, min(parts, n))
+    edges = [n * i // parts for i in range(parts + 1)]
+    return [(edges[i], edges[i + 1]) for i in range(parts)]
+
+
+def parallel(backend, tasks) -> None:
+    """Run callables on the backend's pool, the last one on this thread; wait for all."""
+    if len(tasks) == 1:
+        tasks[0]()
+        return
+    futures = [backend.pool.submit(t) for t in tasks[:-1]]
+    tasks[-1]()
+    for f in futures:
+        f.result()
+
+
+def workers(backend, size: int) -> int:
+    """How many threads to split ``size`` elements of memory-bound work over."""
+    return getattr(backend, "num_threads", 1) if size >= PARALLEL_MIN else 1
 
 
 def split_broadcast(out: np.ndarray, inputs: Sequence[np.ndarray | None], parts: int) -> list[tuple]:

@@ -37,11 +37,6 @@ def scratch(shape, dtype, fill=0) -> np.ndarray:
     return a
 
 
-def scratch_like(a: np.ndarray, fill=0) -> np.ndarray:
-    """``scratch(a.shape, a.dtype, fill)``."""
-    return scratch(a.shape, a.dtype, fill)
-
-
 ALIGN = 64
 
 

@@ -29,13 +29,13 @@ import numpy as np
 from mnnpy.backend import Execution
 from mnnpy.backends.cpu.blas import MatMul
 from mnnpy.backends.cpu.ops.elementwise import apply_activation
+from mnnpy.backends.cpu.parallel import parallel, split, workers
 from mnnpy.backends.cpu.registry import cpu_execution
 from mnnpy.backends.cpu.scratch import scratch
 from mnnpy.ops import ShapeContext, get_schema
 from mnnpy.ops.common import window_output
 from mnnpy.ops.conv import conv_transpose_pads
 
-PARALLEL_MIN = 1 << 22  # elements: smaller copies/elementwise work stay on the calling thread (measured)
 DEPTHWISE_PARALLEL_MIN = 1 << 17  # elements of a depthwise grid split over the backend's threads (measured)
 SMALL_GRID = 400  # depthwise grids up to this many positions per channel use a batched matmul (measured)
 
@@ -82,29 +82,6 @@ def tap_slices(in_sizes, out_sizes, tap, strides, dilations, pads_begin):
         outs.append(slice(lo, hi))
         ins.append(slice(start, start + (hi - lo - 1) * strides[i] + 1, strides[i]))
     return tuple(outs), tuple(ins)
-
-
-def split(n: int, parts: int) -> list[tuple[int, int]]:
-    """``[lo, hi)`` ranges cutting ``range(n)`` into at most ``parts`` near-equal pieces."""
-    parts = max(1, min(parts, n))
-    edges = [n * i // parts for i in range(parts + 1)]
-    return [(edges[i], edges[i + 1]) for i in range(parts)]
-
-
-def parallel(backend, tasks) -> None:
-    """Run callables on the backend's pool, the last one on this thread; wait for all."""
-    if len(tasks) == 1:
-        tasks[0]()
-        return
-    futures = [backend.pool.submit(t) for t in tasks[:-1]]
-    tasks[-1]()
-    for f in futures:
-        f.result()
-
-
-def workers(backend, size: int) -> int:
-    """How many threads to split ``size`` elements of memory-bound work over."""
-    return getattr(backend, "num_threads", 1) if size >= PARALLEL_MIN else 1
 
 
 def view_as(a: np.ndarray, shape) -> np.ndarray:
