@@ -10,7 +10,11 @@ on the backend's own pool, each a plain ``np.matmul`` (which releases the GIL).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
+
+from mnnpy.backends.cpu.parallel import parallel
 
 MIN_FLOPS = 30e6  # FLOPs (2*M*N*K*batch) from which a product is split over threads
 MIN_K = 16
@@ -68,19 +72,12 @@ class MatMul:
     """
 
     def __init__(self, backend, a: np.ndarray, b: np.ndarray, out: np.ndarray):
-        self.pool = backend.pool
+        self.backend = backend
         k = a.shape[-1]
         flops = 2.0 * out.size * k
         threads = backend.num_threads if flops >= MIN_FLOPS and k >= MIN_K else 1
-        self.blocks = _blocks(a, b, out, threads) if threads > 1 else [(a, b, out)]
+        blocks = _blocks(a, b, out, threads) if threads > 1 else [(a, b, out)]
+        self.tasks = [functools.partial(np.matmul, a, b, out=out) for a, b, out in blocks]
 
     def __call__(self) -> None:
-        if len(self.blocks) == 1:
-            a, b, out = self.blocks[0]
-            np.matmul(a, b, out=out)
-            return
-        futures = [self.pool.submit(np.matmul, a, b, out=out) for a, b, out in self.blocks[1:]]
-        a, b, out = self.blocks[0]
-        np.matmul(a, b, out=out)
-        for f in futures:
-            f.result()
+        parallel(self.backend, self.tasks)

@@ -7,6 +7,7 @@ reference machine. Blocks are views fixed at resize: ``on_execute`` only submits
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -72,13 +73,8 @@ class Blocks:
     """A block-wise call ``fn(out_i, *ins_i)`` over the pool (last block on the calling thread)."""
 
     def __init__(self, backend, fn: Callable, out: np.ndarray, inputs: Sequence[np.ndarray | None]):
-        self.pool, self.fn = backend.pool, fn
-        self.blocks = split_broadcast(out, inputs, backend.num_threads)
+        self.backend = backend
+        self.tasks = [functools.partial(fn, o, *ins) for o, ins in split_broadcast(out, inputs, backend.num_threads)]
 
     def __call__(self) -> None:
-        fn = self.fn
-        futures = [self.pool.submit(fn, o, *ins) for o, ins in self.blocks[:-1]]
-        o, ins = self.blocks[-1]
-        fn(o, *ins)
-        for f in futures:
-            f.result()
+        parallel(self.backend, self.tasks)
