@@ -17,6 +17,7 @@ from onnx import numpy_helper
 from onnx.backend.base import Backend, BackendRep
 
 from mnnpy.converter import convert
+from mnnpy.errors import ModelFormatError
 from mnnpy.interpreter import Interpreter
 from mnnpy.session import Session
 
@@ -55,7 +56,10 @@ class MnnpyBackend(Backend):
     @classmethod
     def prepare(cls, model: onnx.ModelProto, device: str = "CPU", backend: str | Sequence[str] = "cpu", **kwargs) -> MnnpyRep:
         """Convert ``model`` in memory and create a session on ``backend``."""
-        super().prepare(model, device, **kwargs)
+        # no onnx.checker pass (the base class's): like onnxruntime, the converter takes any
+        # model it can read, and reports what it cannot with an MnnpyError
+        if not isinstance(model, onnx.ModelProto):
+            raise ModelFormatError(f"prepare takes an onnx.ModelProto, got {type(model).__name__}")
         return MnnpyRep(Interpreter(convert(model)).create_session(backend=backend))
 
     @classmethod

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from mnnpy.converter.registry import onnx_op
-from mnnpy.errors import ModelFormatError
+from mnnpy.errors import ModelFormatError, UnsupportedOperatorError
 
 
 @onnx_op("Constant")
@@ -214,6 +214,8 @@ def resize(node, ctx):
     if node.op_type == "Upsample" or ctx.opset < 11:
         _old_resize(node, ctx, mode)
         return
+    if a.get("antialias", 0):
+        raise UnsupportedOperatorError({"Resize (antialias=1)": 1}, where=f"Resize '{node.name or node.output[0]}'")
     ins = list(node.input) + [""] * (4 - len(node.input))
     a["mode"] = mode
     for i in (1, 2, 3):

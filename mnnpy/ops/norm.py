@@ -37,7 +37,8 @@ def hardmax(ctx):
 
 
 def _stash(ctx, x_dtype):
-    return np.dtype(np.float32) if ctx.attrs["stash_type"] == 1 and x_dtype != np.float64 else x_dtype
+    """Type U of the Mean/InvStdDev outputs: float32 for ``stash_type`` 1 (ONNX spec)."""
+    return np.dtype(np.float32) if ctx.attrs["stash_type"] == 1 else x_dtype
 
 
 @op_schema(

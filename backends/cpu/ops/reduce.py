@@ -31,6 +31,8 @@ class ReduceMean(Execution):
         x, y = inputs[0], outputs[0]
         if not self.axes:
             np.copyto(y, x)
+        elif self.count == 0:
+            y.fill(0)  # the mean of an empty set: 0, as onnxruntime gives
         elif self.scratch is None:
             np.mean(x, axis=self.axes, keepdims=self.keep, out=y)
         else:

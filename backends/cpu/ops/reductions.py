@@ -61,6 +61,13 @@ class Reduce(Execution):
             self.tmp = scratch(x.shape, x.dtype)
         self.mx = scratch(kshape, x.dtype) if t == "ReduceLogSumExp" else None
         self.root = scratch(kshape, np.float64) if t == "ReduceL2" and x.dtype.kind != "f" else None
+        if t in ("ReduceLogSum", "ReduceLogSumExp") and x.dtype.kind != "f":
+            # integers: computed in float64, truncated into the output (as onnxruntime does)
+            self.f64 = scratch(kshape, np.float64)
+            self.tmp = scratch(x.shape, np.float64) if t == "ReduceLogSumExp" else None
+            self.mx = scratch(kshape, np.float64) if t == "ReduceLogSumExp" else None
+        else:
+            self.f64 = None
         self.run = getattr(self, "_" + t[len("Reduce") :].lower())
 
     def on_execute(self, inputs, outputs):
@@ -95,18 +102,23 @@ class Reduce(Execution):
             np.copyto(y, self.root, casting="unsafe")
 
     def _logsum(self, x, y):
-        np.sum(x, axis=self.axes, keepdims=True, out=y)
-        np.log(y, out=y)
+        acc = y if self.f64 is None else self.f64
+        np.sum(x, axis=self.axes, keepdims=True, out=acc)
+        np.log(acc, out=acc)
+        if acc is not y:
+            np.copyto(y, acc, casting="unsafe")
 
     def _logsumexp(self, x, y):
-        mx = self.mx
-        np.max(x, axis=self.axes, keepdims=True, out=mx, initial=lowest(x.dtype))
+        acc, mx = (y if self.f64 is None else self.f64), self.mx
+        np.max(x, axis=self.axes, keepdims=True, out=mx, initial=lowest(mx.dtype))
         np.copyto(mx, 0, where=~np.isfinite(mx))
         np.subtract(x, mx, out=self.tmp)
         np.exp(self.tmp, out=self.tmp)
-        np.sum(self.tmp, axis=self.axes, keepdims=True, out=y)
-        np.log(y, out=y)
-        np.add(y, mx, out=y)
+        np.sum(self.tmp, axis=self.axes, keepdims=True, out=acc)
+        np.log(acc, out=acc)
+        np.add(acc, mx, out=acc)
+        if acc is not y:
+            np.copyto(y, acc, casting="unsafe")
 
 
 @cpu_execution("ArgMax", "ArgMin")

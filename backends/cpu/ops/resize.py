@@ -43,8 +43,8 @@ def source_coords(mode: str, out_len: int, in_len: int, scale: float, roi: tuple
         return ((i + f(0.5)).astype(np.float64) / np.float64(s) + np.float64(offset - f(0.5))).astype(np.float32)
     if mode == "align_corners":
         return i * f(in_len - 1) / f(out_len - 1) if out_len > 1 else np.zeros(out_len, np.float32)
-    if mode == "asymmetric":
-        return i / s
+    if mode == "asymmetric":  # in float64: x = i * in/out must hit exact ties (8 * 7/16 = 3.5)
+        return (np.arange(out_len, dtype=np.float64) / np.float64(scale)).astype(np.float32)
     start, end = f(roi[0]), f(roi[1])
     if out_len > 1:
         return start * f(in_len - 1) + i * (end - start) * f(in_len - 1) / f(out_len - 1)
