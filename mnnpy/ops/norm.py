@@ -8,8 +8,8 @@ import math
 import numpy as np
 
 from mnnpy import dtypes
-from mnnpy.ops.common import norm_axis, window_output
-from mnnpy.ops.conv import AUTO_PAD
+from mnnpy.ops.common import norm_axis
+from mnnpy.ops.pool import POOL_ATTRS, pool_shape
 from mnnpy.ops.registry import Attr, In, op_schema
 
 
@@ -134,30 +134,12 @@ def global_max_pool(ctx):
     return [((x[0], x[1]) + (1,) * (len(x) - 2), ctx.dtypes[0])]
 
 
-@op_schema(
-    "LpPool",
-    ["X"],
-    attrs={
-        "auto_pad": Attr("string", "NOTSET", AUTO_PAD),
-        "ceil_mode": Attr("int", 0, (0, 1)),
-        "dilations": Attr("ints", []),
-        "kernel_shape": Attr("ints"),
-        "p": Attr("int", 2),
-        "pads": Attr("ints", []),
-        "strides": Attr("ints", []),
-    },
-)
+@op_schema("LpPool", ["X"], attrs={**POOL_ATTRS, "p": Attr("int", 2)})
 def lp_pool(ctx):
     """LpPool: ``(sum |x|^p over each window) ** (1/p)``; padding counts as 0."""
-    x = ctx.shapes[0]
-    k = list(ctx.attrs["kernel_shape"])
-    if len(x) < 3 or len(k) != len(x) - 2:
-        ctx.fail(f"X must be (N, C, spatial...) with {len(k)} spatial dims for kernel_shape {k}")
     if ctx.attrs["p"] <= 0:
         ctx.fail("p must be positive")
-    a = ctx.attrs
-    out, _ = window_output(ctx, x[2:], k, a["strides"], a["dilations"], a["pads"], a["auto_pad"], a["ceil_mode"])
-    return [((x[0], x[1], *out), ctx.dtypes[0])]
+    return pool_shape(ctx)
 
 
 QUANT_DTYPES = (np.uint8, np.int8, np.uint16, np.int16, np.int32)

@@ -10,7 +10,7 @@ from mnnpy.ops.common import window_output
 from mnnpy.ops.conv import AUTO_PAD
 from mnnpy.ops.registry import Attr, op_schema
 
-_POOL = {
+POOL_ATTRS = {
     "auto_pad": Attr("string", "NOTSET", AUTO_PAD),
     "ceil_mode": Attr("int", 0, (0, 1)),
     "dilations": Attr("ints", []),
@@ -20,7 +20,8 @@ _POOL = {
 }
 
 
-def _pool(ctx):
+def pool_shape(ctx):
+    """Output shape of a windowed pool: ``(N, C, *out)`` by ``window_output``."""
     x = ctx.shapes[0]
     k = list(ctx.attrs["kernel_shape"])
     if len(x) < 3 or len(k) != len(x) - 2:
@@ -30,16 +31,16 @@ def _pool(ctx):
     return [((x[0], x[1], *out), ctx.dtypes[0])]
 
 
-@op_schema("AveragePool", ["X"], attrs={**_POOL, "count_include_pad": Attr("int", 0, (0, 1))})
+@op_schema("AveragePool", ["X"], attrs={**POOL_ATTRS, "count_include_pad": Attr("int", 0, (0, 1))})
 def average_pool(ctx):
     """AveragePool: mean over each window; pads counted in the divisor only with ``count_include_pad``."""
-    return _pool(ctx)
+    return pool_shape(ctx)
 
 
-@op_schema("MaxPool", ["X"], ["Y", "Indices"], attrs={**_POOL, "storage_order": Attr("int", 0, (0, 1))})
+@op_schema("MaxPool", ["X"], ["Y", "Indices"], attrs={**POOL_ATTRS, "storage_order": Attr("int", 0, (0, 1))})
 def max_pool(ctx):
     """MaxPool: max over each window (pads are -inf); optional ``Indices`` output (int64, flat NCHW)."""
-    (y,) = _pool(ctx)
+    (y,) = pool_shape(ctx)
     import numpy as np
 
     return [y, (y[0], np.dtype(np.int64))]
