@@ -3,7 +3,8 @@
 Order matters: constants are folded first (so that shape arithmetic and weight
 pre-processing disappear), no-ops are removed so that patterns are contiguous, then
 BatchNormalization and constant scale/shift are folded into the Conv before, hard-swish
-patterns become ``HardSwish`` (before their ``/ 6`` could be taken for a scale), scalar
+patterns become ``HardSwish`` (before their ``/ 6`` could be taken for a scale), layer
+normalisation and swish patterns become one op each, scalar
 scale/shift feeding a Conv are folded into it, activations are fused into Convs, and
 dead code is dropped last. Every pass keeps graph input/output names and
 the graph's results (checked against onnxruntime in ``tests/test_optimize.py``).
@@ -26,6 +27,7 @@ from mnnpy.converter.passes.fuse_conv import (
     fuse_activation,
 )
 from mnnpy.converter.passes.hardswish import fuse_hardswish
+from mnnpy.converter.passes.layernorm import fuse_layernorm, fuse_swish
 from mnnpy.ir import Graph, Net
 
 
@@ -39,6 +41,8 @@ PASSES: list[tuple[str, Callable[[Graph, frozenset], int]]] = [
     ("fold_batchnorm", fold_batchnorm),
     ("fold_affine", fold_affine),
     ("fuse_hardswish", fuse_hardswish),
+    ("fuse_layernorm", fuse_layernorm),
+    ("fuse_swish", fuse_swish),
     ("fold_affine_into_next", fold_affine_into_next),
     ("fuse_activation", fuse_activation),
     ("eliminate_dead_code", eliminate_dead_code),

@@ -26,6 +26,10 @@ def to_onnx(net: Net) -> onnx.ModelProto:
     inits = [numpy_helper.from_array(np.asarray(d.data), d.name) for d in g.tensors if d.data is not None]
     nodes = []
     for op in g.ops:
+        if op.type == "Swish" and op.attrs.get("alpha", 1.0) == 1.0:  # opset-24 op: as Sigmoid and Mul
+            x, y = name(op.inputs[0]), name(op.outputs[0])
+            nodes += [helper.make_node("Sigmoid", [x], [y + "__sig"]), helper.make_node("Mul", [x, y + "__sig"], [y])]
+            continue
         attrs = {k: v for k, v in op.attrs.items() if k not in ("activation", "activation_params") and v != []}
         outs = [name(t) for t in op.outputs]
         act = op.attrs.get("activation", "")
