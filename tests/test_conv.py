@@ -222,3 +222,25 @@ def test_chained_convs_share_temporaries_correctly(rng):
     for _ in range(3):
         xk = rand(rng, 1, 8, 15, 13)
         np.testing.assert_allclose(session.run({"x": xk})["y"], run_ort(model, {"x": xk})[0], **ACCUMULATE)
+
+
+@pytest.mark.parametrize(
+    "xs,k,attrs,act",
+    [
+        ((1, 24, 5, 19), 5, {"pads": [2, 2, 2, 2]}, None),
+        ((2, 7, 3, 13), 3, {"pads": [1, 0, 1, 2]}, None),
+        ((1, 8, 4, 11), 3, {"pads": [2, 2, 2, 2], "dilations": [2, 2]}, "Relu"),
+        ((1, 5, 2, 9), 5, {"pads": [2, 2, 2, 2]}, "HardSwish"),
+    ],
+)
+def test_depthwise_on_short_maps_channels_innermost(rng, xs, k, attrs, act):
+    """Short, wide maps (PP-OCR rec) take the channels-innermost depthwise kernel."""
+    c = xs[1]
+    x, w, b = rand(rng, *xs), rand(rng, c, 1, k, k, scale=0.5), rand(rng, c)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["t" if act else "y"], group=c, **attrs)]
+    if act:
+        nodes.append(helper.make_node(act, ["t"], ["y"]))
+    model = make_model(nodes, {"x": x}, ["y"], {"w": w, "b": b})
+    session = mnnpy.Interpreter(convert(model)).create_session()
+    assert type(session._plan.executions[0].kernel).__name__ == "_DepthwiseRows"
+    check(model, {"x": x}, **ACCUMULATE)

@@ -37,6 +37,7 @@ from mnnpy.ops.common import window_output
 from mnnpy.ops.conv import conv_transpose_pads
 
 DEPTHWISE_PARALLEL_MIN = 1 << 17  # elements of a depthwise grid split over the backend's threads (measured)
+SHORT_MAPS = 0.8  # depthwise maps whose output rows are under this share of the padded rows: _DepthwiseRows
 SMALL_GRID = 400  # depthwise grids up to this many positions per channel use a batched matmul (measured)
 
 
@@ -239,6 +240,62 @@ class _Kn2row:
             np.copyto(self.y, self.crop)
 
 
+class _DepthwiseRows:
+    """Stride-1 2-D depthwise Conv on short, wide maps, channels innermost.
+
+    X is copied into a zero-padded ``(Hp, Wp, C)`` buffer; each tap is then one contiguous
+    ``(Ho*Wp, C)`` slice at offset ``(i*d_h*Wp + j*d_w)*C`` multiplied by its ``(C,)``
+    weights. Unlike the channel-major layout of ``_Depthwise`` it computes no rows of
+    padding: on PP-OCR rec's (240, 12, 80) 5x5 maps that is 25% fewer elements per pass
+    (measured 2.29 ms against 2.72 ms), while on square maps the transposing copies cost more.
+    """
+
+    fused_bias = True
+
+    def __init__(self, exe, x, w, y, bias, out, strides, dil, pads):
+        n, c, h, wd = x.shape
+        kh, kw = w.shape[2:]
+        (dh, dw), (pt, pl, pb, pr) = dil, pads
+        hp, wp = h + pt + pb, wd + pl + pr
+        ho, wo = out
+        rows = ho * wp
+        self.n, self.c, self.kk = n, c, kh * kw
+        margin = ((kh - 1) * dh * wp + (kw - 1) * dw) * c + c
+        self.pad = scratch((n, hp * wp * c + margin), x.dtype)
+        grids = self.pad[:, : hp * wp * c].reshape(n, hp, wp, c)
+        self.fill = (grids[:, pt : pt + h, pl : pl + wd, :], x.transpose(0, 2, 3, 1))
+        offsets = [(i * dh * wp + j * dw) * c for i in range(kh) for j in range(kw)]
+        self.taps = [[self.pad[b, o : o + rows * c].reshape(rows, c) for o in offsets] for b in range(n)]
+        self.acc = exe.ws.take((n, rows, c), x.dtype)
+        self.tmp = exe.ws.take((n, rows, c), x.dtype)
+        self.crop = self.acc.reshape(n, ho, wp, c)[:, :, :wo, :].transpose(0, 3, 1, 2)
+        self.y = y
+        self.w = scratch((self.kk, c), x.dtype)
+        self.b = scratch((c, 1, 1), x.dtype) if bias is not None else None
+        parts = exe.backend.num_threads if n * rows * c >= DEPTHWISE_PARALLEL_MIN else 1
+        self.tasks = [lambda r=r, b=b: self._block(b, *r) for b in range(n) for r in split(rows, parts)]
+
+    def prepare(self, w, b):
+        np.copyto(self.w, w.reshape(self.c, self.kk).T)
+        if b is not None:
+            np.copyto(self.b, b.reshape(-1, 1, 1))
+
+    def _block(self, b, r0, r1):
+        acc, tmp, taps = self.acc[b, r0:r1], self.tmp[b, r0:r1], self.taps[b]
+        np.multiply(taps[0][r0:r1], self.w[0], out=acc)
+        for t in range(1, self.kk):
+            np.multiply(taps[t][r0:r1], self.w[t], out=tmp)
+            np.add(acc, tmp, out=acc)
+
+    def run(self, exe):
+        np.copyto(*self.fill)
+        parallel(exe.backend, self.tasks)
+        if self.b is not None:
+            np.add(self.crop, self.b, out=self.y)
+        else:
+            np.copyto(self.y, self.crop)
+
+
 class _Depthwise:
     """2-D depthwise Conv (``G == C == M``), per channel ``y = sum_tap w[tap] * x_pad[shifted]``.
 
@@ -354,6 +411,8 @@ class Conv(Execution):
         pointwise = all(k == 1 for k in w.shape[2:]) and all(s == 1 for s in strides) and not any(pads)
         if pointwise:
             self.kernel = _Pointwise(self, x, w, y, g)
+        elif x.ndim == 4 and g == c == m and all(s == 1 for s in strides) and out[0] < SHORT_MAPS * (out[0] + w.shape[2] - 1):
+            self.kernel = _DepthwiseRows(self, x, w, y, b, out, strides, dil, pads)
         elif x.ndim == 4 and g == c == m:
             self.kernel = _Depthwise(self, x, w, y, b, out, strides, dil, pads)
         elif x.ndim == 4 and g == 1 and all(s == 1 for s in strides) and 2 * m <= c and w.shape[2] * w.shape[3] > 1:
