@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from mnnpy.backend import Execution
-from mnnpy.backends.cpu.parallel import Blocks
+from mnnpy.backends.cpu.parallel import Blocks, parallel, split, workers
 from mnnpy.backends.cpu.registry import cpu_execution
 from mnnpy.errors import InputError
 
@@ -47,6 +47,20 @@ def apply_activation(kind: str, params, y: np.ndarray, scratch: np.ndarray | Non
         np.tanh(y, out=y)
     else:
         raise ValueError(f"unknown activation {kind}")
+
+
+def bias_activation(exe, y2, bias, act, scratch):
+    """Bias (``(M, 1)``, may be None) and activation on ``y2: (N*M, L)``-like rows, split over threads."""
+    if bias is None and not act[0]:
+        return
+
+    def part(r0, r1):
+        rows = y2[:, r0:r1]
+        if bias is not None:
+            np.add(rows, bias[r0:r1], out=rows)
+        apply_activation(*act, rows, None if scratch is None else scratch[:, r0:r1])
+
+    parallel(exe.backend, [lambda r=r: part(*r) for r in split(y2.shape[1], workers(exe.backend, y2.size))])
 
 
 def _sigmoid(x: np.ndarray, out: np.ndarray) -> None:

@@ -14,7 +14,7 @@ import itertools
 import numpy as np
 
 from mnnpy.backend import Execution
-from mnnpy.backends.cpu.ops.conv import window
+from mnnpy.backends.cpu.ops.windows import window
 from mnnpy.backends.cpu.registry import cpu_execution
 
 F64 = np.dtype(np.float64)

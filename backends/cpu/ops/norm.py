@@ -14,8 +14,8 @@ import math
 import numpy as np
 
 from mnnpy.backend import Execution
-from mnnpy.backends.cpu.ops.conv import tap_slices, view_as, window
 from mnnpy.backends.cpu.ops.shape_ops import shape_context
+from mnnpy.backends.cpu.ops.windows import tap_slices, view_as, window
 from mnnpy.backends.cpu.registry import cpu_execution
 from mnnpy.backends.cpu.scratch import scratch
 from mnnpy.ops.norm import quant_granularity

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from mnnpy.backend import Execution
-from mnnpy.backends.cpu.ops.conv import shape_context
+from mnnpy.backends.cpu.ops.windows import shape_context
 from mnnpy.backends.cpu.registry import cpu_execution
 from mnnpy.errors import ShapeError
 from mnnpy.ops.pad import pad_widths

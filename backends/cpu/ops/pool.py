@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from mnnpy.backend import Execution
-from mnnpy.backends.cpu.ops.conv import tap_slices, view_as, window
+from mnnpy.backends.cpu.ops.windows import tap_slices, view_as, window
 from mnnpy.backends.cpu.parallel import parallel, split, workers
 from mnnpy.backends.cpu.registry import cpu_execution
 from mnnpy.backends.cpu.scratch import scratch

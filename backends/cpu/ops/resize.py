@@ -23,7 +23,7 @@ import math
 import numpy as np
 
 from mnnpy.backend import Execution
-from mnnpy.backends.cpu.ops.conv import shape_context, view_as
+from mnnpy.backends.cpu.ops.windows import shape_context, view_as
 from mnnpy.backends.cpu.registry import cpu_execution
 from mnnpy.ops.resize import resize_scales_sizes
 
