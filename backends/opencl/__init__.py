@@ -1,0 +1,214 @@
+"""The OpenCL backend (pyopencl): one device per process, one pooled device buffer per session.
+
+Runtime: the chosen device (a GPU when there is one, else any device; the environment
+variable ``MNNPY_OPENCL_DEVICE`` selects by a substring of the device name), one
+context and one in-order queue, and the programs built from ``shaders/opencl/*.cl``
+(cached in memory per file and build options).
+
+Backend: tensors are fp32/NCHW in one ``cl.Buffer`` arena per resize, laid out by the
+session's memory planner; a handle (``CLTensor``) is the buffer, a byte offset, a shape
+and a dtype. Constants get their own buffers, uploaded once at resize. Executions
+enqueue kernels only; the queue is flushed at the end of a partition and synchronised
+when a tensor is downloaded (blocking read on the in-order queue).
+
+``import mnnpy.backends.opencl`` does not import pyopencl; the Runtime does, when created.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mnnpy.backend import Backend, BackendConfig, Execution, Runtime, TensorInfo
+from mnnpy.ir import Op
+
+DEVICE_ENV = "MNNPY_OPENCL_DEVICE"
+MAX_ELEMENTS = 2**31 - 1  # kernels index with 32-bit ints
+
+
+@dataclass(frozen=True)
+class CLTensor:
+    """A tensor on the device: ``buffer`` (``cl.Buffer``), byte ``offset``, ``shape``, ``dtype``."""
+
+    buffer: Any
+    offset: int
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    @property
+    def elem_offset(self) -> int:
+        """The offset in elements, as kernels take it."""
+        return self.offset // self.dtype.itemsize
+
+
+def _find_device(wanted: str | None):
+    """``(device, "")`` or ``(None, reason)``: a GPU first, else any; ``wanted`` filters by name."""
+    try:
+        import pyopencl as cl
+    except Exception as e:  # ImportError, or a broken binary module
+        return None, f"pyopencl is not importable ({e})"
+    try:
+        platforms = cl.get_platforms()
+    except Exception as e:  # no ICD loader / no platform: cl.LogicError PLATFORM_NOT_FOUND_KHR
+        return None, f"no OpenCL platform (is an ICD installed?): {e}"
+    devices = []
+    for p in platforms:
+        try:
+            devices += p.get_devices()
+        except Exception:  # a platform without devices raises DEVICE_NOT_FOUND
+            continue
+    if wanted:
+        devices = [d for d in devices if wanted.lower() in d.name.lower()]
+        if not devices:
+            return None, f"no OpenCL device name contains {DEVICE_ENV}={wanted!r}"
+    if not devices:
+        return None, "no OpenCL device"
+    gpus = [d for d in devices if d.type & cl.device_type.GPU]
+    return (gpus or devices)[0], ""
+
+
+@functools.cache
+def _device_for(wanted: str | None):
+    return _find_device(wanted)
+
+
+def _shader_dir():
+    """The folder of the ``.cl`` sources: package data ``mnnpy.shaders.opencl``, else the repo's ``shaders/opencl``."""
+    try:
+        from importlib.resources import files
+
+        d = files("mnnpy.shaders.opencl")
+        if d.joinpath("elementwise.cl").is_file():
+            return d
+    except (ImportError, ModuleNotFoundError, TypeError):
+        pass
+    return Path(__file__).resolve().parents[2] / "shaders" / "opencl"
+
+
+class OpenCLRuntime(Runtime):
+    """Process-wide: device, context, in-order queue, program cache."""
+
+    name = "opencl"
+
+    @classmethod
+    def availability(cls) -> tuple[bool, str]:
+        try:
+            device, reason = _device_for(os.environ.get(DEVICE_ENV) or None)
+        except Exception as e:  # never raise from here
+            return False, f"OpenCL probe failed: {e}"
+        return device is not None, reason
+
+    def __init__(self):
+        import pyopencl as cl
+
+        self.cl = cl
+        self.device, reason = _device_for(os.environ.get(DEVICE_ENV) or None)
+        if self.device is None:
+            raise RuntimeError(reason)
+        self.context = cl.Context([self.device])
+        self.queue = cl.CommandQueue(self.context, self.device)
+        self._programs: dict[tuple[str, tuple[str, ...]], Any] = {}
+
+    def describe(self) -> str:
+        """One line: device name, platform, OpenCL version, compute units, memory."""
+        d = self.device
+        return (
+            f"{d.name} ({d.platform.name}; {d.version}; {d.max_compute_units} CUs; "
+            f"{d.global_mem_size // 2**20} MiB; fp16 {'cl_khr_fp16' in d.extensions})"
+        )
+
+    def program(self, file: str, options: Sequence[str] = ()):
+        """The built program of ``shaders/opencl/<file>`` with build ``options`` (cached)."""
+        key = (file, tuple(options))
+        prg = self._programs.get(key)
+        if prg is None:
+            source = _shader_dir().joinpath(file).read_text()
+            prg = self._programs[key] = self.cl.Program(self.context, source).build(options=list(options))
+        return prg
+
+    def kernel(self, file: str, name: str, options: Sequence[str] = ()):
+        """A new ``cl.Kernel`` (own argument slots) of ``name`` in ``file`` built with ``options``."""
+        return self.cl.Kernel(self.program(file, options), name)
+
+    def create_backend(self, config: BackendConfig) -> OpenCLBackend:
+        return OpenCLBackend(self, config)
+
+
+class OpenCLBackend(Backend):
+    """Per-session OpenCL backend; handles are ``CLTensor``."""
+
+    name = "opencl"
+
+    def __init__(self, runtime: OpenCLRuntime, config: BackendConfig):
+        super().__init__(runtime, config)
+        self.cl = runtime.cl
+        self.queue = runtime.queue
+        self.arena = None
+
+    def supports(self, op: Op, inputs: Sequence[TensorInfo], attrs: dict) -> tuple[bool, str]:
+        from mnnpy.backends.opencl.registry import executions
+
+        cls = executions().get(op.type)
+        if cls is None:
+            return False, f"no OpenCL execution for {op.type}"
+        bad = [str(t.dtype) for t in inputs if t.dtype != np.float32]
+        if bad:
+            return False, f"dtype {', '.join(bad)} (OpenCL runs float32 only)"
+        if any(int(np.prod(t.shape, dtype=np.int64)) > MAX_ELEMENTS for t in inputs):
+            return False, f"size limit: a tensor has more than {MAX_ELEMENTS} elements"
+        check = getattr(cls, "check", None)
+        return check(op, inputs, attrs) if check else (True, "")
+
+    def create_execution(self, op, attrs, inputs, outputs) -> Execution | None:
+        from mnnpy.backends.opencl.registry import executions
+
+        cls = executions().get(op.type)
+        return None if cls is None else cls(self, op, attrs, inputs, outputs)
+
+    def allocate_arena(self, nbytes: int) -> None:
+        # a zero-sized cl.Buffer is an error; earlier plans keep their arena through their handles
+        self.arena = self.cl.Buffer(self.runtime.context, self.cl.mem_flags.READ_WRITE, max(int(nbytes), 4))
+
+    def acquire(self, tensor: TensorInfo, offset: int) -> CLTensor:
+        return CLTensor(self.arena, int(offset), tuple(tensor.shape), np.dtype(tensor.dtype))
+
+    def acquire_constant(self, tensor: TensorInfo) -> CLTensor:
+        value = np.ascontiguousarray(tensor.value, dtype=tensor.dtype)
+        mf = self.cl.mem_flags
+        if value.nbytes:
+            buf = self.cl.Buffer(self.runtime.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=value)
+        else:
+            buf = self.cl.Buffer(self.runtime.context, mf.READ_ONLY, 4)
+        return CLTensor(buf, 0, tuple(value.shape), value.dtype)
+
+    def upload(self, src: np.ndarray, dst: CLTensor) -> None:
+        host = np.ascontiguousarray(src, dtype=dst.dtype)
+        if host.nbytes:
+            self.cl.enqueue_copy(self.queue, dst.buffer, host, dst_offset=dst.offset, is_blocking=True)
+
+    def download(self, src: CLTensor) -> np.ndarray:
+        out = np.empty(src.shape, src.dtype)
+        if out.nbytes:
+            # blocking read on the in-order queue: every kernel enqueued before has finished
+            self.cl.enqueue_copy(self.queue, out, src.buffer, src_offset=src.offset, is_blocking=True)
+        else:
+            self.queue.finish()
+        return out
+
+    def on_execute_end(self) -> None:
+        self.queue.flush()  # submit; the sync is the download of what is read next

@@ -1,0 +1,193 @@
+"""OpenCL backend: every Execution against the CPU backend, partitions with CPU fallback.
+
+Skipped, with the reason, where no OpenCL device is usable (CI installs PoCL).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+from onnx import helper
+
+import mnnpy
+from mnnpy.backend import backend_availability
+from mnnpy.converter import convert
+from tests.oracle import make_model, rand
+
+_OK, _WHY = backend_availability("opencl")
+if not _OK:
+    pytest.skip(f"OpenCL unavailable: {_WHY}", allow_module_level=True)
+
+# DESIGN.md: fp32 elementwise tolerance (NNAPI CTS)
+ATOL, RTOL = 1e-5, 5 * 2**-23
+
+
+def _sessions(model):
+    """(OpenCL-first session, CPU-only session) of one ONNX model."""
+    interp = mnnpy.Interpreter(convert(model))
+    return interp.create_session(backend=["opencl", "cpu"]), interp.create_session(backend="cpu")
+
+
+def _compare(model, feeds, atol=ATOL, rtol=RTOL, on_opencl=True):
+    """Run on both; assert ``|cpu - cl| <= atol + rtol*|cpu|`` (NaN where the CPU has NaN)."""
+    cl_s, cpu_s = _sessions(model)
+    got, want = cl_s.run(feeds), cpu_s.run(feeds)
+    for name, e in want.items():
+        a = got[name]
+        assert a.shape == e.shape and a.dtype == e.dtype
+        np.testing.assert_allclose(a, e, atol=atol, rtol=rtol, equal_nan=True, err_msg=name)
+    if on_opencl:
+        desc = cl_s.partitions()
+        assert "on cpu" not in desc and "on opencl" in desc, desc
+    return cl_s
+
+
+SHAPE = (13, 7, 127)
+
+UNARY = [
+    ("Relu", {}, 1.0),
+    ("Sigmoid", {}, 4.0),
+    ("Tanh", {}, 3.0),
+    ("HardSwish", {}, 4.0),
+    ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}, 3.0),
+    ("HardSigmoid", {}, 3.0),
+    ("LeakyRelu", {"alpha": 0.07}, 1.0),
+    ("Sqrt", {}, 1.0),  # negatives give NaN on both
+    ("Abs", {}, 1.0),
+    ("Neg", {}, 1.0),
+    ("Exp", {}, 3.0),
+]
+
+
+@pytest.mark.parametrize("op,attrs,scale", UNARY, ids=[f"{u[0]}{'-attrs' if u[1] else ''}" for u in UNARY])
+def test_unary(rng, op, attrs, scale):
+    x = rand(rng, *SHAPE, scale=scale)
+    x.flat[:4] = [0.0, -0.0, np.inf, -np.inf]
+    model = make_model([helper.make_node(op, ["x"], ["y"], **attrs)], {"x": x}, ["y"])
+    _compare(model, {"x": x})
+
+
+@pytest.mark.parametrize("bounds", [(-0.5, 0.75), (-0.5, None), (None, 0.75), (None, None), (1.0, -1.0)])
+def test_clip(rng, bounds):
+    x = rand(rng, *SHAPE)
+    x.flat[0] = np.nan
+    names, inits = ["x"], {}
+    for name, v in zip(("lo", "hi"), bounds):
+        names.append("" if v is None else name)
+        if v is not None:
+            inits[name] = np.array(v, np.float32)
+    model = make_model([helper.make_node("Clip", names, ["y"])], {"x": x}, ["y"], inits)
+    _compare(model, {"x": x})
+
+
+def test_clip_bounds_at_run_time_fall_back(rng):
+    x, lo = rand(rng, 5, 7), np.array(-0.1, np.float32)
+    model = make_model([helper.make_node("Clip", ["x", "lo"], ["y"])], {"x": x, "lo": lo}, ["y"])
+    s = _compare(model, {"x": x, "lo": lo}, on_opencl=False)
+    assert "Clip min/max computed at run time" in s.partitions()
+
+
+BINARY_SHAPES = [
+    (SHAPE, SHAPE),  # same shape: the plain kernel
+    ((13, 1, 127), (7, 1)),  # both broadcast
+    (SHAPE, ()),  # scalar
+    ((1,), SHAPE),
+    ((127,), SHAPE),
+    ((3, 1, 5, 1, 7, 2), (1, 4, 1, 6, 1, 2)),  # rank 6, alternating
+    ((2, 3, 1, 5, 1, 7), (4, 1, 1, 1)),
+]
+
+
+@pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div", "Max", "Min"])
+@pytest.mark.parametrize("shapes", BINARY_SHAPES, ids=[f"{a}x{b}" for a, b in BINARY_SHAPES])
+def test_binary(rng, op, shapes):
+    a, b = rand(rng, *shapes[0]), rand(rng, *shapes[1])
+    if op in ("Max", "Min") and a.size > 2 and b.size > 2:
+        a.flat[1], b.flat[2] = np.nan, np.nan
+    model = make_model([helper.make_node(op, ["a", "b"], ["c"])], {"a": a, "b": b}, ["c"])
+    _compare(model, {"a": a, "b": b})
+
+
+@pytest.mark.parametrize("shapes", BINARY_SHAPES[:3], ids=[f"{a}x{b}" for a, b in BINARY_SHAPES[:3]])
+def test_pow(rng, shapes):
+    a = np.abs(rand(rng, *shapes[0], scale=2)) + np.float32(0.05)
+    b = rand(rng, *shapes[1], scale=2)
+    model = make_model([helper.make_node("Pow", ["a", "b"], ["c"])], {"a": a, "b": b}, ["c"])
+    _compare(model, {"a": a, "b": b})
+
+
+def test_pow_negative_base_integer_exponent(rng):
+    a = rand(rng, 7, 13, scale=2)
+    b = rng.integers(-3, 4, (13,)).astype(np.float32)
+    model = make_model([helper.make_node("Pow", ["a", "b"], ["c"])], {"a": a, "b": b}, ["c"])
+    _compare(model, {"a": a, "b": b})
+
+
+def test_binary_with_constant_operand(rng):
+    x, w = rand(rng, 2, 5, 9), rand(rng, 5, 1)
+    model = make_model([helper.make_node("Mul", ["x", "w"], ["y"])], {"x": x}, ["y"], {"w": w})
+    _compare(model, {"x": x})
+
+
+def test_empty_tensor(rng):
+    x = np.zeros((3, 0, 5), np.float32)
+    model = make_model([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Add", ["r", "r"], ["y"])], {"x": x}, ["y"])
+    _compare(model, {"x": x})
+
+
+def test_integer_inputs_fall_back(rng):
+    a = rng.integers(-5, 5, (4, 7)).astype(np.int32)
+    model = make_model([helper.make_node("Add", ["a", "a"], ["c"])], {"a": a}, ["c"])
+    s = _compare(model, {"a": a}, on_opencl=False)
+    assert "fell back: opencl: dtype int32" in s.partitions()
+
+
+def _partitioned_model(rng):
+    """x -> Relu -> Conv (CPU only) -> Add z -> Sigmoid -> y, with dynamic spatial dims.
+
+    ``z`` is an input, not a constant, so that the converter cannot fold the Add into the Conv."""
+    x, z = rand(rng, 1, 3, 13, 7), rand(rng, 4, 1, 1)
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("Conv", ["r", "w"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("Add", ["c", "z"], ["a"]),
+        helper.make_node("Sigmoid", ["a"], ["y"]),
+    ]
+    return make_model(nodes, {"x": x, "z": z}, ["y"], {"w": rand(rng, 4, 3, 3, 3)}, input_shapes={"x": [1, 3, "h", "w"]})
+
+
+def test_partitions_fall_back_to_cpu_and_match(rng):
+    cl_s, cpu_s = _sessions(_partitioned_model(rng))
+    z = rand(rng, 4, 1, 1)
+    for shape in [(1, 3, 13, 7), (1, 3, 17, 9), (1, 3, 13, 7)]:  # a second shape, then the first again
+        x = rand(rng, *shape)
+        got, want = cl_s.run({"x": x, "z": z})["y"], cpu_s.run({"x": x, "z": z})["y"]
+        assert got.shape == (1, 4, *shape[2:])
+        np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4)  # Conv accumulates: DESIGN's 1e-4
+    desc = cl_s.partitions()
+    heads = [line for line in desc.splitlines() if line.startswith("partition")]
+    assert heads == [
+        "partition 0 on opencl: 1 ops, 0 tensors copied in",
+        "partition 1 on cpu: 1 ops, 1 tensors copied in",
+        "partition 2 on opencl: 2 ops, 1 tensors copied in",
+    ], desc
+    assert "Conv '" in desc and "fell back: opencl: no OpenCL execution for Conv" in desc
+
+
+def test_auto_picks_opencl(rng):
+    s = mnnpy.Interpreter(convert(_partitioned_model(rng))).create_session(backend="auto")
+    assert [b.name for b in s.backends] == ["opencl", "cpu"]
+    assert "partition 0 on opencl" in s.partitions()
+
+
+def test_unavailable_reasons(monkeypatch):
+    from mnnpy.backends import opencl
+
+    monkeypatch.setenv(opencl.DEVICE_ENV, "no-such-device-xyz")
+    ok, why = opencl.OpenCLRuntime.availability()
+    assert not ok and "no-such-device-xyz" in why
+    monkeypatch.setitem(sys.modules, "pyopencl", None)  # import fails as if not installed
+    device, why = opencl._find_device(None)
+    assert device is None and "pyopencl is not importable" in why
