@@ -82,6 +82,20 @@ def _convert(args) -> int:
     return 0
 
 
+# ------------------------------------------------------------------------------ devices
+@command("devices", "list the backends, whether each can run here, and their devices")
+def _devices(args) -> int:
+    from mnnpy.backend import _load_runtime_class, backend_availability, registered_backends
+
+    for name in registered_backends():
+        ok, reason = backend_availability(name)
+        print(f"{name}: {'available' if ok else 'unavailable: ' + reason}")
+        if ok:
+            for line in getattr(_load_runtime_class(name), "list_devices", lambda: [])():
+                print(f"  {line}")
+    return 0
+
+
 # --------------------------------------------------------------------------------- info
 def _dims(shape) -> str:
     if shape is None:

@@ -311,3 +311,13 @@ def test_convert_catches_a_shapeless_constant(tmp_path, monkeypatch):
     with pytest.raises(mnnpy.ModelFormatError, match="does not load back.*shape"):
         convert(_constant_output_model()[0], out, optimize_graph=False)
     assert not out.exists()
+
+
+def test_devices_lists_every_backend_with_its_availability(capsys):
+    from mnnpy.backend import backend_availability
+
+    assert main(["devices"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("cpu: available\n")
+    ok, reason = backend_availability("opencl")
+    assert ("opencl: available" if ok else f"opencl: unavailable: {reason}") in out

@@ -118,5 +118,16 @@ class CPURuntime(Runtime):
                 f.result()
         return self._pools[n]
 
+    @classmethod
+    def list_devices(cls) -> list[str]:
+        """One line: the CPU, its cores and the BLAS NumPy uses."""
+        import os
+        import platform
+
+        from threadpoolctl import threadpool_info
+
+        blas = next((f"{i['internal_api']} {i['version']}" for i in threadpool_info() if i["user_api"] == "blas"), "?")
+        return [f"{platform.processor() or platform.machine()} ({os.cpu_count()} cores; NumPy {np.__version__}; BLAS {blas})"]
+
     def create_backend(self, config: BackendConfig) -> CPUBackend:
         return CPUBackend(self, config)

@@ -66,12 +66,7 @@ def _find_device(wanted: str | None):
         platforms = cl.get_platforms()
     except Exception as e:  # no ICD loader / no platform: cl.LogicError PLATFORM_NOT_FOUND_KHR
         return None, f"no OpenCL platform (is an ICD installed?): {e}"
-    devices = []
-    for p in platforms:
-        try:
-            devices += p.get_devices()
-        except Exception:  # a platform without devices raises DEVICE_NOT_FOUND
-            continue
+    devices = [d for p in platforms for d in _devices_of(p)]
     if wanted:
         devices = [d for d in devices if wanted.lower() in d.name.lower()]
         if not devices:
@@ -80,6 +75,21 @@ def _find_device(wanted: str | None):
         return None, "no OpenCL device"
     gpus = [d for d in devices if d.type & cl.device_type.GPU]
     return (gpus or devices)[0], ""
+
+
+def _devices_of(platform) -> list:
+    try:
+        return platform.get_devices()
+    except Exception:  # a platform without devices raises DEVICE_NOT_FOUND
+        return []
+
+
+def describe_device(d) -> str:
+    """``name (platform; OpenCL version; compute units; memory MiB; fp16 yes/no)``."""
+    return (
+        f"{d.name} ({d.platform.name}; {d.version}; {d.max_compute_units} compute units; "
+        f"{d.global_mem_size // 2**20} MiB; fp16 {'yes' if 'cl_khr_fp16' in d.extensions else 'no'})"
+    )
 
 
 @functools.cache
@@ -126,11 +136,17 @@ class OpenCLRuntime(Runtime):
 
     def describe(self) -> str:
         """One line: device name, platform, OpenCL version, compute units, memory."""
-        d = self.device
-        return (
-            f"{d.name} ({d.platform.name}; {d.version}; {d.max_compute_units} CUs; "
-            f"{d.global_mem_size // 2**20} MiB; fp16 {'cl_khr_fp16' in d.extensions})"
-        )
+        return describe_device(self.device)
+
+    @classmethod
+    def list_devices(cls) -> list[str]:
+        """One line per OpenCL device of every platform (empty when there is none)."""
+        try:
+            import pyopencl as cl
+
+            return [describe_device(d) for p in cl.get_platforms() for d in _devices_of(p)]
+        except Exception:  # no pyopencl, ICD or platform: availability() says why
+            return []
 
     def program(self, file: str, options: Sequence[str] = ()):
         """The built program of ``shaders/opencl/<file>`` with build ``options`` (cached)."""
