@@ -4,19 +4,10 @@ import numpy as np
 import pytest
 from onnx import helper
 
+from mnnpy.ops.reductions import REDUCTIONS
 from tests.oracle import ACCUMULATE, EXACT, check, make_model, rand
 
-REDUCE = [
-    "ReduceSum",
-    "ReduceMax",
-    "ReduceMin",
-    "ReduceProd",
-    "ReduceL1",
-    "ReduceL2",
-    "ReduceLogSum",
-    "ReduceLogSumExp",
-    "ReduceSumSquare",
-]
+REDUCE = list(REDUCTIONS)
 
 
 def _reduce_model(op, x, axes, opset, **attrs):

@@ -7,7 +7,9 @@ has a function for that ONNX op type). Outcomes: ``passed``, ``failed``, ``expec
 
 from __future__ import annotations
 
-from tests.conformance.node_cases import cases_by_op, expected_failures, run_case
+import pytest
+
+from tests.conformance.node_cases import all_cases, cases_by_op, expected_failures, run_case
 
 
 def implemented_ops() -> set[str]:
@@ -31,3 +33,26 @@ def outcome(case, backend: str) -> tuple[str, str]:
     except Exception as e:  # noqa: BLE001 - every failure is an outcome here
         return ("expected-fail", reason) if reason else ("failed", f"{type(e).__name__}: {e}".splitlines()[0][:300])
     return ("failed", f"passes but is listed as expected to fail ({reason})") if reason else ("passed", "")
+
+
+def node_tests(backend: str):
+    """The two tests of a backend's node-test module (``test_onnx_node_<backend>.py``):
+    every selected case (expected failures xfail with their reason, and fail once they
+    pass), and a check that the expected-failure list names only selected cases."""
+    cases = selected_cases()
+
+    @pytest.mark.parametrize("case", cases, ids=[c.name for c in cases])
+    def test_node(case):
+        status, detail = outcome(case, backend)
+        if status == "expected-fail":
+            pytest.xfail(detail)
+        assert status == "passed", detail
+
+    def test_expected_failures_name_selected_cases():
+        names = {c.name for c in cases}
+        known = {c.name for c in all_cases()}
+        stale = sorted(n for n in expected_failures(backend) if n not in names)
+        assert not stale, f"listed but not selected (op not implemented or case unknown to onnx): {stale[:20]}"
+        assert all(n in known for n in names)
+
+    return test_node, test_expected_failures_name_selected_cases

@@ -2,31 +2,9 @@
 
 Cases are selected by the op they test; expected failures, each with its reason, live in
 ``cpu_expected_failures.json``; an expected failure that passes is an error, so that the
-list only shrinks. Another backend joins with a copy of this module naming it.
+list only shrinks. Another backend joins with a module like this one naming it.
 """
 
-from __future__ import annotations
+from tests.conformance.conformance import node_tests
 
-import pytest
-
-from tests.conformance.conformance import outcome, selected_cases
-from tests.conformance.node_cases import all_cases, expected_failures
-
-BACKEND = "cpu"
-CASES = selected_cases()
-
-
-@pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_node(case):
-    status, detail = outcome(case, BACKEND)
-    if status == "expected-fail":
-        pytest.xfail(detail)
-    assert status == "passed", detail
-
-
-def test_expected_failures_name_selected_cases():
-    names = {c.name for c in CASES}
-    known = {c.name for c in all_cases()}
-    stale = sorted(n for n in expected_failures(BACKEND) if n not in names)
-    assert not stale, f"listed but not selected (op not implemented or case unknown to onnx): {stale[:20]}"
-    assert all(n in known for n in names)
+test_node, test_expected_failures_name_selected_cases = node_tests("cpu")
