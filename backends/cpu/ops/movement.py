@@ -102,15 +102,19 @@ def element_keys(shape, axis: int) -> list:
     return list(np.ogrid[tuple(slice(0, d) for d in shape)]) if len(shape) else []
 
 
+def element_setup(exe) -> tuple[int, int, list]:
+    """``(axis, data's size on it, open grids over indices)`` of Gather/ScatterElements."""
+    x, idx = exe.input_infos[0].shape, exe.input_infos[1].shape
+    axis = exe.attrs["axis"] % len(x)
+    return axis, x[axis], element_keys(idx, axis)
+
+
 @cpu_execution("GatherElements")
 class GatherElements(Execution):
     """``Y[i..] = X[i.. with axis -> indices[i..]]``: fancy indexing with open grids."""
 
     def on_resize(self, inputs, outputs):
-        x, idx = self.input_infos[0].shape, self.input_infos[1].shape
-        self.axis = self.attrs["axis"] % len(x)
-        self.dim = x[self.axis]
-        self.keys = element_keys(idx, self.axis)
+        self.axis, self.dim, self.keys = element_setup(self)
         self.const = self.input_infos[1].value is not None
         if self.const:
             self.keys[self.axis] = normalise(self, self.input_infos[1].value, self.dim)
@@ -175,10 +179,7 @@ class ScatterElements(Execution):
     """``Y = X``, then ``Y[i.. with axis -> indices[i..]] (reduction)= updates[i..]``."""
 
     def on_resize(self, inputs, outputs):
-        x, idx = self.input_infos[0].shape, self.input_infos[1].shape
-        self.axis = self.attrs["axis"] % len(x)
-        self.dim = x[self.axis]
-        self.keys = element_keys(idx, self.axis)
+        self.axis, self.dim, self.keys = element_setup(self)
         self.ufunc = REDUCE_AT.get(self.attrs["reduction"])
 
     def on_execute(self, inputs, outputs):

@@ -23,6 +23,7 @@ import numpy as np
 
 from mnnpy.backend import Execution
 from mnnpy.backends.cpu.blas import MatMul as BlasMatMul
+from mnnpy.backends.cpu.ops.elementwise import apply_activation
 from mnnpy.backends.cpu.registry import cpu_execution
 from mnnpy.backends.cpu.scratch import scratch
 from mnnpy.ops.recurrent import GATES
@@ -56,6 +57,9 @@ def _resolve_activations(names, alphas, betas) -> list[tuple[str, float, float]]
     return out
 
 
+_SHARED = {"relu": "Relu", "tanh": "Tanh", "sigmoid": "Sigmoid", "hardsigmoid": "HardSigmoid"}
+
+
 def _activation(name: str, alpha: float, beta: float, tmp: np.ndarray, mask: np.ndarray):
     """An in-place activation ``f(x)`` on a 2-D ``x`` of shape ``(batch, k)``.
 
@@ -65,19 +69,9 @@ def _activation(name: str, alpha: float, beta: float, tmp: np.ndarray, mask: np.
     def t(x):
         return tmp[:, : x.shape[1]]
 
-    if name == "relu":
-        return lambda x: np.maximum(x, 0, out=x)
-    if name == "tanh":
-        return lambda x: np.tanh(x, out=x)
-    if name == "sigmoid":
-
-        def sigmoid(x):  # 1 / (1 + e^-x) = (1 + tanh(x / 2)) / 2, no overflow
-            np.multiply(x, 0.5, out=x)
-            np.tanh(x, out=x)
-            np.multiply(x, 0.5, out=x)
-            np.add(x, 0.5, out=x)
-
-        return sigmoid
+    if name in _SHARED:  # the same in-place kernels as the fused activations of Conv
+        kind, params = _SHARED[name], (alpha, beta)
+        return lambda x: apply_activation(kind, params, x)
     if name == "affine":
 
         def affine(x):
@@ -111,14 +105,6 @@ def _activation(name: str, alpha: float, beta: float, tmp: np.ndarray, mask: np.
             np.multiply(x, alpha, out=x)
 
         return scaled_tanh
-    if name == "hardsigmoid":
-
-        def hard_sigmoid(x):
-            np.multiply(x, alpha, out=x)
-            np.add(x, beta, out=x)
-            np.clip(x, 0, 1, out=x)
-
-        return hard_sigmoid
     if name == "elu":
 
         def elu(x):
