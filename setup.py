@@ -27,7 +27,7 @@ setup(
         "mnnpy.converter": "converter",
         "mnnpy.shaders": "shaders",
     },
-    package_data={"mnnpy.schema": ["*.fbs"], "mnnpy.shaders.opencl": ["*.cl"]},
+    package_data={"mnnpy.schema": ["*.fbs"], "mnnpy.shaders.opencl": ["*.cl", "*.h"]},
     install_requires=[
         "numpy>=1.24",
         "flatbuffers>=25.12.19",

@@ -49,10 +49,12 @@ class TensorInfo:
 
 @dataclass
 class BackendConfig:
-    """Session options a backend reads: ``precision`` ("high", "normal", "low"), ``num_threads``."""
+    """Session options a backend reads: ``precision`` ("high", "normal", "low"), ``num_threads``,
+    ``tuning`` (GPU work-group auto-tuning: "none", "fast", "wide"; MNN's tuning levels)."""
 
     precision: str = "normal"
     num_threads: int | None = None
+    tuning: str = "none"
 
 
 class Execution:

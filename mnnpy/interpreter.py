@@ -18,6 +18,7 @@ from mnnpy.ir import Net
 from mnnpy.session import IODesc, Session
 
 PRECISIONS = ("high", "normal", "low")
+TUNING = ("none", "fast", "wide")
 MAX_THREADS = 256
 KNOWN_BACKENDS = ("cpu", "opencl", "vulkan")  # names mnnpy defines, whether or not usable here
 
@@ -52,14 +53,19 @@ class Interpreter:
         backend: str | Sequence[str] = "cpu",
         precision: str = "normal",
         num_threads: int | None = None,
+        tuning: str = "none",
     ) -> Session:
         """A Session on ``backend``: a name, a preference list (``["opencl", "cpu"]``) or ``"auto"``.
 
         ``precision``: "high" (fp32), "normal", "low" (fp16 where a backend supports it;
         the CPU backend always computes in fp32). ``num_threads``: CPU threads (BLAS
-        and the backend's pool; process-wide for BLAS). Raises
+        and the backend's pool; process-wide for BLAS). ``tuning``: GPU work-group
+        auto-tuning at resize, "none" (defaults), "fast" (a few candidates) or "wide"
+        (every candidate); results persist in the Runtime's tuning cache. Raises
         ``BackendUnavailableError`` for a named backend that cannot run here.
         """
+        if tuning not in TUNING:
+            raise InputError(f"tuning must be one of {TUNING}, got {tuning!r}")
         if precision not in PRECISIONS:
             raise InputError(f"precision must be one of {PRECISIONS}, got {precision!r}")
         if num_threads is not None and (
@@ -67,7 +73,7 @@ class Interpreter:
         ):
             raise InputError(f"num_threads must be an int in 1..{MAX_THREADS}, got {num_threads!r}")
         names = resolve_backends(backend)
-        config = BackendConfig(precision=precision, num_threads=num_threads)
+        config = BackendConfig(precision=precision, num_threads=num_threads, tuning=tuning)
         backends = [get_runtime(n).create_backend(config) for n in names]
         session = Session(self.net, backends)
         fixed = {d.name: d.shape for d in session.inputs}

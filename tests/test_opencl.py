@@ -14,34 +14,22 @@ from onnx import helper
 import mnnpy
 from mnnpy.backend import backend_availability
 from mnnpy.converter import convert
+from tests.backend_compare import ELEMENTWISE, HALF, compare, sessions
 from tests.oracle import make_model, rand
 
 _OK, _WHY = backend_availability("opencl")
 if not _OK:
     pytest.skip(f"OpenCL unavailable: {_WHY}", allow_module_level=True)
 
-# DESIGN.md: fp32 elementwise tolerance (NNAPI CTS)
-ATOL, RTOL = 1e-5, 5 * 2**-23
+ATOL, RTOL = ELEMENTWISE
 
 
 def _sessions(model):
-    """(OpenCL-first session, CPU-only session) of one ONNX model."""
-    interp = mnnpy.Interpreter(convert(model))
-    return interp.create_session(backend=["opencl", "cpu"]), interp.create_session(backend="cpu")
+    return sessions(model)
 
 
 def _compare(model, feeds, atol=ATOL, rtol=RTOL, on_opencl=True):
-    """Run on both; assert ``|cpu - cl| <= atol + rtol*|cpu|`` (NaN where the CPU has NaN)."""
-    cl_s, cpu_s = _sessions(model)
-    got, want = cl_s.run(feeds), cpu_s.run(feeds)
-    for name, e in want.items():
-        a = got[name]
-        assert a.shape == e.shape and a.dtype == e.dtype
-        np.testing.assert_allclose(a, e, atol=atol, rtol=rtol, equal_nan=True, err_msg=name)
-    if on_opencl:
-        desc = cl_s.partitions()
-        assert "on cpu" not in desc and "on opencl" in desc, desc
-    return cl_s
+    return compare(model, feeds, (atol, rtol), on_opencl)
 
 
 SHAPE = (13, 7, 127)
@@ -191,3 +179,23 @@ def test_unavailable_reasons(monkeypatch):
     monkeypatch.setitem(sys.modules, "pyopencl", None)  # import fails as if not installed
     device, why = opencl._find_device(None)
     assert device is None and "pyopencl is not importable" in why
+
+
+def test_swish(rng):
+    x = rand(rng, *SHAPE, scale=4)
+    model = make_model([helper.make_node("Sigmoid", ["x"], ["s"]), helper.make_node("Mul", ["x", "s"], ["y"])], {"x": x}, ["y"])
+    s = _compare(model, {"x": x})
+    assert "Swish" in s.partitions()  # the converter fused x*sigmoid(x); OpenCL runs the fused op
+
+
+def test_fp16_storage(rng):
+    """precision="low": tensors stored as fp16 (vstore_half), arithmetic in fp32."""
+    a, b = rand(rng, 5, 9, 31, scale=3), rand(rng, 9, 1)
+    model = make_model(
+        [helper.make_node("Mul", ["a", "w"], ["m"]), helper.make_node("Sigmoid", ["m"], ["y"])], {"a": a}, ["y"], {"w": b}
+    )
+    dev = compare(model, {"a": a}, HALF, precision="low")
+    assert dev.backends[0].storage == np.float16
+    # fp16 storage really rounds: the result differs from fp32 somewhere, but within HALF
+    full = sessions(model)[0].run({"a": a})["y"]
+    assert not np.array_equal(dev.run({"a": a})["y"], full)

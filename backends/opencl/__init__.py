@@ -5,11 +5,14 @@ variable ``MNNPY_OPENCL_DEVICE`` selects by a substring of the device name), one
 context and one in-order queue, and the programs built from ``shaders/opencl/*.cl``
 (cached in memory per file and build options).
 
-Backend: tensors are fp32/NCHW in one ``cl.Buffer`` arena per resize, laid out by the
-session's memory planner; a handle (``CLTensor``) is the buffer, a byte offset, a shape
-and a dtype. Constants get their own buffers, uploaded once at resize. Executions
-enqueue kernels only; the queue is flushed at the end of a partition and synchronised
-when a tensor is downloaded (blocking read on the in-order queue).
+Backend: float32 tensors in NCHW, stored as fp32 (``precision`` "high"/"normal") or fp16
+(``precision="low"``: ``vstore_half``/``vload_half``, arithmetic in fp32), in one
+``cl.Buffer`` arena per resize laid out by the session's memory planner; a handle
+(``CLTensor``) is the buffer, a byte offset, a shape and the storage dtype. Constants
+get their own buffers, uploaded once at resize. Executions build their kernels and fix
+arguments and work sizes in ``on_resize`` (``OpenCLBackend.launch``); ``on_execute``
+only enqueues. The queue is flushed at the end of a partition and synchronised when a
+tensor is downloaded (blocking read on the in-order queue).
 
 ``import mnnpy.backends.opencl`` does not import pyopencl; the Runtime does, when created.
 """
@@ -30,6 +33,7 @@ from mnnpy.ir import Op
 
 DEVICE_ENV = "MNNPY_OPENCL_DEVICE"
 MAX_ELEMENTS = 2**31 - 1  # kernels index with 32-bit ints
+ALIASING = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")  # metadata-only on NCHW
 
 
 @dataclass(frozen=True)
@@ -132,7 +136,12 @@ class OpenCLRuntime(Runtime):
             raise RuntimeError(reason)
         self.context = cl.Context([self.device])
         self.queue = cl.CommandQueue(self.context, self.device)
-        self._programs: dict[tuple[str, tuple[str, ...]], Any] = {}
+        from mnnpy.backends.opencl.program_cache import ProgramCache
+        from mnnpy.backends.opencl.tuning import Tuner
+
+        self.programs = ProgramCache(self)
+        self.tuner = Tuner(self)
+        self._prelude = _shader_dir().joinpath("common.h").read_text()
 
     def describe(self) -> str:
         """One line: device name, platform, OpenCL version, compute units, memory."""
@@ -149,13 +158,10 @@ class OpenCLRuntime(Runtime):
             return []
 
     def program(self, file: str, options: Sequence[str] = ()):
-        """The built program of ``shaders/opencl/<file>`` with build ``options`` (cached)."""
-        key = (file, tuple(options))
-        prg = self._programs.get(key)
-        if prg is None:
-            source = _shader_dir().joinpath(file).read_text()
-            prg = self._programs[key] = self.cl.Program(self.context, source).build(options=list(options))
-        return prg
+        """The built program of ``shaders/opencl/<file>`` (``common.h`` prepended) with
+        build ``options``; cached in memory and as a binary on disk (``ProgramCache``)."""
+        source = self._prelude + "\n#line 1\n" + _shader_dir().joinpath(file).read_text()
+        return self.programs.get(file, source, list(options))
 
     def kernel(self, file: str, name: str, options: Sequence[str] = ()):
         """A new ``cl.Kernel`` (own argument slots) of ``name`` in ``file`` built with ``options``."""
@@ -175,6 +181,44 @@ class OpenCLBackend(Backend):
         self.cl = runtime.cl
         self.queue = runtime.queue
         self.arena = None
+        self.half = config.precision == "low"
+        self.storage = np.dtype(np.float16 if self.half else np.float32)
+        self.options = ["-D STORAGE_HALF"] if self.half else []
+
+    def kernel(self, file: str, name: str, options: Sequence[str] = ()):
+        """A new ``cl.Kernel`` (its own argument slots) of ``name`` in ``shaders/opencl/<file>``,
+        built with ``options`` plus this backend's storage option."""
+        return self.runtime.kernel(file, name, [*self.options, *options])
+
+    def launch(self, file: str, name: str, options: Sequence[str], args: Sequence, work: Sequence[int], local=None):
+        """A ``Launch`` of kernel ``name`` with ``args`` over the logical global size ``work``
+        (dim 0 fastest). ``local``: the kernel's preferred work-group size, else a default;
+        with ``tuning`` set in the session config the Runtime's ``Tuner`` picks it (timed once
+        per device, kernel and size, then cached on disk)."""
+        from mnnpy.backends.opencl.launch import Launch, default_local
+
+        opts = [*self.options, *options]
+        kernel = self.runtime.kernel(file, name, opts)
+        kernel.set_args(*args)
+        limit = kernel.get_work_group_info(self.cl.kernel_work_group_info.WORK_GROUP_SIZE, self.runtime.device)
+        if local is None or int(np.prod(local)) > limit:
+            local = default_local(work, limit)
+        key = f"{file}:{name}:{' '.join(opts)}"
+        la = Launch(self.cl, self.queue, kernel, work, local, key)
+        self.runtime.tuner.tune(la, self.config.tuning, limit)
+        return la
+
+    def constant(self, value: np.ndarray) -> CLTensor:
+        """A read-only device copy of ``value`` (float arrays in this backend's storage dtype)."""
+        value = np.ascontiguousarray(value)
+        if value.dtype == np.float32:
+            value = value.astype(self.storage, copy=False)
+        mf = self.cl.mem_flags
+        if value.nbytes:
+            buf = self.cl.Buffer(self.runtime.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=value)
+        else:
+            buf = self.cl.Buffer(self.runtime.context, mf.READ_ONLY, 4)
+        return CLTensor(buf, 0, tuple(value.shape), value.dtype)
 
     def supports(self, op: Op, inputs: Sequence[TensorInfo], attrs: dict) -> tuple[bool, str]:
         from mnnpy.backends.opencl.registry import executions
@@ -182,7 +226,7 @@ class OpenCLBackend(Backend):
         cls = executions().get(op.type)
         if cls is None:
             return False, f"no OpenCL execution for {op.type}"
-        bad = [str(t.dtype) for t in inputs if t.dtype != np.float32]
+        bad = [str(t.dtype) for t in inputs if t.dtype != np.float32 and t.value is None]
         if bad:
             return False, f"dtype {', '.join(bad)} (OpenCL runs float32 only)"
         if any(int(np.prod(t.shape, dtype=np.int64)) > MAX_ELEMENTS for t in inputs):
@@ -200,17 +244,16 @@ class OpenCLBackend(Backend):
         # a zero-sized cl.Buffer is an error; earlier plans keep their arena through their handles
         self.arena = self.cl.Buffer(self.runtime.context, self.cl.mem_flags.READ_WRITE, max(int(nbytes), 4))
 
+    def can_alias(self, op: Op) -> bool:
+        """Reshape-like ops are metadata-only: NCHW is contiguous, the output shares the buffer."""
+        return op.type in ALIASING
+
     def acquire(self, tensor: TensorInfo, offset: int) -> CLTensor:
-        return CLTensor(self.arena, int(offset), tuple(tensor.shape), np.dtype(tensor.dtype))
+        dtype = self.storage if tensor.dtype == np.float32 else np.dtype(tensor.dtype)
+        return CLTensor(self.arena, int(offset), tuple(tensor.shape), dtype)
 
     def acquire_constant(self, tensor: TensorInfo) -> CLTensor:
-        value = np.ascontiguousarray(tensor.value, dtype=tensor.dtype)
-        mf = self.cl.mem_flags
-        if value.nbytes:
-            buf = self.cl.Buffer(self.runtime.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=value)
-        else:
-            buf = self.cl.Buffer(self.runtime.context, mf.READ_ONLY, 4)
-        return CLTensor(buf, 0, tuple(value.shape), value.dtype)
+        return self.constant(np.asarray(tensor.value, dtype=tensor.dtype))
 
     def upload(self, src: np.ndarray, dst: CLTensor) -> None:
         host = np.ascontiguousarray(src, dtype=dst.dtype)
@@ -224,7 +267,7 @@ class OpenCLBackend(Backend):
             self.cl.enqueue_copy(self.queue, out, src.buffer, src_offset=src.offset, is_blocking=True)
         else:
             self.queue.finish()
-        return out
+        return out.astype(np.float32) if out.dtype == np.float16 else out
 
     def on_execute_end(self) -> None:
         self.queue.flush()  # submit; the sync is the download of what is read next

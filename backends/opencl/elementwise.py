@@ -1,8 +1,8 @@
-"""OpenCL elementwise Executions: unary activations/math and broadcasting binary ops (fp32).
+"""OpenCL elementwise Executions: unary activations/math and broadcasting binary ops.
 
 Kernels: ``shaders/opencl/elementwise.cl``, the operation chosen by a ``-D OP_<NAME>``
-build option. ``on_resize`` builds/fetches the program, sets every kernel argument and
-the global size; ``on_execute`` enqueues one kernel.
+(or ``-D ACT_<NAME>``) build option. ``on_resize`` builds/fetches the program, sets every
+kernel argument and the global size; ``on_execute`` enqueues one kernel.
 """
 
 from __future__ import annotations
@@ -10,23 +10,16 @@ from __future__ import annotations
 import numpy as np
 
 from mnnpy.backend import Execution
+from mnnpy.backends.opencl.activation import ACTIVATIONS, activation
 from mnnpy.backends.opencl.registry import opencl_execution
 
 SOURCE = "elementwise.cl"
-LOCAL = 64  # work-group size; the global size is rounded up to a multiple of it
 MAX_RANK = 8  # kernel's index decomposition; ONNX models here need at most 6
 
 
-def _global_size(n: int) -> tuple[int]:
-    return (max(1, -(-n // LOCAL)) * LOCAL,)
-
-
-def _enqueue(exe) -> None:
-    if exe.n:
-        exe.backend.cl.enqueue_nd_range_kernel(exe.backend.queue, exe.kernel, exe.gsize, (LOCAL,))
-
-
-@opencl_execution("Relu", "Sigmoid", "Tanh", "HardSwish", "HardSigmoid", "LeakyRelu", "Clip", "Sqrt", "Abs", "Neg", "Exp")
+@opencl_execution(
+    "Relu", "Sigmoid", "Tanh", "HardSwish", "HardSigmoid", "LeakyRelu", "Clip", "Swish", "Sqrt", "Abs", "Neg", "Exp"
+)
 class Unary(Execution):
     """``Y = F(X)``, X and Y float32 of one shape. Scalars: HardSigmoid ``alpha, beta``;
     LeakyRelu ``alpha``; Clip ``min, max`` (constant inputs, absent = unbounded)."""
@@ -59,17 +52,22 @@ class Unary(Execution):
 
     def on_resize(self, inputs, outputs):
         x, y = inputs[0], outputs[0]
-        self.n = y.size
-        self.gsize = _global_size(self.n)
-        rt = self.backend.runtime
-        self.kernel = rt.kernel(SOURCE, "unary", [f"-D OP_{self.op.type.upper()}"])
+        t = self.op.type
+        option = activation(t)[0] if t in ACTIVATIONS else f"-D OP_{t.upper()}"
         p0, p1 = self._params()
-        self.kernel.set_args(
-            x.buffer, np.int32(x.elem_offset), y.buffer, np.int32(y.elem_offset), np.int32(self.n), np.float32(p0), np.float32(p1)
+        args = (
+            x.buffer,
+            np.int32(x.elem_offset),
+            y.buffer,
+            np.int32(y.elem_offset),
+            np.int32(y.size),
+            np.float32(p0),
+            np.float32(p1),
         )
+        self.launch = self.backend.launch(SOURCE, "unary", [option], args, (y.size,))
 
     def on_execute(self, inputs, outputs):
-        _enqueue(self)
+        self.launch()
 
 
 def collapse(out: tuple[int, ...], a: tuple[int, ...], b: tuple[int, ...]):
@@ -119,25 +117,14 @@ class Binary(Execution):
 
     def on_resize(self, inputs, outputs):
         a, b, c = inputs[0], inputs[1], outputs[0]
-        self.n = c.size
-        self.gsize = _global_size(self.n)
         options = [f"-D OP_{self.op.type.upper()}"]
         dims, astr, bstr = collapse(c.shape, a.shape, b.shape)
         if not (len(dims) <= 1 and astr in ([], [1]) and bstr in ([], [1])):
             options.append("-D BROADCAST")  # else both inputs are read like the output
         pad = MAX_RANK - len(dims)  # the int8 arguments: leading dims 1, strides 0
         vec = [np.array([1] * pad + dims, np.int32), np.array([0] * pad + astr, np.int32), np.array([0] * pad + bstr, np.int32)]
-        self.kernel = self.backend.runtime.kernel(SOURCE, "binary", options)
-        self.kernel.set_args(
-            a.buffer,
-            np.int32(a.elem_offset),
-            b.buffer,
-            np.int32(b.elem_offset),
-            c.buffer,
-            np.int32(c.elem_offset),
-            np.int32(self.n),
-            *vec,
-        )
+        args = (a.buffer, np.int32(a.elem_offset), b.buffer, np.int32(b.elem_offset), c.buffer, np.int32(c.elem_offset))
+        self.launch = self.backend.launch(SOURCE, "binary", options, (*args, np.int32(c.size), *vec), (c.size,))
 
     def on_execute(self, inputs, outputs):
-        _enqueue(self)
+        self.launch()
