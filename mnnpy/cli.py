@@ -21,6 +21,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -103,11 +104,27 @@ def _dims(shape) -> str:
     return "(" + ", ".join(str(d) if isinstance(d, int) else (d or "?") for d in shape) + ")"
 
 
-@command("info", "describe a .mnnpy model", lambda p: p.add_argument("model", help=".mnnpy file"))
+def _info_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help=".mnnpy file")
+    p.add_argument("--partitions", action="store_true", help="print the schedule: partitions, ops, why ops fell back")
+    p.add_argument("--dot", metavar="FILE", help="write the schedule as Graphviz, ops coloured by backend ('-' = stdout)")
+    p.add_argument("--backend", default="auto", help="for --partitions/--dot: backend, preference list or auto (default)")
+    p.add_argument(
+        "--shape",
+        action="append",
+        default=[],
+        metavar="NAME=D0,D1,...",
+        help="input shape to schedule for (default: batch 1, other dynamic dims 64)",
+    )
+
+
+@command("info", "describe a .mnnpy model; --partitions/--dot: how it is split across backends", _info_args)
 def _info(args) -> int:
     from mnnpy.interpreter import Interpreter
 
     interp = Interpreter(args.model)
+    if args.partitions or args.dot:
+        return _info_schedule(args, interp)
     net = interp.net
     print(f"model: {args.model}")
     print(f"format version: {net.format_version}")
@@ -128,6 +145,35 @@ def _info(args) -> int:
     for k, v in net.metadata.items():
         shown = repr(v) if len(v) <= 40 and "\n" not in v else f"<{len(v)} characters>"
         print(f"  {k}: {shown}")
+    return 0
+
+
+def _info_schedule(args, interp) -> int:
+    """``info --partitions`` / ``--dot``: the Schedule for ``--backend`` at ``--shape``."""
+    shapes = {name: _parse_shape(name, text) for name, text in _pairs(args.shape, "--shape").items()}
+    names = {d.name for d in interp.inputs}
+    for name in shapes:
+        if name not in names:
+            raise InputError(f"unknown input name '{name}'; the model's inputs are {sorted(names)}")
+    backend = args.backend.split(",") if "," in args.backend else args.backend
+    session = interp.create_session(backend=backend)
+    for d in interp.inputs:
+        if d.name not in shapes and d.shape is None:
+            raise InputError(f"input '{d.name}' has unknown rank: give --shape {d.name}=D0,D1,...")
+    session.resize({d.name: shapes.get(d.name) or default_shape(d.shape) for d in interp.inputs})
+    if args.partitions:
+        print(f"model: {args.model}; backends: {', '.join(b.name for b in session.backends)}")
+        print(session.partitions())
+    if args.dot:
+        text = session.dot()
+        if args.dot == "-":
+            sys.stdout.write(text)
+        else:
+            try:
+                Path(args.dot).write_text(text)
+            except OSError as e:
+                raise InputError(f"--dot {args.dot}: cannot write: {e.strerror or e}") from None
+            print(f"wrote {args.dot} (render: dot -Tsvg {args.dot} -o schedule.svg)")
     return 0
 
 
@@ -205,6 +251,11 @@ def _load_npy(name: str, path: str) -> np.ndarray:
     return a
 
 
+def default_shape(declared) -> tuple[int, ...]:
+    """A declared input shape with its dynamic dims filled: the first (batch) 1, others ``DEFAULT_DYNAMIC_DIM``."""
+    return tuple(s if isinstance(s, int) and s >= 0 else (1 if i == 0 else DEFAULT_DYNAMIC_DIM) for i, s in enumerate(declared))
+
+
 def _random_inputs(interp, shapes: dict[str, tuple[int, ...]], rng: np.random.Generator, skip=()) -> dict[str, np.ndarray]:
     """Seeded random values for each model input not in ``skip`` (``shapes`` or the model's dims)."""
     feeds = {}
@@ -216,9 +267,7 @@ def _random_inputs(interp, shapes: dict[str, tuple[int, ...]], rng: np.random.Ge
         elif d.shape is None:
             raise InputError(f"input '{d.name}' has unknown rank: give --shape {d.name}=D0,D1,...")
         else:
-            shape = tuple(
-                s if isinstance(s, int) and s >= 0 else (1 if i == 0 else DEFAULT_DYNAMIC_DIM) for i, s in enumerate(d.shape)
-            )
+            shape = default_shape(d.shape)
         size = math.prod(shape) * d.dtype.itemsize
         if size > MAX_RANDOM_INPUT_BYTES:
             raise InputError(

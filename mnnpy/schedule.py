@@ -39,7 +39,12 @@ class Schedule:
 
     def describe(self, graph: Graph) -> str:
         """Human-readable listing: each partition, its ops, and reasons for fallbacks."""
-        lines = []
+        per_backend: dict[str, int] = {}
+        for b in self.backend_of.values():
+            per_backend[self.backend_names[b]] = per_backend.get(self.backend_names[b], 0) + 1
+        copies = sum(len(p.copies_in) for p in self.partitions)
+        summary = ", ".join(f"{n} ops on {name}" for name, n in per_backend.items())
+        lines = [f"{len(self.partitions)} partitions ({summary}); {copies} tensors copied between backends"]
         for n, p in enumerate(self.partitions):
             lines.append(
                 f"partition {n} on {self.backend_names[p.backend]}: {len(p.ops)} ops, {len(p.copies_in)} tensors copied in"
@@ -49,6 +54,46 @@ class Schedule:
                 why = f"  (fell back: {self.fallback_reasons[i]})" if i in self.fallback_reasons else ""
                 lines.append(f"  {op.type} '{op.name}'{why}")
         return "\n".join(lines)
+
+
+BACKEND_COLORS = {"cpu": "#d9d9d9", "opencl": "#9ecae1", "vulkan": "#fdae6b"}  # others: OTHER_COLOR
+OTHER_COLOR = "#c7e9c0"
+
+
+def _dot_quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def to_dot(schedule: Schedule, graph: Graph) -> str:
+    """Graphviz (dot) text of the scheduled graph: one box per run-time op filled with its
+    backend's colour (legend included), an edge per tensor from producer to consumer
+    (dashed, labelled "copy", where it crosses backends), fallback reasons as tooltips
+    and in the label."""
+    producer = {t: i for i in schedule.backend_of for t in graph.ops[i].outputs if t >= 0}
+    lines = ["digraph mnnpy {", "  rankdir=TB;", '  node [shape=box, style="rounded,filled", fontname="Helvetica"];']
+    for n, name in enumerate(schedule.backend_names):
+        color = BACKEND_COLORS.get(name, OTHER_COLOR)
+        lines.append(f"  legend_{n} [label={_dot_quote('backend ' + name)}, fillcolor={_dot_quote(color)}, shape=note];")
+    for i in schedule.backend_of:
+        op = graph.ops[i]
+        backend = schedule.backend_names[schedule.backend_of[i]]
+        label = f"{op.type}\n{op.name}"
+        extra = ""
+        if i in schedule.fallback_reasons:
+            label += f"\nfell back to {backend}"
+            extra = f", tooltip={_dot_quote(schedule.fallback_reasons[i])}, penwidth=2, color=red"
+        color = BACKEND_COLORS.get(backend, OTHER_COLOR)
+        lines.append(f"  op{i} [label={_dot_quote(label)}, fillcolor={_dot_quote(color)}{extra}];")
+    for i in schedule.backend_of:
+        for t in graph.ops[i].inputs:
+            j = producer.get(t)
+            if j is None:
+                continue
+            cross = schedule.backend_of[j] != schedule.backend_of[i]
+            attrs = f" [style=dashed, label={_dot_quote('copy')}]" if cross else ""
+            lines.append(f"  op{j} -> op{i}{attrs};")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
 
 
 def build_schedule(

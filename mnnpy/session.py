@@ -105,10 +105,23 @@ class Session:
         return {self.graph.tensors[t].name: self._plan.sizes.shapes[t] for t in self.graph.outputs}
 
     def partitions(self) -> str:
-        """The current Schedule, printed: partitions, their ops, fallback reasons."""
+        """The current Schedule, printed: partitions, their ops, fallback reasons. Before any
+        resize, the declared input shapes are used with every dynamic dim set to 1."""
+        return self._current_schedule().describe(self.graph)
+
+    def dot(self) -> str:
+        """The current Schedule as Graphviz text: ops coloured by backend, copies dashed,
+        fallback reasons as tooltips (``mnnpy info --dot``)."""
+        from mnnpy.schedule import to_dot
+
+        return to_dot(self._current_schedule(), self.graph)
+
+    def _current_schedule(self) -> Schedule:
         if self._plan is None:
             self.resize(self._default_shapes())
-        return self._plan.schedule.describe(self.graph)
+        if self._plan is None:
+            raise InputError(f"the schedule depends on the contents of inputs {self.value_inputs}: call run() first")
+        return self._plan.schedule
 
     def _default_shapes(self) -> dict[str, tuple[int, ...]]:
         """Declared input shapes with every dynamic dim set to 1 (for describing)."""

@@ -1,0 +1,76 @@
+"""``mnnpy info --partitions`` and ``--dot``: the Schedule across backends, with fallback reasons."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from onnx import helper
+
+from mnnpy.backend import backend_availability
+from mnnpy.cli import main
+from mnnpy.converter import convert
+from tests.oracle import make_model
+
+OPENCL, OPENCL_WHY = backend_availability("opencl")
+
+
+@pytest.fixture
+def mixed_model(tmp_path):
+    """x (N, 3, h, w) -> Relu -> Erf (no GPU execution) -> Sigmoid -> y."""
+    x = np.zeros((1, 3, 5, 5), np.float32)
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("Erf", ["r"], ["e"]),
+        helper.make_node("Sigmoid", ["e"], ["y"]),
+    ]
+    model = make_model(nodes, {"x": x}, ["y"], input_shapes={"x": ["n", 3, "h", "w"]})
+    path = tmp_path / "m.mnnpy"
+    path.write_bytes(convert(model))
+    return path
+
+
+def test_partitions_cpu(mixed_model, capsys):
+    assert main(["info", "--partitions", "--backend", "cpu", str(mixed_model)]) == 0
+    out = capsys.readouterr().out
+    assert "1 partitions (3 ops on cpu); 0 tensors copied between backends" in out
+    assert "partition 0 on cpu: 3 ops" in out and "fell back" not in out
+
+
+@pytest.mark.skipif(not OPENCL, reason=f"OpenCL unavailable: {OPENCL_WHY}")
+def test_partitions_opencl_lists_fallback_reason(mixed_model, capsys):
+    assert main(["info", "--partitions", "--backend", "opencl", "--shape", "x=2,3,7,9", str(mixed_model)]) == 0
+    out = capsys.readouterr().out
+    heads = re.findall(r"^partition \d+ on \w+: \d+ ops, \d+ tensors copied in$", out, re.M)
+    assert heads == [
+        "partition 0 on opencl: 1 ops, 0 tensors copied in",
+        "partition 1 on cpu: 1 ops, 1 tensors copied in",
+        "partition 2 on opencl: 1 ops, 1 tensors copied in",
+    ], out
+    assert "fell back: opencl: no OpenCL execution for Erf" in out
+
+
+@pytest.mark.skipif(not OPENCL, reason=f"OpenCL unavailable: {OPENCL_WHY}")
+def test_dot_colours_ops_by_backend(mixed_model, tmp_path, capsys):
+    dot = tmp_path / "s.dot"
+    assert main(["info", "--dot", str(dot), "--backend", "opencl,cpu", str(mixed_model)]) == 0
+    text = dot.read_text()
+    assert text.startswith("digraph mnnpy {") and text.rstrip().endswith("}")
+    fills = re.findall(r'^  op\d+ \[label="(\w+)\\n[^"]*", fillcolor="(#[0-9a-f]+)"', text, re.M)
+    assert fills == [("Relu", "#9ecae1"), ("Erf", "#d9d9d9"), ("Sigmoid", "#9ecae1")], text
+    assert text.count("[style=dashed") == 2  # two border copies
+    assert 'tooltip="opencl: no OpenCL execution for Erf"' in text
+
+
+def test_dot_to_stdout_cpu(mixed_model, capsys):
+    assert main(["info", "--dot", "-", "--backend", "cpu", str(mixed_model)]) == 0
+    out = capsys.readouterr().out
+    assert out.count(" -> ") == 2 and "dashed" not in out
+
+
+def test_bad_shape_and_unwritable_dot(mixed_model, tmp_path, capsys):
+    assert main(["info", "--partitions", "--shape", "nope=1,2", str(mixed_model)]) != 0
+    assert "unknown input name 'nope'" in capsys.readouterr().err
+    assert main(["info", "--dot", str(tmp_path / "missing" / "s.dot"), "--backend", "cpu", str(mixed_model)]) != 0
+    assert "cannot write" in capsys.readouterr().err
