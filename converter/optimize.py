@@ -35,11 +35,20 @@ def _fold(graph: Graph, keep_names) -> int:
     return fold_constants(graph)
 
 
+def _fold_linear(graph: Graph, keep_names) -> int:
+    """BatchNormalization and constant scale/shift folded into the Conv before them, repeated
+    until nothing changes (``ConvTranspose -> Add bias -> BatchNormalization`` needs the Add
+    folded before the BatchNormalization can be)."""
+    total = 0
+    while n := fold_batchnorm(graph, keep_names) + fold_affine(graph, keep_names):
+        total += n
+    return total
+
+
 PASSES: list[tuple[str, Callable[[Graph, frozenset], int]]] = [
     ("fold_constants", _fold),
     ("remove_noops", remove_noops),
-    ("fold_batchnorm", fold_batchnorm),
-    ("fold_affine", fold_affine),
+    ("fold_batchnorm_affine", _fold_linear),
     ("fuse_hardswish", fuse_hardswish),
     ("fuse_layernorm", fuse_layernorm),
     ("fuse_swish", fuse_swish),

@@ -28,23 +28,25 @@ from mnnpy.errors import InputError
 DEFAULT_TEXT = "mnnpy reads this line 2026"
 
 
-def load_pipeline(backend: str = "cpu", use_cls: bool = True, num_threads: int | None = None):
+def load_pipeline(backend: str = "cpu", use_cls: bool = True, num_threads: int | None = None, precision: str = "normal"):
     """``(det, rec, cls or None, alphabet)`` runners for ``backend`` (models fetched/converted)."""
 
     def path(kind: str):
         return models.ocr_model_path(kind) if backend == "onnxruntime" else models.ocr_mnnpy_path(kind)
 
-    det, _ = ocr.make_runner(path("det"), backend, num_threads)
-    rec, meta = ocr.make_runner(path("rec"), backend, num_threads)
-    cls = ocr.make_runner(path("cls"), backend, num_threads)[0] if use_cls else None
+    det, _ = ocr.make_runner(path("det"), backend, num_threads, precision)
+    rec, meta = ocr.make_runner(path("rec"), backend, num_threads, precision)
+    cls = ocr.make_runner(path("cls"), backend, num_threads, precision)[0] if use_cls else None
     if "character" not in meta:
         raise models.ModelFetchError("the recognition model has no 'character' metadata")
     return det, rec, cls, ocr.ctc_alphabet(meta["character"])
 
 
-def read(image, backend: str = "cpu", use_cls: bool = True, num_threads: int | None = None) -> ocr.OcrResult:
+def read(
+    image, backend: str = "cpu", use_cls: bool = True, num_threads: int | None = None, precision: str = "normal"
+) -> ocr.OcrResult:
     """Read the text in ``image (H, W, 3) uint8`` RGB on ``backend``; see ``ocr.read_text``."""
-    det, rec, cls, alphabet = load_pipeline(backend, use_cls, num_threads)
+    det, rec, cls, alphabet = load_pipeline(backend, use_cls, num_threads, precision)
     return ocr.read_text(image, det, rec, alphabet, cls)
 
 
@@ -55,6 +57,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     src.add_argument("--text", default=DEFAULT_TEXT, help=f"line to render and read (default: {DEFAULT_TEXT!r})")
     p.add_argument("--backend", default="cpu", help="mnnpy backend name, or 'onnxruntime' for the reference (default: cpu)")
     p.add_argument("--threads", type=int, default=None, help=f"CPU threads (1..{MAX_THREADS})")
+    p.add_argument(
+        "--precision", default="normal", choices=("high", "normal", "low"), help="session precision (low: fp16 storage on GPUs)"
+    )
     p.add_argument("--no-cls", action="store_true", help="skip the text direction classifier")
     p.add_argument("--save", metavar="PNG", help="also save the rendered image here")
     p.add_argument(
@@ -105,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
             except (OSError, ValueError) as e:
                 raise InputError(f"--save {args.save}: cannot write the image: {e}") from None
     t0 = time.perf_counter()
-    pipeline = load_pipeline(args.backend, not args.no_cls, args.threads)
+    pipeline = load_pipeline(args.backend, not args.no_cls, args.threads, args.precision)
     prep_ms = (time.perf_counter() - t0) * 1e3
     known = set(pipeline[3])
     unknown = "".join(dict.fromkeys(c for c in expected or "" if not c.isspace() and c not in known))
@@ -114,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
     result = ocr.read_text(image, *pipeline[:2], pipeline[3], pipeline[2])
     warm = [ocr.read_text(image, *pipeline[:2], pipeline[3], pipeline[2]) for _ in range(args.repeat - 1)]
     h, w = image.shape[:2]
-    print(f"image: {args.image or 'rendered text'} ({w}x{h}), backend: {args.backend}")
+    print(f"image: {args.image or 'rendered text'} ({w}x{h}), backend: {args.backend}, precision: {args.precision}")
     for text, score, box in result.lines:
         print(f"read: {text!r}  (score {score:.3f}, box {box})")
     if not result.lines:

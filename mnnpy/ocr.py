@@ -279,11 +279,14 @@ def read_text(img: np.ndarray, det: Runner, rec: Runner, alphabet: list[str], cl
     return res
 
 
-def make_runner(model_path: str, backend: str = "cpu", num_threads: int | None = None) -> tuple[Runner, dict[str, str]]:
+def make_runner(
+    model_path: str, backend: str = "cpu", num_threads: int | None = None, precision: str = "normal"
+) -> tuple[Runner, dict[str, str]]:
     """A runner for one single-input, single-output model and the model's metadata.
 
     ``backend``: an mnnpy backend name (``model_path`` is then a ``.mnnpy`` file) or
-    ``"onnxruntime"`` (``model_path`` an ONNX file), the reference.
+    ``"onnxruntime"`` (``model_path`` an ONNX file), the reference. ``precision``: the
+    mnnpy session's ("low": fp16 storage on GPU backends).
     """
     if backend == "onnxruntime":
         import onnxruntime as ort
@@ -298,6 +301,6 @@ def make_runner(model_path: str, backend: str = "cpu", num_threads: int | None =
     import mnnpy
 
     interp = mnnpy.Interpreter(str(model_path))
-    session = interp.create_session(backend=backend, num_threads=num_threads)
+    session = interp.create_session(backend=backend, num_threads=num_threads, precision=precision)
     name, out = interp.inputs[0].name, interp.outputs[0].name
     return (lambda x: session.run({name: x})[out]), interp.metadata

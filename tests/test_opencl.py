@@ -197,3 +197,24 @@ def test_fp16_storage(rng):
     # fp16 storage really rounds: the result differs from fp32 somewhere, but within HALF
     full = sessions(model)[0].run({"a": a})["y"]
     assert not np.array_equal(dev.run({"a": a})["y"], full)
+
+
+def test_copies_only_at_partition_borders(rng, monkeypatch):
+    """opencl [Relu] -> cpu [Erf] -> opencl [Add z, Sigmoid]: per run, the host->device copies are
+    the two inputs and one border tensor, the device->host copies one border tensor and the output."""
+    cl_s, cpu_s = _sessions(_partitioned_model(rng))
+    x, z = rand(rng, 1, 3, 13, 7), rand(rng, 3, 1, 1)
+    want = cpu_s.run({"x": x, "z": z})["y"]
+    cl_s.run({"x": x, "z": z})  # plan and build first
+    backend = cl_s.backends[0]
+    calls = {"upload": 0, "download": 0}
+    for name in calls:
+        real = getattr(backend, name)
+
+        def counted(*a, _real=real, _name=name):
+            calls[_name] += 1
+            return _real(*a)
+
+        monkeypatch.setattr(backend, name, counted)
+    np.testing.assert_allclose(cl_s.run({"x": x, "z": z})["y"], want, atol=ATOL, rtol=RTOL)
+    assert calls == {"upload": 3, "download": 2}

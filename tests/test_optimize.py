@@ -292,7 +292,7 @@ def test_dead_code_removed_names_kept(rng):
 
 # ------------------------------------------------------------------------ real models
 PPOCR = {
-    "det": ((1, 3, 64, 96), 672, 133),
+    "det": ((1, 3, 64, 96), 672, 132),
     "rec": ((1, 3, 48, 80), 860, 178),
     "cls": ((1, 3, 48, 192), 566, 92),
 }
@@ -310,7 +310,7 @@ def test_ppocr_op_counts_and_outputs(name):
     assert len(model.graph.node) == n_onnx
     net, before, after = _optimised(model)
     assert sum(after.values()) <= n_after, (dict(before), dict(after))
-    assert "BatchNormalization" not in after or after["BatchNormalization"] <= 1
+    assert "BatchNormalization" not in after  # ConvTranspose -> Add -> BN folds too
     x = np.random.default_rng(0).random(shape, dtype=np.float32)
     expected = run_ort(model, {"x": x})
     for e, a in zip(expected, run_ort(to_onnx(net), {"x": x})):

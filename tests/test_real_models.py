@@ -37,21 +37,22 @@ def _bench_models():
 
 
 class Pair:
-    """One model in onnxruntime and in one mnnpy CPU session; ``check`` compares them."""
+    """One model in onnxruntime and in one mnnpy session; ``check`` compares them (max |diff| <= ``atol``)."""
 
-    def __init__(self, onnx_bytes: bytes, mnnpy_model: str | bytes):
+    def __init__(self, onnx_bytes: bytes, mnnpy_model: str | bytes, backend="cpu", precision="normal", atol=ATOL):
         self.ort = ort.InferenceSession(onnx_bytes, providers=["CPUExecutionProvider"])
         self.interp = mnnpy.Interpreter(mnnpy_model)
-        self.session = self.interp.create_session(backend="cpu")
+        self.session = self.interp.create_session(backend=backend, precision=precision)
         self.name = self.ort.get_inputs()[0].name
         self.out = self.ort.get_outputs()[0].name
+        self.atol = atol
 
     def check(self, x: np.ndarray) -> np.ndarray:
         want = self.ort.run(None, {self.name: x})[0]
         got = self.session.run({self.name: x})[self.out]
         assert got.shape == want.shape and got.dtype == want.dtype
         diff = float(np.abs(got - want).max())
-        assert diff <= ATOL, f"input {x.shape}: max |diff| {diff:.3g} > {ATOL}"
+        assert diff <= self.atol, f"input {x.shape}: max |diff| {diff:.3g} > {self.atol}"
         return got
 
 

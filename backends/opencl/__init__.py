@@ -208,6 +208,20 @@ class OpenCLBackend(Backend):
         self.runtime.tuner.tune(la, self.config.tuning, limit)
         return la
 
+    def weights(self, value: np.ndarray) -> CLTensor:
+        """A read-only float32 device copy of ``value`` in every precision: weights and biases
+        stay fp32 when activations are stored as fp16 (half the rounding error of fp16
+        weights on PP-OCR; kernels read them as ``float *``)."""
+        value = np.ascontiguousarray(value, dtype=np.float32)
+        buf = self.cl.Buffer(self.runtime.context, self.cl.mem_flags.READ_ONLY | self.cl.mem_flags.COPY_HOST_PTR, hostbuf=value)
+        return CLTensor(buf, 0, tuple(value.shape), value.dtype)
+
+    def fp32_operand(self, handle: CLTensor, info: TensorInfo | None) -> CLTensor:
+        """``handle``, or for a constant in fp16 storage an fp32 copy (``weights``) of its value."""
+        if self.half and info is not None and info.value is not None and info.dtype == np.float32:
+            return self.weights(info.value)
+        return handle
+
     def constant(self, value: np.ndarray) -> CLTensor:
         """A read-only device copy of ``value`` (float arrays in this backend's storage dtype)."""
         value = np.ascontiguousarray(value)

@@ -64,7 +64,7 @@ class Unary(Execution):
             np.float32(p0),
             np.float32(p1),
         )
-        self.launch = self.backend.launch(SOURCE, "unary", [option], args, (y.size,))
+        self.launch = self.backend.launch(SOURCE, "unary", [option], args, (-(-y.size // 4),))
 
     def on_execute(self, inputs, outputs):
         self.launch()
@@ -116,15 +116,20 @@ class Binary(Execution):
         return True, ""
 
     def on_resize(self, inputs, outputs):
-        a, b, c = inputs[0], inputs[1], outputs[0]
+        a, b = self.operands = [self.backend.fp32_operand(h, i) for h, i in zip(inputs, self.input_infos)]
+        c = outputs[0]
         options = [f"-D OP_{self.op.type.upper()}"]
+        if self.backend.half:  # a constant operand kept fp32 while activations are stored fp16
+            options += [f"-D {slot}_F32" for slot, t in (("A", a), ("B", b)) if t.dtype == np.float32]
         dims, astr, bstr = collapse(c.shape, a.shape, b.shape)
-        if not (len(dims) <= 1 and astr in ([], [1]) and bstr in ([], [1])):
-            options.append("-D BROADCAST")  # else both inputs are read like the output
+        same = len(dims) <= 1 and astr in ([], [1]) and bstr in ([], [1])
+        if not same:
+            options.append("-D BROADCAST")  # else both inputs are read like the output, 4 elements per item
         pad = MAX_RANK - len(dims)  # the int8 arguments: leading dims 1, strides 0
         vec = [np.array([1] * pad + dims, np.int32), np.array([0] * pad + astr, np.int32), np.array([0] * pad + bstr, np.int32)]
         args = (a.buffer, np.int32(a.elem_offset), b.buffer, np.int32(b.elem_offset), c.buffer, np.int32(c.elem_offset))
-        self.launch = self.backend.launch(SOURCE, "binary", options, (*args, np.int32(c.size), *vec), (c.size,))
+        work = -(-c.size // 4) if same else c.size
+        self.launch = self.backend.launch(SOURCE, "binary", options, (*args, np.int32(c.size), *vec), (work,))
 
     def on_execute(self, inputs, outputs):
         self.launch()

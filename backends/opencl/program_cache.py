@@ -1,19 +1,220 @@
-"""Built OpenCL programs, cached per source and build options (in memory for now)."""
+"""Built OpenCL programs, cached in memory and as verified device binaries on disk.
+
+Directory: ``mnnpy.models.cache_dir() / "opencl"`` (``$MNNPY_CACHE`` moves the root), or
+the path in ``$MNNPY_OPENCL_CACHE``; ``MNNPY_OPENCL_CACHE=0`` (or ``off``) keeps programs in
+memory only. One file per key (device name, driver version, platform version, sha256 of
+the source, build options), named by the sha256 of the key text. A file is::
+
+    b"MNNPYCLB" | format u32 | key length u32 | key (utf-8) | payload length u64
+    | sha256(everything before it + payload) (32 bytes) | payload (the device binary)
+
+``get`` reads a file's bytes once and checks magic, format, key, length and hash on those
+very bytes before the payload goes to ``clCreateProgramWithBinary`` (time-of-check/time-of-use
+safe). Any mismatch, or a binary the driver will not build, deletes the file; the program
+is then built from source and written afresh (temporary file + ``os.replace``, atomic).
+The hash detects corruption and accidental edits; it is not a signature: whoever may
+write the directory may also write a consistent file (the directory is the user's own).
+A directory that cannot be created or written disables the disk cache with one warning.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import os
+import struct
+import tempfile
+import threading
+import warnings
+from pathlib import Path
+
+CACHE_ENV = "MNNPY_OPENCL_CACHE"
+OFF = ("0", "off", "false", "no", "none")
+MAGIC = b"MNNPYCLB"
+FORMAT = 1
+SUFFIX = ".clbin"
+MAX_FILE = 1 << 28  # 256 MiB: a larger file is not read (no unbounded allocation)
+_HEAD = struct.Struct("<8sII")  # magic, format, key length
+_LEN = struct.Struct("<Q")  # payload length
+_DIGEST = 32
+
+
+def cache_directory() -> Path | None:
+    """The OpenCL cache folder (not created here), or None when ``$MNNPY_OPENCL_CACHE`` turns it off.
+
+    Also None, with a warning, when the mnnpy cache root cannot be created."""
+    env = os.environ.get(CACHE_ENV, "").strip()
+    if env.lower() in OFF:
+        return None
+    if env:
+        return Path(env).expanduser()
+    try:
+        from mnnpy.models import cache_dir
+
+        return cache_dir() / "opencl"
+    except Exception as e:  # ModelFetchError: the root cannot be created
+        warnings.warn(f"OpenCL disk cache disabled: {e}", RuntimeWarning, stacklevel=3)
+        return None
+
+
+def usable_directory(path: Path | None) -> Path | None:
+    """``path`` once created, or None (with a warning) when it cannot be."""
+    if path is None:
+        return None
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        warnings.warn(f"OpenCL disk cache disabled: cannot create {path}: {e}", RuntimeWarning, stacklevel=3)
+        return None
+    return path
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to a temporary file beside ``path``, then rename it over ``path``."""
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def read_limited(path: Path, limit: int | None = None) -> bytes | None:
+    """The bytes of ``path`` (one read), None when it does not exist; ValueError past ``limit`` (``MAX_FILE``)."""
+    limit = MAX_FILE if limit is None else limit
+    try:
+        with open(path, "rb") as f:
+            data = f.read(limit + 1)
+    except FileNotFoundError:
+        return None
+    if len(data) > limit:
+        raise ValueError(f"larger than {limit} bytes")
+    return data
+
+
+def device_identity(device) -> str:
+    """``name|driver version|platform version``: what a device binary or a tuning result depends on."""
+    return f"{device.name}|{device.driver_version}|{device.platform.version}"
+
+
+def pack(key: str, payload: bytes) -> bytes:
+    """The file content for ``key`` and ``payload`` (format above)."""
+    k = key.encode()
+    head = _HEAD.pack(MAGIC, FORMAT, len(k)) + k + _LEN.pack(len(payload))
+    return head + hashlib.sha256(head + payload).digest() + payload
+
+
+def unpack(data: bytes, key: str) -> bytes:
+    """The payload of ``data`` if it is a valid entry for ``key``; else ValueError saying what is wrong."""
+    if len(data) < _HEAD.size:
+        raise ValueError(f"truncated header ({len(data)} bytes)")
+    magic, fmt, klen = _HEAD.unpack_from(data)
+    if magic != MAGIC:
+        raise ValueError("bad magic")
+    if fmt != FORMAT:
+        raise ValueError(f"format {fmt}, expected {FORMAT}")
+    k = key.encode()
+    end = _HEAD.size + klen
+    if klen != len(k) or data[_HEAD.size : end] != k:
+        raise ValueError("entry of another key")
+    if len(data) < end + _LEN.size + _DIGEST:
+        raise ValueError("truncated header")
+    (plen,) = _LEN.unpack_from(data, end)
+    start = end + _LEN.size + _DIGEST
+    if plen != len(data) - start:
+        raise ValueError(f"payload length {len(data) - start}, header says {plen}")
+    payload = data[start:]
+    if hashlib.sha256(data[: end + _LEN.size] + payload).digest() != data[end + _LEN.size : start]:
+        raise ValueError("content hash mismatch")
+    if not payload:
+        raise ValueError("empty payload")
+    return payload
+
 
 class ProgramCache:
-    """``get(file, source, options) -> cl.Program``, built once per (source, options)."""
+    """``get(file, source, options) -> cl.Program``, built once per (source, options) per process
+    and reloaded from a verified device binary on disk across processes.
 
-    def __init__(self, runtime):
+    ``stats``: ``memory_hits``, ``disk_hits``, ``built`` (from source), ``rejected`` (disk entries
+    discarded), ``written``; ``last_rejection``: why the last entry was discarded (None if none);
+    ``directory``: the disk cache folder, None when off or unusable."""
+
+    def __init__(self, runtime, directory: Path | None | bool = True):
         self.runtime = runtime
+        self.directory = usable_directory(cache_directory() if directory is True else directory or None)
+        self.identity = device_identity(runtime.device)
+        self.stats = dict(memory_hits=0, disk_hits=0, built=0, rejected=0, written=0)
+        self.last_rejection: str | None = None
         self._built: dict[tuple[str, tuple[str, ...]], object] = {}
+        self._lock = threading.RLock()
+        self._warned = False
+
+    def key(self, source: str, options: list[str]) -> str:
+        """The key text: device identity, source sha256, build options."""
+        return f"{self.identity}|{hashlib.sha256(source.encode()).hexdigest()}|{' '.join(options)}"
+
+    def path(self, key: str) -> Path | None:
+        """The entry file of ``key`` (None without a disk cache)."""
+        if self.directory is None:
+            return None
+        return self.directory / (hashlib.sha256(key.encode()).hexdigest() + SUFFIX)
 
     def get(self, file: str, source: str, options: list[str]):
-        key = (source, tuple(options))
-        prg = self._built.get(key)
-        if prg is None:
-            cl = self.runtime.cl
-            prg = self._built[key] = cl.Program(self.runtime.context, source).build(options=options)
+        mem = (source, tuple(options))
+        with self._lock:
+            prg = self._built.get(mem)
+            if prg is not None:
+                self.stats["memory_hits"] += 1
+                return prg
+            key = self.key(source, list(options))
+            path = self.path(key)
+            prg = self._load(path, key, options) if path is not None else None
+            if prg is None:
+                prg = self.runtime.cl.Program(self.runtime.context, source).build(options=list(options), cache_dir=False)
+                self.stats["built"] += 1
+                if path is not None:
+                    self._store(path, key, prg, file)
+            self._built[mem] = prg
+            return prg
+
+    def _load(self, path: Path, key: str, options: list[str]):
+        """The program built from the verified entry at ``path``, or None (entry discarded if bad)."""
+        cl = self.runtime.cl
+        try:
+            data = read_limited(path)
+            if data is None:
+                return None
+            payload = unpack(data, key)
+        except (OSError, ValueError) as e:
+            return self._reject(path, str(e))
+        try:
+            prg = cl.Program(self.runtime.context, [self.runtime.device], [payload]).build(options=list(options))
+        except Exception as e:  # cl.Error: the driver refuses the binary
+            return self._reject(path, f"binary does not build: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+        self.stats["disk_hits"] += 1
         return prg
+
+    def _reject(self, path: Path, reason: str) -> None:
+        self.stats["rejected"] += 1
+        self.last_rejection = f"{path.name}: {reason}"
+        try:
+            path.unlink()
+        except OSError:
+            pass
+        return None
+
+    def _store(self, path: Path, key: str, prg, file: str) -> None:
+        try:
+            binaries = prg.get_info(self.runtime.cl.program_info.BINARIES)
+            if not binaries or not binaries[0]:
+                return
+            atomic_write(path, pack(key, bytes(binaries[0])))
+            self.stats["written"] += 1
+        except Exception as e:  # OSError (read-only, full disk), or a driver without binaries
+            if not self._warned:
+                self._warned = True
+                warnings.warn(f"OpenCL program cache: cannot write {file} to {path.parent}: {e}", RuntimeWarning, stacklevel=4)

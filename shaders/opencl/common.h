@@ -11,12 +11,41 @@
 typedef half store_t;
 #define LOAD(p, i) vload_half((i), (p))
 #define STORE(v, p, i) vstore_half((v), (i), (p))
+#define LOAD4_AT(p, i) vload_half4(0, (p) + (i))
+#define STORE4_AT(v, p, i) vstore_half4((v), 0, (p) + (i))
 #else
 typedef float store_t;
 #define LOAD(p, i) ((p)[(i)])
 #define STORE(v, p, i) ((p)[(i)] = (v))
+#define LOAD4_AT(p, i) vload4(0, (p) + (i))
+#define STORE4_AT(v, p, i) vstore4((v), 0, (p) + (i))
 #endif
+/* LOAD4_AT/STORE4_AT: four consecutive elements from element index i (any alignment), as float4 */
 
+/* Operand slots A, B, C of a kernel that may read constants kept fp32 while activations are
+ * stored fp16 (OpenCLBackend.fp32_operand): -D A_F32 / B_F32 / C_F32 make that operand
+ * `float *` (a_t, b_t, c_t; read with LOAD_A/LOAD_B/LOAD_C), else the storage type. */
+#ifdef A_F32
+typedef float a_t;
+#define LOAD_A(p, i) ((p)[(i)])
+#else
+typedef store_t a_t;
+#define LOAD_A(p, i) LOAD(p, i)
+#endif
+#ifdef B_F32
+typedef float b_t;
+#define LOAD_B(p, i) ((p)[(i)])
+#else
+typedef store_t b_t;
+#define LOAD_B(p, i) LOAD(p, i)
+#endif
+#ifdef C_F32
+typedef float c_t;
+#define LOAD_C(p, i) ((p)[(i)])
+#else
+typedef store_t c_t;
+#define LOAD_C(p, i) LOAD(p, i)
+#endif
 /* Fused activations (Conv's `activation` attribute, elementwise ops): ACT(x) with
  * scalars a0, a1 in scope. -D ACT_NONE | ACT_RELU | ACT_CLIP | ACT_LEAKYRELU |
  * ACT_SIGMOID | ACT_HARDSIGMOID | ACT_HARDSWISH | ACT_TANH | ACT_SWISH */

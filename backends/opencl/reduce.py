@@ -1,0 +1,203 @@
+"""OpenCL reductions (ReduceXxx, ONNX operators.md, opset-18 form) and Softmax/LogSoftmax (opset-13 form).
+
+Kernels: ``shaders/opencl/reduce.cl``. Every op is viewed as ``(outer, red, inner)``
+(contiguous NCHW): one result per ``p < outer * inner`` from the ``red`` elements at stride
+``inner``. ``rows_launch`` picks a work-group of ``P_N`` outputs times ``R_N`` reducing
+items (local-memory tree combine) and builds the launch; it is shared by pooling and
+LayerNormalization.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from mnnpy.backend import Execution
+from mnnpy.backends.opencl.registry import opencl_execution
+
+SOURCE = "reduce.cl"
+GROUP_MAX = 256  # the kernels' local scratch (floats); a group holds at most this many items
+TARGET_ITEMS = 1 << 17  # work items worth spreading a reduction over (an H200 keeps ~270k resident)
+SECTOR = 8  # floats per 32-byte memory sector
+CACHE_MAX = 16  # row elements a softmax/layernorm work item may keep in registers
+
+OPS = {
+    "ReduceSum": "SUM",
+    "ReduceMean": "MEAN",
+    "ReduceMax": "MAX",
+    "ReduceMin": "MIN",
+    "ReduceProd": "PROD",
+    "ReduceL1": "L1",
+    "ReduceL2": "L2",
+    "ReduceSumSquare": "SUMSQUARE",
+    "ReduceLogSum": "LOGSUM",
+    "ReduceLogSumExp": "LOGSUMEXP",
+}
+
+
+def _pow2_floor(n: int) -> int:
+    return 1 << (max(1, int(n)).bit_length() - 1)
+
+
+def _pow2_ceil(n: int) -> int:
+    return 1 << (max(1, int(n)) - 1).bit_length()
+
+
+def group_shape(p: int, red: int, inner: int = 1, group: int = GROUP_MAX) -> tuple[int, int]:
+    """``(lp, lr)``: outputs per work-group and reducing items per output (powers of two,
+    ``lp * lr <= group``). Reducing items are added while the outputs alone leave the
+    device short of ``TARGET_ITEMS`` work items, up to the row length. Neighbouring work
+    items read neighbouring elements in runs of at least ``SECTOR`` (a 32-byte memory
+    sector) where the shape allows: along the row when ``inner == 1``, else across ``p``."""
+    p, red = max(p, 1), max(red, 1)
+    want = min(group, red, max(1, TARGET_ITEMS // p))
+    if inner == 1:
+        lr = _pow2_floor(min(group, max(want, SECTOR if red >= SECTOR else 1)))
+    else:
+        lp0 = _pow2_floor(min(SECTOR, inner, p))
+        lr = _pow2_floor(min(want, group // lp0))
+    lp = _pow2_floor(min(p, group // lr))
+    return lp, lr
+
+
+def rows_launch(backend, name: str, options, args, p: int, red: int, inner: int, cache: bool = False):
+    """The ``Launch`` of ``reduce.cl`` kernel ``name`` over ``p`` outputs of ``red`` elements
+    at stride ``inner`` (``-D ROW`` when ``inner == 1``); the group is capped by the kernel's
+    work-group limit on this device. ``cache`` (softmax, layernorm): when a row fits in
+    ``CACHE_MAX`` registers per item, widen the group to hold it (``-D CACHE=n``)."""
+    base = [*options, "-D ROW"] if inner == 1 else list(options)
+    group = GROUP_MAX
+    for _ in range(3):  # a variant (register cache) may lower the kernel's work-group limit
+        lp, lr = group_shape(p, red, inner, group)
+        options = list(base)
+        if cache and 0 < red <= CACHE_MAX * group:
+            lr = max(lr, _pow2_ceil(-(-red // CACHE_MAX)))
+            lp = _pow2_floor(min(max(p, 1), group // lr))
+            options.append(f"-D CACHE={-(-red // lr)}")
+        kernel = backend.kernel(SOURCE, name, options)
+        limit = kernel.get_work_group_info(backend.cl.kernel_work_group_info.WORK_GROUP_SIZE, backend.runtime.device)
+        if lp * lr <= limit:
+            break
+        group = _pow2_floor(limit)
+    work, local = ((lr, p), (lr, lp)) if inner == 1 else ((p, lr), (lp, lr))
+    la = backend.launch(SOURCE, name, options, args, work, local)
+    assert la.local == local, (la.local, local)  # one group along the reducing dimension
+    return la
+
+
+def split_count(p: int, red: int) -> int:
+    """Chunks per row for a two-pass reduction: >1 only when few rows are very long (each of
+    a full group's items would fold more than ``GROUP_MAX`` elements, and the rows alone
+    leave the device short of ``TARGET_ITEMS`` work items)."""
+    if red <= GROUP_MAX * GROUP_MAX or p * GROUP_MAX >= TARGET_ITEMS:
+        return 1
+    return max(2, min(-(-red // 4096), TARGET_ITEMS // (max(p, 1) * GROUP_MAX)))
+
+
+def reduce_launches(backend, kind: str, x, y, outer: int, red: int, inner: int) -> tuple[list, object]:
+    """``([launch, ...], scratch)`` of kernel ``reduce`` (``-D OP_<kind>``) from ``x`` (``outer,
+    red, inner``) into ``y`` (``outer * inner``): one pass, or two through an fp32 scratch
+    buffer of ``(outer, splits, inner)`` partial results (see ``split_count``)."""
+    splits = 1 if kind == "LOGSUMEXP" else split_count(outer * inner, red)
+    op = [f"-D OP_{kind}"]
+    i32 = np.int32
+    if splits == 1:
+        args = (x.buffer, i32(x.elem_offset), y.buffer, i32(y.elem_offset), i32(outer * inner), i32(red), i32(inner))
+        return [rows_launch(backend, "reduce", op, (*args, i32(1), i32(red), i32(red)), outer * inner, red, inner)], None
+    chunk = -(-red // splits)
+    splits = -(-red // chunk)
+    parts = outer * splits * inner
+    scratch = backend.cl.Buffer(backend.runtime.context, backend.cl.mem_flags.READ_WRITE, 4 * parts)
+    args1 = (x.buffer, i32(x.elem_offset), scratch, i32(0), i32(parts), i32(red), i32(inner), i32(splits), i32(chunk), i32(red))
+    first = rows_launch(backend, "reduce", [*op, "-D NO_FINAL"], args1, parts, chunk, inner)
+    args2 = (scratch, i32(0), y.buffer, i32(y.elem_offset), i32(outer * inner), i32(splits), i32(inner), i32(1), i32(splits))
+    second = rows_launch(backend, "reduce", [*op, "-D NO_MAP"], (*args2, i32(red)), outer * inner, splits, inner)
+    return [first, second], scratch
+
+
+def collapse_axes(shape, axes) -> tuple[int, int, int] | None:
+    """``(outer, red, inner)`` of reducing ``axes`` of contiguous ``shape``, or None when the
+    reduced axes (size-1 dims ignored) are not one contiguous block."""
+    blocks: list[list] = []  # [size, reduced?], merged runs
+    for i, d in enumerate(shape):
+        if d == 1:
+            continue
+        r = i in axes
+        if blocks and blocks[-1][1] == r:
+            blocks[-1][0] *= d
+        else:
+            blocks.append([d, r])
+    flags = [r for _, r in blocks]
+    if flags.count(True) > 1:
+        return None
+    if True not in flags:
+        return math.prod(shape), 1, 1  # nothing (of size > 1) is reduced
+    k = flags.index(True)
+    outer = math.prod(s for s, _ in blocks[:k])
+    inner = math.prod(s for s, _ in blocks[k + 1 :])
+    return outer, blocks[k][0], inner
+
+
+def _axes(op, inputs, attrs, rank: int):
+    """Normalised reduced axes (``mnnpy.ops.reduce.reduce_axes``'s rule), or None when the
+    ``axes`` input is not known at resize."""
+    if len(op.inputs) > 1 and op.inputs[1] >= 0:
+        t = inputs[1]
+        if t.value is None:
+            return None
+        axes = [int(a) % max(rank, 1) for a in np.asarray(t.value).reshape(-1)]
+    else:
+        axes = []
+    if not axes:
+        return () if attrs["noop_with_empty_axes"] else tuple(range(rank))
+    return tuple(sorted(set(axes)))
+
+
+@opencl_execution(*OPS)
+class Reduce(Execution):
+    """``reduced = f(data, axes, keepdims)``: data float32, any rank; the reduced axes must
+    form one contiguous block of ``data``'s shape (size-1 dims aside). ``axes`` must be known
+    at resize (attribute turned constant by the converter, or a value computed at resize).
+    Empty ``axes`` with ``noop_with_empty_axes``: the elementwise part only, as on the CPU."""
+
+    @staticmethod
+    def check(op, inputs, attrs) -> tuple[bool, str]:
+        shape = inputs[0].shape
+        axes = _axes(op, inputs, attrs, len(shape))
+        if axes is None:
+            return False, f"{op.type} axes computed at run time (OpenCL takes axes known at resize)"
+        if collapse_axes(shape, axes) is None:
+            return False, f"{op.type} axes {list(axes)} of shape {list(shape)} are not one contiguous block"
+        return True, ""
+
+    def on_resize(self, inputs, outputs):
+        x, y = inputs[0], outputs[0]
+        infos = [i for i in self.input_infos if i is not None]
+        axes = _axes(self.op, infos, self.attrs, len(x.shape))
+        outer, red, inner = collapse_axes(x.shape, axes)
+        self.launches, self.scratch = reduce_launches(self.backend, OPS[self.op.type], x, y, outer, red, inner)
+
+    def on_execute(self, inputs, outputs):
+        for launch in self.launches:
+            launch()
+
+
+@opencl_execution("Softmax", "LogSoftmax")
+class Softmax(Execution):
+    """Softmax / LogSoftmax along ``axis`` (opset-13 semantics), float32 of any shape:
+    ``exp(x - max) / sum(exp(x - max))`` / ``x - max - log(sum(exp(x - max)))``. One row
+    (``outer``, ``inner`` fixed) per group slice; max and sum by local-memory reductions."""
+
+    def on_resize(self, inputs, outputs):
+        x, y = inputs[0], outputs[0]
+        shape = x.shape
+        axis = self.attrs["axis"] % len(shape)
+        outer, red, inner = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1 :])
+        args = (x.buffer, np.int32(x.elem_offset), y.buffer, np.int32(y.elem_offset))
+        args += (np.int32(outer * inner), np.int32(red), np.int32(inner))
+        options = ["-D SOFTMAX"] + (["-D LOG"] if self.op.type == "LogSoftmax" else [])
+        self.launch = rows_launch(self.backend, "softmax", options, args, outer * inner, red, inner, cache=True)
+
+    def on_execute(self, inputs, outputs):
+        self.launch()

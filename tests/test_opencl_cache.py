@@ -1,0 +1,253 @@
+"""OpenCL program-binary disk cache: hits across caches, verified entries, tampering, unwritable folders.
+
+Every test uses its own ``ProgramCache`` on a folder in ``tmp_path`` (the Runtime is a
+process-wide singleton; only its device, context and queue are borrowed).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import numpy as np
+import pytest
+from onnx import helper
+
+from mnnpy.backend import backend_availability, get_runtime
+from tests.backend_compare import ELEMENTWISE, compare
+from tests.oracle import make_model, rand
+
+_OK, _WHY = backend_availability("opencl")
+if not _OK:
+    pytest.skip(f"OpenCL unavailable: {_WHY}", allow_module_level=True)
+
+from mnnpy.backends.opencl import program_cache as pc  # noqa: E402
+from mnnpy.backends.opencl.program_cache import ProgramCache  # noqa: E402
+
+SOURCE = "__kernel void axpb(__global float *x, float a, int n) { int i = get_global_id(0); if (i < n) x[i] = a * x[i] + B; }"
+N = 37
+
+
+@pytest.fixture
+def rt():
+    return get_runtime("opencl")
+
+
+@pytest.fixture
+def folder(tmp_path, monkeypatch):
+    d = tmp_path / "clcache"
+    monkeypatch.setenv(pc.CACHE_ENV, str(d))
+    return d
+
+
+def _run(rt, prg, b=1.0):
+    """Run ``axpb`` (a=2) on 0..N-1 and check ``2x + b``."""
+    cl = rt.cl
+    x = np.arange(N, dtype=np.float32)
+    buf = cl.Buffer(rt.context, cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR, hostbuf=x)
+    k = cl.Kernel(prg, "axpb")
+    k.set_args(buf, np.float32(2.0), np.int32(N))
+    cl.enqueue_nd_range_kernel(rt.queue, k, (64,), (16,))
+    out = np.empty_like(x)
+    cl.enqueue_copy(rt.queue, out, buf, is_blocking=True)
+    np.testing.assert_array_equal(out, 2 * x + b)
+
+
+def _entry(cache, options=("-D B=1.0f",)):
+    return cache.path(cache.key(SOURCE, list(options)))
+
+
+def test_directory_from_env(rt, tmp_path, monkeypatch):
+    monkeypatch.setenv(pc.CACHE_ENV, str(tmp_path / "x"))
+    assert ProgramCache(rt).directory == tmp_path / "x" and (tmp_path / "x").is_dir()
+    monkeypatch.delenv(pc.CACHE_ENV)
+    monkeypatch.setenv("MNNPY_CACHE", str(tmp_path / "root"))
+    assert ProgramCache(rt).directory == tmp_path / "root" / "opencl"
+    for off in ("0", "off", "OFF"):
+        monkeypatch.setenv(pc.CACHE_ENV, off)
+        assert ProgramCache(rt).directory is None
+
+
+def test_memory_then_disk_hit(rt, folder):
+    c = ProgramCache(rt)
+    p1 = c.get("t.cl", SOURCE, ["-D B=1.0f"])
+    assert c.get("t.cl", SOURCE, ["-D B=1.0f"]) is p1
+    assert c.stats == dict(memory_hits=1, disk_hits=0, built=1, rejected=0, written=1)
+    assert _entry(c).is_file() and len(os.listdir(folder)) == 1
+    c2 = ProgramCache(rt)
+    _run(rt, c2.get("t.cl", SOURCE, ["-D B=1.0f"]))
+    assert c2.stats["disk_hits"] == 1 and c2.stats["built"] == 0 and c2.last_rejection is None
+    # other options, another entry
+    _run(rt, c2.get("t.cl", SOURCE, ["-D B=3.0f"]), 3.0)
+    assert c2.stats["built"] == 1 and len(os.listdir(folder)) == 2
+
+
+def test_entry_layout(rt, folder):
+    c = ProgramCache(rt)
+    c.get("t.cl", SOURCE, ["-D B=1.0f"])
+    data = _entry(c).read_bytes()
+    key = c.key(SOURCE, ["-D B=1.0f"])
+    assert data.startswith(pc.MAGIC) and key.encode() in data
+    assert rt.device.name in key and rt.device.driver_version in key and key.endswith("-D B=1.0f")
+    assert pc.unpack(data, key) == data[-len(pc.unpack(data, key)) :]
+    assert _entry(c).name == pc.hashlib.sha256(key.encode()).hexdigest() + pc.SUFFIX
+
+
+def _offsets(data: bytes, key: str) -> dict[str, int]:
+    k = len(key.encode())
+    end = pc._HEAD.size + k
+    start = end + pc._LEN.size + pc._DIGEST
+    return {
+        "magic": 0,
+        "format": 8,
+        "keylen": 12,
+        "key": pc._HEAD.size + 3,
+        "payload-length": end,
+        "digest": end + pc._LEN.size + 5,
+        "payload": start + 11,
+        "payload-last": len(data) - 1,
+    }
+
+
+REASONS = {
+    "magic": "bad magic",
+    "format": "format",
+    "keylen": "another key",
+    "key": "another key",
+    "payload-length": "payload length",
+    "digest": "hash",
+    "payload": "hash",
+    "payload-last": "hash",
+}
+
+
+@pytest.mark.parametrize("where", list(REASONS))
+def test_flipped_byte_rejected_and_rebuilt(rt, folder, where):
+    c = ProgramCache(rt)
+    c.get("t.cl", SOURCE, ["-D B=1.0f"])
+    path = _entry(c)
+    data = bytearray(path.read_bytes())
+    good = bytes(data)
+    data[_offsets(data, c.key(SOURCE, ["-D B=1.0f"]))[where]] ^= 0x41
+    path.write_bytes(bytes(data))
+    c2 = ProgramCache(rt)
+    prg = c2.get("t.cl", SOURCE, ["-D B=1.0f"])
+    assert c2.stats["rejected"] == 1 and c2.stats["disk_hits"] == 0 and c2.stats["built"] == 1
+    assert REASONS[where] in c2.last_rejection
+    _run(rt, prg)
+    # rewritten, valid again (PoCL binaries are deterministic; any valid entry loads)
+    assert path.is_file() and path.read_bytes()[:16] == good[:16]
+    c3 = ProgramCache(rt)
+    _run(rt, c3.get("t.cl", SOURCE, ["-D B=1.0f"]))
+    assert c3.stats["disk_hits"] == 1 and c3.stats["rejected"] == 0
+
+
+@pytest.mark.parametrize("size", [0, 5, 20, "half", "minus1"])
+def test_truncated_rejected(rt, folder, size):
+    c = ProgramCache(rt)
+    c.get("t.cl", SOURCE, ["-D B=1.0f"])
+    path = _entry(c)
+    data = path.read_bytes()
+    n = {"half": len(data) // 2, "minus1": len(data) - 1}.get(size, size)
+    path.write_bytes(data[:n])
+    c2 = ProgramCache(rt)
+    _run(rt, c2.get("t.cl", SOURCE, ["-D B=1.0f"]))
+    assert c2.stats["rejected"] == 1 and c2.stats["built"] == 1
+    assert "truncated" in c2.last_rejection or "length" in c2.last_rejection or "another key" in c2.last_rejection
+
+
+def test_appended_bytes_rejected(rt, folder):
+    c = ProgramCache(rt)
+    c.get("t.cl", SOURCE, ["-D B=1.0f"])
+    path = _entry(c)
+    path.write_bytes(path.read_bytes() + b"\0")
+    c2 = ProgramCache(rt)
+    _run(rt, c2.get("t.cl", SOURCE, ["-D B=1.0f"]))
+    assert c2.stats["rejected"] == 1 and "payload length" in c2.last_rejection
+
+
+def test_foreign_key_rejected(rt, folder):
+    """A valid entry of another key, renamed to this key's file name, is not loaded."""
+    c = ProgramCache(rt)
+    c.get("t.cl", SOURCE, ["-D B=1.0f"])
+    c.get("t.cl", SOURCE, ["-D B=3.0f"])
+    os.replace(_entry(c, ["-D B=3.0f"]), _entry(c, ["-D B=1.0f"]))
+    c2 = ProgramCache(rt)
+    _run(rt, c2.get("t.cl", SOURCE, ["-D B=1.0f"]), 1.0)
+    assert c2.stats["rejected"] == 1 and "another key" in c2.last_rejection
+
+
+def test_consistent_entry_with_bad_binary_rejected(rt, folder):
+    """Hash and key right, but the driver refuses the binary: discarded and rebuilt."""
+    c = ProgramCache(rt)
+    key = c.key(SOURCE, ["-D B=1.0f"])
+    _entry(c).write_bytes(pc.pack(key, b"not a device binary" * 4))
+    _run(rt, c.get("t.cl", SOURCE, ["-D B=1.0f"]))
+    assert c.stats["rejected"] == 1 and "does not build" in c.last_rejection and c.stats["written"] == 1
+    assert pc.unpack(_entry(c).read_bytes(), key) != b"not a device binary" * 4
+
+
+def test_oversized_file_not_read(rt, folder, monkeypatch):
+    c = ProgramCache(rt)
+    c.get("t.cl", SOURCE, ["-D B=1.0f"])
+    monkeypatch.setattr(pc, "MAX_FILE", 64)
+    c2 = ProgramCache(rt)
+    _run(rt, c2.get("t.cl", SOURCE, ["-D B=1.0f"]))
+    assert c2.stats["rejected"] == 1 and "larger than 64" in c2.last_rejection
+
+
+def test_disabled(rt, tmp_path, monkeypatch):
+    monkeypatch.setenv(pc.CACHE_ENV, "off")
+    monkeypatch.setenv("MNNPY_CACHE", str(tmp_path))
+    c = ProgramCache(rt)
+    _run(rt, c.get("t.cl", SOURCE, ["-D B=1.0f"]))
+    assert c.directory is None and c.stats["written"] == 0 and not (tmp_path / "opencl").exists()
+
+
+def test_uncreatable_directory(rt, tmp_path, monkeypatch):
+    (tmp_path / "file").write_text("not a folder")
+    monkeypatch.setenv(pc.CACHE_ENV, str(tmp_path / "file" / "opencl"))
+    with pytest.warns(RuntimeWarning, match="disk cache disabled"):
+        c = ProgramCache(rt)
+    _run(rt, c.get("t.cl", SOURCE, ["-D B=1.0f"]))
+    assert c.directory is None and c.stats["built"] == 1
+
+
+def test_unwritable_directory(rt, folder, monkeypatch):
+    """Writes that fail (read-only folder, full disk) warn once; programs still work."""
+
+    def fail(path, data):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(pc, "atomic_write", fail)
+    c = ProgramCache(rt)
+    with pytest.warns(RuntimeWarning, match="cannot write"):
+        _run(rt, c.get("t.cl", SOURCE, ["-D B=1.0f"]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _run(rt, c.get("t.cl", SOURCE, ["-D B=3.0f"]), 3.0)
+    assert c.stats["built"] == 2 and c.stats["written"] == 0 and os.listdir(folder) == []
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="needs a non-root POSIX user for a read-only folder")
+def test_read_only_directory(rt, folder):
+    folder.mkdir()
+    folder.chmod(0o500)
+    try:
+        c = ProgramCache(rt)
+        with pytest.warns(RuntimeWarning):
+            _run(rt, c.get("t.cl", SOURCE, ["-D B=1.0f"]))
+    finally:
+        folder.chmod(0o700)
+
+
+def test_session_programs_reloaded_from_disk(rt, folder, monkeypatch, rng):
+    """The real shaders through a session: built and written, then loaded by a fresh cache."""
+    x = rand(rng, 13, 7, 31)
+    model = make_model([helper.make_node("Add", ["x", "x"], ["a"]), helper.make_node("Sigmoid", ["a"], ["y"])], {"x": x}, ["y"])
+    monkeypatch.setattr(rt, "programs", ProgramCache(rt))
+    compare(model, {"x": x}, ELEMENTWISE)
+    assert rt.programs.stats["built"] >= 2 and rt.programs.stats["written"] == rt.programs.stats["built"]
+    monkeypatch.setattr(rt, "programs", ProgramCache(rt))
+    compare(model, {"x": x}, ELEMENTWISE)
+    assert rt.programs.stats["built"] == 0 and rt.programs.stats["disk_hits"] >= 2

@@ -1,0 +1,250 @@
+"""OpenCL Conv: the general (register-blocked), depthwise and 1x1-GEMM kernels against the CPU.
+
+Fused activations, odd channel counts, batch 2, pads/strides/dilations/auto_pad, groups,
+fp16 storage, blocks modelled on MobileNetV2/ResNet-18/PP-OCR, and the CPU fallbacks.
+Skipped, with the reason, where no OpenCL device is usable.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import helper
+
+from mnnpy.backend import backend_availability
+from tests.backend_compare import ACCUMULATE, HALF, compare, sessions
+from tests.oracle import make_model, rand
+
+_OK, _WHY = backend_availability("opencl")
+if not _OK:
+    pytest.skip(f"OpenCL unavailable: {_WHY}", allow_module_level=True)
+
+
+def _weights(rng, *shape):
+    """He-like scale (1/sqrt(fan-in)) so that outputs stay O(1), as in trained nets."""
+    return rand(rng, *shape, scale=1 / np.sqrt(np.prod(shape[1:])))
+
+
+def _conv(rng, xs, ws, attrs, bias=True, after=()):
+    """A model ``x -> Conv(w, b) -> after...`` (``after``: (op, attrs, extra constant inputs))."""
+    x, inits = rand(rng, *xs), {"w": _weights(rng, *ws)}
+    names = ["x", "w"]
+    if bias:
+        inits["b"] = rand(rng, ws[0], scale=0.5)
+        names.append("b")
+    nodes, prev = [helper.make_node("Conv", names, ["c0"], **attrs)], "c0"
+    for i, (op, a, extra) in enumerate(after):
+        ins = [prev]
+        for j, v in enumerate(extra):
+            inits[f"k{i}_{j}"] = np.asarray(v, np.float32)
+            ins.append(f"k{i}_{j}")
+        nodes.append(helper.make_node(op, ins, [f"c{i + 1}"], **a))
+        prev = f"c{i + 1}"
+    return make_model(nodes, {"x": x}, [prev], inits), {"x": x}
+
+
+# (x shape, w shape, attrs, kernel the Execution picks)
+CASES = [
+    ((2, 5, 13, 11), (7, 5, 3, 3), {"pads": [1, 1, 1, 1]}, "conv2d"),
+    ((1, 3, 31, 29), (13, 3, 7, 7), {"pads": [3, 3, 3, 3], "strides": [2, 2]}, "conv2d"),  # ResNet stem
+    ((1, 8, 12, 13), (17, 8, 1, 1), {"strides": [2, 2]}, "conv2d"),  # ResNet downsample
+    ((2, 6, 9, 10), (9, 2, 3, 3), {"group": 3, "pads": [1, 0, 2, 1], "dilations": [2, 1]}, "conv2d"),
+    ((1, 6, 12, 12), (10, 3, 1, 1), {"group": 2}, "conv2d"),  # grouped 1x1: not the GEMM
+    ((1, 5, 7, 9), (6, 5, 2, 3), {"auto_pad": "SAME_UPPER", "strides": [2, 1]}, "conv2d"),
+    ((1, 5, 7, 9), (6, 5, 3, 2), {"auto_pad": "SAME_LOWER", "strides": [1, 2]}, "conv2d"),
+    ((1, 5, 9, 9), (3, 5, 3, 3), {"auto_pad": "VALID", "dilations": [2, 2]}, "conv2d"),
+    ((1, 4, 5, 23), (4, 4, 1, 5), {"pads": [0, 2, 0, 2]}, "conv2d"),  # 1x5 kernel
+    ((1, 7, 9, 11), (14, 1, 3, 3), {"group": 7, "pads": [1, 1, 1, 1]}, "conv2d"),  # channel multiplier 2
+    ((2, 7, 13, 11), (9, 7, 1, 1), {}, "gemm"),
+    ((1, 33, 10, 10), (70, 33, 1, 1), {}, "gemm"),  # more than one 64x64 tile
+    ((1, 16, 3, 3), (3, 16, 1, 1), {}, "gemm"),  # M <= 4: the thin tile
+    ((1, 8, 13, 11), (8, 1, 3, 3), {"group": 8, "pads": [1, 1, 1, 1]}, "depthwise"),
+    ((2, 9, 14, 15), (9, 1, 5, 5), {"group": 9, "strides": [2, 2], "auto_pad": "SAME_UPPER"}, "depthwise"),
+    ((1, 5, 16, 17), (5, 1, 3, 3), {"group": 5, "dilations": [2, 3], "pads": [2, 3, 2, 3]}, "depthwise"),
+    ((1, 3, 8, 40), (3, 1, 3, 3), {"group": 3, "dilations": [1, 15], "pads": [1, 15, 1, 15]}, "conv2d"),  # row too long
+]
+IDS = [f"{c[3]}-{'x'.join(map(str, c[1]))}-{i}" for i, c in enumerate(CASES)]
+
+
+def _kernel(session) -> str:
+    exe = next(iter(session._plan.executions.values()))
+    return exe.launch.kernel.function_name
+
+
+@pytest.mark.parametrize("xs,ws,attrs,kernel", CASES, ids=IDS)
+def test_conv(rng, xs, ws, attrs, kernel):
+    model, feeds = _conv(rng, xs, ws, attrs)
+    s = compare(model, feeds, ACCUMULATE)
+    assert _kernel(s) == kernel
+
+
+@pytest.mark.parametrize("xs,ws,attrs,kernel", [CASES[0], CASES[10], CASES[13]], ids=["conv2d", "gemm", "depthwise"])
+def test_conv_no_bias(rng, xs, ws, attrs, kernel):
+    model, feeds = _conv(rng, xs, ws, attrs, bias=False)
+    compare(model, feeds, ACCUMULATE)
+
+
+ACTS = [
+    ("Relu", {}, ()),
+    ("Clip", {}, (0.0, 6.0)),
+    ("HardSwish", {}, ()),
+    ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}, ()),
+    ("Sigmoid", {}, ()),
+    ("LeakyRelu", {"alpha": 0.1}, ()),
+    ("Tanh", {}, ()),
+]
+
+
+@pytest.mark.parametrize("act", ACTS, ids=[a[0] for a in ACTS])
+@pytest.mark.parametrize("case", [0, 10, 13], ids=["conv2d", "gemm", "depthwise"])
+def test_fused_activation(rng, act, case):
+    xs, ws, attrs, kernel = CASES[case]
+    model, feeds = _conv(rng, xs, ws, attrs, after=[act])
+    s = compare(model, feeds, ACCUMULATE)
+    desc = s.partitions()
+    assert "1 ops on opencl" in desc and act[0] + " '" not in desc, desc  # fused into the Conv
+    assert _kernel(s) == kernel
+
+
+@pytest.mark.parametrize("case", [0, 1, 3, 10, 11, 14], ids=["conv2d", "stem", "grouped", "gemm", "gemm-tiles", "depthwise"])
+def test_fp16_storage(rng, case):
+    xs, ws, attrs, _ = CASES[case]
+    model, feeds = _conv(rng, xs, ws, attrs, after=[("Clip", {}, (0.0, 6.0))])
+    s = compare(model, feeds, HALF, precision="low")
+    assert s.backends[0].storage == np.float16
+
+
+@pytest.mark.parametrize("tiles", [True, False], ids=["local-tiles", "direct"])
+@pytest.mark.parametrize("case", [10, 11, 12], ids=["odd", "tiles", "thin"])
+def test_pointwise_gemm_variants(rng, monkeypatch, tiles, case):
+    """The 1x1 GEMM with local-memory tiles (GPUs) and with direct loads (CPU devices)."""
+    from mnnpy.backends.opencl import gemm
+
+    monkeypatch.setattr(gemm, "LOCAL_TILES", tiles)
+    xs, ws, attrs, _ = CASES[case]
+    model, feeds = _conv(rng, xs, ws, attrs, after=[ACTS[2]])
+    compare(model, feeds, ACCUMULATE)
+
+
+SPLIT_CASES = [
+    ((1, 64, 7, 7), (40, 64, 3, 3), {"pads": [1, 1, 1, 1]}),  # ResNet's 7x7 stage, smaller
+    ((2, 37, 6, 5), (9, 37, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 1]}),  # channels not a multiple of the split
+    ((1, 48, 5, 5), (30, 16, 3, 3), {"group": 3, "pads": [1, 1, 1, 1]}),
+]
+
+
+@pytest.mark.parametrize("xs,ws,attrs", SPLIT_CASES, ids=["resnet", "odd", "grouped"])
+@pytest.mark.parametrize("precision", ["normal", "low"])
+def test_channel_split(rng, monkeypatch, xs, ws, attrs, precision):
+    """conv2d with -D SPLIT (GPUs, small outputs): input channels split over a work group."""
+    from mnnpy.backends.opencl import gemm
+
+    monkeypatch.setattr(gemm, "LOCAL_TILES", True)  # as on a GPU
+    model, feeds = _conv(rng, xs, ws, attrs, after=[ACTS[0]])
+    s = compare(model, feeds, ACCUMULATE if precision == "normal" else HALF, precision=precision)
+    assert "-D SPLIT=" in next(iter(s._plan.executions.values())).launch.key
+
+
+def test_dynamic_shapes_resize(rng):
+    """One session, three input sizes: every resize re-lays weights and rebuilds launches."""
+    model, _ = _conv(rng, (1, 6, 10, 10), (11, 6, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}, after=[ACTS[0]])
+    for i, name in enumerate("nchw"):
+        if name != "c":
+            model.graph.input[0].type.tensor_type.shape.dim[i].dim_param = name
+    dev, cpu = sessions(model)
+    for shape in [(1, 6, 10, 10), (2, 6, 17, 9), (1, 6, 10, 10)]:
+        x = rand(rng, *shape)
+        np.testing.assert_allclose(dev.run({"x": x})["c1"], cpu.run({"x": x})["c1"], atol=ACCUMULATE[0], rtol=ACCUMULATE[1])
+
+
+def _block(rng, nodes, x, inits, out):
+    return make_model(nodes, {"x": x}, [out], inits), {"x": x}
+
+
+def test_mobilenetv2_block(rng):
+    """Inverted residual: 1x1 expand + Clip(0, 6), depthwise 3x3 + Clip, 1x1 project, residual
+    Add; then GlobalAveragePool, Flatten and the classifier Gemm (transB)."""
+    c, e = 12, 36
+    x = rand(rng, 2, c, 15, 15)
+    inits = {
+        "w1": _weights(rng, e, c, 1, 1),
+        "b1": rand(rng, e, scale=0.1),
+        "w2": _weights(rng, e, 1, 3, 3),
+        "b2": rand(rng, e, scale=0.1),
+        "w3": _weights(rng, c, e, 1, 1),
+        "b3": rand(rng, c, scale=0.1),
+        "lo": np.float32(0),
+        "hi": np.float32(6),
+        "fc": _weights(rng, 10, c),
+        "fb": rand(rng, 10, scale=0.1),
+    }
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["a"]),
+        helper.make_node("Clip", ["a", "lo", "hi"], ["a6"]),
+        helper.make_node("Conv", ["a6", "w2", "b2"], ["d"], group=e, pads=[1, 1, 1, 1]),
+        helper.make_node("Clip", ["d", "lo", "hi"], ["d6"]),
+        helper.make_node("Conv", ["d6", "w3", "b3"], ["p"]),
+        helper.make_node("Add", ["p", "x"], ["r"]),
+        helper.make_node("GlobalAveragePool", ["r"], ["g"]),
+        helper.make_node("Flatten", ["g"], ["f"]),
+        helper.make_node("Gemm", ["f", "fc", "fb"], ["y"], transB=1),
+    ]
+    model, feeds = _block(rng, nodes, x, inits, "y")
+    desc = compare(model, feeds, ACCUMULATE).partitions()
+    assert "Clip '" not in desc  # both Clips fused
+
+
+def test_resnet_block(rng):
+    """Stem (7x7 stride 2 + BatchNorm + Relu) and a basic block with a 1x1 stride-2 shortcut."""
+    x = rand(rng, 1, 3, 32, 32)
+    bn = {f"bn_{k}": v for k, v in zip(("s", "b", "m", "v"), (rand(rng, 16) * 0.2 + 1, rand(rng, 16) * 0.1, rand(rng, 16) * 0.1))}
+    bn["bn_v"] = np.abs(rand(rng, 16)) + 0.5
+    inits = {
+        "w0": _weights(rng, 16, 3, 7, 7),
+        **bn,
+        "w1": _weights(rng, 24, 16, 3, 3),
+        "w2": _weights(rng, 24, 24, 3, 3),
+        "ws": _weights(rng, 24, 16, 1, 1),
+    }
+    nodes = [
+        helper.make_node("Conv", ["x", "w0"], ["s0"], pads=[3, 3, 3, 3], strides=[2, 2]),
+        helper.make_node("BatchNormalization", ["s0", "bn_s", "bn_b", "bn_m", "bn_v"], ["s1"]),
+        helper.make_node("Relu", ["s1"], ["s"]),
+        helper.make_node("Conv", ["s", "w1"], ["a"], pads=[1, 1, 1, 1], strides=[2, 2]),
+        helper.make_node("Relu", ["a"], ["ar"]),
+        helper.make_node("Conv", ["ar", "w2"], ["b"], pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["s", "ws"], ["sc"], strides=[2, 2]),
+        helper.make_node("Add", ["b", "sc"], ["r"]),
+        helper.make_node("Relu", ["r"], ["y"]),
+    ]
+    model, feeds = _block(rng, nodes, x, inits, "y")
+    desc = compare(model, feeds, ACCUMULATE).partitions()
+    assert "BatchNormalization '" not in desc  # folded into the stem Conv, its Relu fused
+
+
+def test_ppocr_block(rng):
+    """PP-OCR style: depthwise 5x5 stride 2 with HardSwish, 1x1 with HardSwish, odd channels."""
+    x = rand(rng, 1, 9, 24, 40)
+    inits = {"w1": _weights(rng, 9, 1, 5, 5), "w2": _weights(rng, 27, 9, 1, 1), "b2": rand(rng, 27, scale=0.1)}
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["d"], group=9, pads=[2, 2, 2, 2], strides=[2, 2]),
+        helper.make_node("HardSwish", ["d"], ["dh"]),
+        helper.make_node("Conv", ["dh", "w2", "b2"], ["p"]),
+        helper.make_node("HardSwish", ["p"], ["y"]),
+    ]
+    model, feeds = _block(rng, nodes, x, inits, "y")
+    compare(model, feeds, ACCUMULATE)
+
+
+def test_conv1d_falls_back(rng):
+    x, w = rand(rng, 1, 4, 17), _weights(rng, 5, 4, 3)
+    model = make_model([helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1])], {"x": x}, ["y"], {"w": w})
+    s = compare(model, {"x": x}, ACCUMULATE, on_device=False)
+    assert "Conv with 1 spatial dims (OpenCL runs 2-D)" in s.partitions()
+
+
+def test_weights_at_run_time_fall_back(rng):
+    x, w = rand(rng, 1, 4, 9, 9), _weights(rng, 5, 4, 3, 3)
+    model = make_model([helper.make_node("Conv", ["x", "w"], ["y"])], {"x": x, "w": w}, ["y"])
+    s = compare(model, {"x": x, "w": w}, ACCUMULATE, on_device=False)
+    assert "Conv weights computed at run time" in s.partitions()
