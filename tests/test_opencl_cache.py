@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from mnnpy.backend import backend_availability, get_runtime
+from mnnpy.backend import backend_availability
 from tests.backend_compare import ELEMENTWISE, compare
 from tests.oracle import make_model, rand
 
@@ -26,18 +26,6 @@ from mnnpy.backends.opencl.program_cache import ProgramCache  # noqa: E402
 
 SOURCE = "__kernel void axpb(__global float *x, float a, int n) { int i = get_global_id(0); if (i < n) x[i] = a * x[i] + B; }"
 N = 37
-
-
-@pytest.fixture
-def rt():
-    return get_runtime("opencl")
-
-
-@pytest.fixture
-def folder(tmp_path, monkeypatch):
-    d = tmp_path / "clcache"
-    monkeypatch.setenv(pc.CACHE_ENV, str(d))
-    return d
 
 
 def _run(rt, prg, b=1.0):

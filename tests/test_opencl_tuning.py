@@ -52,18 +52,6 @@ def _keep_buffers():
     _ALIVE.clear()
 
 
-@pytest.fixture
-def rt():
-    return get_runtime("opencl")
-
-
-@pytest.fixture
-def folder(tmp_path, monkeypatch):
-    d = tmp_path / "clcache"
-    monkeypatch.setenv(pc.CACHE_ENV, str(d))
-    return d
-
-
 def _launch(rt, work, name="add2", local=None):
     """A Launch of ``name`` over ``work`` on a fresh buffer; returns (launch, buffer, host data)."""
     cl = rt.cl

@@ -116,19 +116,14 @@ class Conv(Execution):
         self.weights = self.backend.weights(wv.reshape(c, kh * kw))
         self.bias = self.backend.weights(bias)
         opts = [act[0], f"-D KH={kh}", f"-D KW={kw}", f"-D SW={strides[1]}", f"-D DW={dil[1]}", f"-D VW={VW}"]
-        i32 = np.int32
-        args = (
-            x.buffer,
-            i32(x.elem_offset),
-            self.weights.buffer,
-            self.bias.buffer,
-            y.buffer,
-            i32(y.elem_offset),
-            *(i32(v) for v in (c, h, w, oh, ow, strides[0], pads[0], pads[1], dil[0], n * c)),
-            act[1],
-            act[2],
-        )
+        args = self._args(x, y, (c, h, w, oh, ow, strides[0], pads[0], pads[1], dil[0], n * c), act)
         self.launch = self.backend.launch(SOURCE, "depthwise", opts, args, (math.ceil(ow / VW), oh, n * c))
+
+    def _args(self, x, y, geometry, act) -> tuple:
+        """Kernel arguments of ``conv2d``/``depthwise``: x, weights, bias, y, the int geometry, a0, a1."""
+        i32 = np.int32
+        head = (x.buffer, i32(x.elem_offset), self.weights.buffer, self.bias.buffer, y.buffer, i32(y.elem_offset))
+        return (*head, *(i32(v) for v in geometry), act[1], act[2])
 
     def _general(self, x, y, wv, bias, act, strides, dil, pads):
         n, c, h, w = x.shape
@@ -148,19 +143,8 @@ class Conv(Execution):
         nz = n * g * mbg
         owb = math.ceil(ow / VW)
         split = channel_split(owb * oh * nz, cg) if use_local_tiles(self.backend) else 1
-        i32 = np.int32
         geometry = (c, h, w, m, oh, ow, cg, mg, mbg, g, strides[0], strides[1], pads[0], pads[1], dil[0], dil[1], nz)
-        args = (
-            x.buffer,
-            i32(x.elem_offset),
-            self.weights.buffer,
-            self.bias.buffer,
-            y.buffer,
-            i32(y.elem_offset),
-            *(i32(v) for v in geometry),
-            act[1],
-            act[2],
-        )
+        args = self._args(x, y, geometry, act)
         if split > 1:
             local = (split, GROUP // split, 1)
             la = self.backend.launch(SOURCE, "conv2d", [*opts, f"-D SPLIT={split}"], args, (split, owb * oh, nz), local)

@@ -116,8 +116,24 @@ def _float_only(op, inputs) -> tuple[bool, str]:
     return True, ""
 
 
+class _GemmExecution(Execution):
+    """MatMul/Gemm: float32 operands only; constant operands kept fp32 under fp16 storage."""
+
+    @staticmethod
+    def check(op, inputs, attrs) -> tuple[bool, str]:
+        return _float_only(op, inputs)
+
+    def _operands(self, inputs) -> list:
+        """A and B handles (fp32 copies of constants when activations are fp16), kept alive on self."""
+        self.operands = [self.backend.fp32_operand(h, i) for h, i in zip(inputs[:2], self.input_infos[:2])]
+        return self.operands
+
+    def on_execute(self, inputs, outputs):
+        self.launch()
+
+
 @opencl_execution("MatMul")
-class MatMul(Execution):
+class MatMul(_GemmExecution):
     """``Y = A @ B`` (numpy.matmul: 1-D operands promoted, batch dims broadcast), float32.
 
     A: (..., M, K), B: (..., K, N) -> Y: (..., M, N). When B has no batch (2-D or leading
@@ -125,12 +141,8 @@ class MatMul(Execution):
     reads A and B at a stride per batch, or through a table of offsets for general broadcasts.
     """
 
-    @staticmethod
-    def check(op, inputs, attrs) -> tuple[bool, str]:
-        return _float_only(op, inputs)
-
     def on_resize(self, inputs, outputs):
-        a, b = self.operands = [self.backend.fp32_operand(h, i) for h, i in zip(inputs[:2], self.input_infos[:2])]
+        a, b = self._operands(inputs)
         y = outputs[0]
         a2 = (1, *a.shape) if len(a.shape) == 1 else tuple(a.shape)
         b2 = (*b.shape, 1) if len(b.shape) == 1 else tuple(b.shape)
@@ -162,12 +174,9 @@ class MatMul(Execution):
             return 0
         return size if np.array_equal(offs, np.arange(offs.size) * size) else None
 
-    def on_execute(self, inputs, outputs):
-        self.launch()
-
 
 @opencl_execution("Gemm")
-class Gemm(Execution):
+class Gemm(_GemmExecution):
     """``Y = alpha * A' @ B' + beta * C`` (A' = A.T if transA, B' = B.T if transB), float32.
 
     A: (M, K) or (K, M); B: (K, N) or (N, K); C unidirectionally broadcast to (M, N): (),
@@ -175,12 +184,8 @@ class Gemm(Execution):
     with row/column strides (0 where broadcast).
     """
 
-    @staticmethod
-    def check(op, inputs, attrs) -> tuple[bool, str]:
-        return _float_only(op, inputs)
-
     def on_resize(self, inputs, outputs):
-        a, b = self.operands = [self.backend.fp32_operand(h, i) for h, i in zip(inputs[:2], self.input_infos[:2])]
+        a, b = self._operands(inputs)
         y = outputs[0]
         ta, tb = bool(self.attrs["transA"]), bool(self.attrs["transB"])
         m, n = y.shape
@@ -211,6 +216,3 @@ class Gemm(Execution):
             alpha=float(self.attrs["alpha"]),
             beta=beta,
         )
-
-    def on_execute(self, inputs, outputs):
-        self.launch()
