@@ -92,8 +92,12 @@ def _devices(args) -> int:
         ok, reason = backend_availability(name)
         print(f"{name}: {'available' if ok else 'unavailable: ' + reason}")
         if ok:
-            for line in getattr(_load_runtime_class(name), "list_devices", lambda: [])():
+            cls = _load_runtime_class(name)
+            for line in getattr(cls, "list_devices", lambda: [])():
                 print(f"  {line}")
+            info = getattr(cls, "cache_info", None)
+            if info is not None:
+                print(f"  {info()}")
     return 0
 
 

@@ -239,3 +239,13 @@ def test_session_programs_reloaded_from_disk(rt, folder, monkeypatch, rng):
     monkeypatch.setattr(rt, "programs", ProgramCache(rt))
     compare(model, {"x": x}, ELEMENTWISE)
     assert rt.programs.stats["built"] == 0 and rt.programs.stats["disk_hits"] >= 2
+
+
+def test_devices_reports_the_cache(folder, capsys, monkeypatch):
+    from mnnpy.cli import main
+
+    assert main(["devices"]) == 0
+    assert f"cache: {folder} (" in capsys.readouterr().out
+    monkeypatch.setenv(pc.CACHE_ENV, "off")
+    assert main(["devices"]) == 0
+    assert "cache: off" in capsys.readouterr().out

@@ -157,6 +157,19 @@ class OpenCLRuntime(Runtime):
         except Exception:  # no pyopencl, ICD or platform: availability() says why
             return []
 
+    @classmethod
+    def cache_info(cls) -> str:
+        """One line: the disk cache folder with its program binaries and tuning file, or "off"."""
+        from mnnpy.backends.opencl.program_cache import CACHE_ENV, cache_directory
+        from mnnpy.backends.opencl.tuning import FILE
+
+        d = cache_directory()
+        if d is None:
+            return f"cache: off (${CACHE_ENV})"
+        binaries = len(list(d.glob("*.clbin"))) if d.is_dir() else 0
+        tuned = "present" if (d / FILE).is_file() else "absent"
+        return f"cache: {d} ({binaries} program binaries; {FILE} {tuned}; ${CACHE_ENV} moves it, 0 turns it off)"
+
     def program(self, file: str, options: Sequence[str] = ()):
         """The built program of ``shaders/opencl/<file>`` (``common.h`` prepended) with
         build ``options``; cached in memory and as a binary on disk (``ProgramCache``)."""
