@@ -179,6 +179,25 @@ def test_unavailable_reasons(monkeypatch):
     assert device is None and "pyopencl is not importable" in why
 
 
+def test_device_choice_by_type_or_platform():
+    """``MNNPY_OPENCL_DEVICE``: a type (gpu, cpu, accelerator), or part of the platform or
+    device name, case-insensitive; no match says what was looked for."""
+    import pyopencl as cl
+
+    from mnnpy.backends import opencl
+
+    dev, _ = opencl._find_device(None)
+    assert opencl._find_device(dev.name[:6])[0] == dev
+    assert opencl._find_device(dev.platform.name[:8].upper())[0] == dev
+    for kind in ("gpu", "cpu", "accelerator"):
+        found, why = opencl._find_device(kind)
+        if found is None:
+            assert "a type gpu/cpu/accelerator" in why
+        else:
+            assert found.type & getattr(cl.device_type, kind.upper())
+    assert any(opencl._find_device(kind)[0] == dev for kind in ("gpu", "cpu", "accelerator"))
+
+
 def test_swish(rng):
     x = rand(rng, *SHAPE, scale=4)
     model = make_model([helper.make_node("Sigmoid", ["x"], ["s"]), helper.make_node("Mul", ["x", "s"], ["y"])], {"x": x}, ["y"])

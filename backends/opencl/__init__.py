@@ -1,7 +1,8 @@
 """The OpenCL backend (pyopencl): one device per process, one pooled device buffer per session.
 
 Runtime: the chosen device (a GPU when there is one, else any device; the environment
-variable ``MNNPY_OPENCL_DEVICE`` selects by a substring of the device name), one
+variable ``MNNPY_OPENCL_DEVICE`` selects by type (gpu, cpu, accelerator) or by part of
+the platform or device name), one
 context and one in-order queue, and the programs built from ``shaders/opencl/*.cl``
 (cached in memory per file and build options).
 
@@ -72,13 +73,24 @@ def _find_device(wanted: str | None):
         return None, f"no OpenCL platform (is an ICD installed?): {e}"
     devices = [d for p in platforms for d in _devices_of(p)]
     if wanted:
-        devices = [d for d in devices if wanted.lower() in d.name.lower()]
+        devices = [d for d in devices if _matches(d, wanted)]
         if not devices:
-            return None, f"no OpenCL device name contains {DEVICE_ENV}={wanted!r}"
+            return None, f"no OpenCL device matches {DEVICE_ENV}={wanted!r} (a type gpu/cpu/accelerator, or part of a platform or device name)"
     if not devices:
         return None, "no OpenCL device"
     gpus = [d for d in devices if d.type & cl.device_type.GPU]
     return (gpus or devices)[0], ""
+
+
+def _matches(device, wanted: str) -> bool:
+    """``wanted``: a device type ("gpu", "cpu", "accelerator") or part of "platform name device name"."""
+    import pyopencl as cl
+
+    w = wanted.strip().lower()
+    types = {"gpu": cl.device_type.GPU, "cpu": cl.device_type.CPU, "accelerator": cl.device_type.ACCELERATOR}
+    if w in types:
+        return bool(device.type & types[w])
+    return w in f"{device.platform.name} {device.name}".lower()
 
 
 def _devices_of(platform) -> list:
