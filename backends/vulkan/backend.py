@@ -1,0 +1,210 @@
+"""``VulkanBackend``: one per session; memory, recording and submission of its resizes.
+
+Life cycle (``mnnpy.session``): ``on_resize_begin`` -> ``allocate_arena`` (a new
+``ResizeMemory``) -> ``acquire``/``acquire_constant`` (handles with offsets) -> per
+partition ``on_resize_partition`` (the tensors uploaded before it / downloaded after it
+get staging slots) and the Executions' ``on_resize`` (dispatches described) ->
+``on_resize_end``: device and staging buffers created, constants uploaded, descriptor
+sets written, one command buffer recorded per partition. Run: ``upload`` writes mapped
+staging memory, ``on_execute_end`` submits the partition's command buffer once and waits
+on the fence, ``download`` copies out of mapped staging memory.
+
+Storage is float32 in every precision in this slice (``precision="low"`` is accepted and
+computes in fp32). The objects of a resize live as long as its handles (the session keeps
+the last few resizes), so switching back to an earlier input shape reuses its recording.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+
+import numpy as np
+
+from mnnpy.backend import Backend, BackendConfig, Execution, TensorInfo
+from mnnpy.backends.vulkan.commands import PartitionRecord, record_partition, submit_and_wait, write_descriptor_sets
+from mnnpy.backends.vulkan.device import VulkanError
+from mnnpy.backends.vulkan.memory import ResizeMemory, VkTensor
+from mnnpy.ir import Op
+
+MAX_ELEMENTS = 2**31 - 1  # shaders index with 32-bit unsigned ints; keep clear of the top bit
+
+
+def _destroy_fence(vk, device, fence) -> None:
+    try:
+        vk.vkDestroyFence(device, fence, None)
+    except Exception:  # noqa: BLE001 - interpreter shutdown
+        pass
+
+
+class VulkanBackend(Backend):
+    """Per-session Vulkan backend; handles are ``VkTensor``."""
+
+    name = "vulkan"
+
+    def __init__(self, runtime, config: BackendConfig):
+        super().__init__(runtime, config)
+        vk = self.vk = runtime.vk
+        self.align = runtime.limits["minStorageBufferOffsetAlignment"]
+        fence = vk.vkCreateFence(runtime.device, vk.VkFenceCreateInfo(sType=vk.VK_STRUCTURE_TYPE_FENCE_CREATE_INFO), None)
+        self.fence = vk.ffi.new("VkFence[1]", [fence])
+        weakref.finalize(self, _destroy_fence, vk, runtime.device, fence).atexit = False
+        self.pending: PartitionRecord | None = None
+        self._memory: ResizeMemory | None = None
+        self._parts: list[PartitionRecord] = []
+
+    # -- schedule -----------------------------------------------------------------------
+    def supports(self, op: Op, inputs: Sequence[TensorInfo], attrs: dict) -> tuple[bool, str]:
+        from mnnpy.backends.vulkan.registry import executions
+
+        cls = executions().get(op.type)
+        if cls is None:
+            return False, f"no Vulkan execution for {op.type}"
+        bad = sorted({str(t.dtype) for t in inputs if t.dtype != np.float32})
+        if bad:
+            return False, f"dtype {', '.join(bad)} (Vulkan runs float32 only)"
+        limit = self.runtime.limits["maxStorageBufferRange"] - self.align
+        if any(t.nbytes > limit or int(np.prod(t.shape, dtype=np.int64)) > MAX_ELEMENTS for t in inputs):
+            return False, f"size limit: a tensor is larger than the device's storage-buffer range ({limit} bytes)"
+        check = getattr(cls, "check", None)
+        return check(op, inputs, attrs) if check else (True, "")
+
+    def create_execution(self, op, attrs, inputs, outputs) -> Execution | None:
+        from mnnpy.backends.vulkan.registry import executions
+
+        cls = executions().get(op.type)
+        return None if cls is None else cls(self, op, attrs, inputs, outputs)
+
+    # -- resize -------------------------------------------------------------------------
+    def on_resize_begin(self) -> None:
+        self._memory, self._parts = None, []
+
+    def allocate_arena(self, nbytes: int) -> None:
+        self._memory = ResizeMemory(self.runtime, nbytes)
+
+    def acquire(self, tensor: TensorInfo, offset: int) -> VkTensor:
+        return self._memory.tensor(offset, tensor.shape, tensor.dtype)
+
+    def acquire_constant(self, tensor: TensorInfo) -> VkTensor:
+        return self._memory.constant(np.asarray(tensor.value, dtype=tensor.dtype))
+
+    def on_resize_partition(self, uploads: list, downloads: list) -> None:
+        """A new partition: staging slots for what is uploaded before / downloaded after it."""
+        part = PartitionRecord(list(uploads), list(downloads))
+        for t in part.uploads + part.downloads:
+            self._memory.stage(t)
+        self._parts.append(part)
+
+    def current_partition(self) -> PartitionRecord:
+        """The partition whose Executions are being resized (one is opened if the session
+        announced none: it then has no uploads or downloads)."""
+        if not self._parts:
+            self._parts.append(PartitionRecord())
+        return self._parts[-1]
+
+    def on_resize_end(self) -> None:
+        memory, parts = self._memory, self._parts
+        self._memory, self._parts = None, []
+        if memory is None or (not parts and not memory.constants):
+            return
+        vk, rt = self.vk, self.runtime
+        try:
+            memory.materialize()
+            pool_info = vk.VkCommandPoolCreateInfo(
+                sType=vk.VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, queueFamilyIndex=rt.family
+            )
+            pool = memory.own("vkDestroyCommandPool", vk.vkCreateCommandPool(rt.device, pool_info, None))
+            self._upload_constants(memory, pool)
+            dispatches = [d for p in parts for d in p.dispatches]
+            if dispatches:
+                sizes = [
+                    vk.VkDescriptorPoolSize(
+                        type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=sum(len(d.bindings) for d in dispatches)
+                    )
+                ]
+                info = vk.VkDescriptorPoolCreateInfo(
+                    sType=vk.VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
+                    maxSets=len(dispatches),
+                    poolSizeCount=1,
+                    pPoolSizes=sizes,
+                )
+                descriptors = memory.own("vkDestroyDescriptorPool", vk.vkCreateDescriptorPool(rt.device, info, None))
+                write_descriptor_sets(vk, rt.device, descriptors, dispatches, memory.buffer, self.align)
+            if parts:
+                commands = self._command_buffers(pool, len(parts))
+                for part, cmd in zip(parts, commands):
+                    part.command = cmd
+                    record_partition(vk, part, memory)
+        except vk.VkError as e:
+            raise VulkanError(f"Vulkan resize failed: {type(e).__name__}") from e
+
+    def _command_buffers(self, pool, count: int) -> list:
+        vk = self.vk
+        info = vk.VkCommandBufferAllocateInfo(
+            sType=vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
+            commandPool=pool,
+            level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+            commandBufferCount=count,
+        )
+        return list(vk.vkAllocateCommandBuffers(self.runtime.device, info))
+
+    def _upload_constants(self, memory: ResizeMemory, pool) -> None:
+        """Copy every constant into the device buffer once, through a temporary staging buffer."""
+        items = [(t, v) for t, v in memory.constants if v.nbytes]
+        if not items:
+            return
+        vk, dev = self.vk, self.runtime.device
+        total = sum(v.nbytes for _, v in items)
+        buf, mem, size = memory.staging_block(total, owned=False)
+        try:
+            host = vk.vkMapMemory(dev, mem, 0, size, 0)
+            at, regions = 0, []
+            for t, v in items:
+                host[at : at + v.nbytes] = v.tobytes()
+                regions.append(vk.VkBufferCopy(srcOffset=at, dstOffset=t.offset, size=v.nbytes))
+                at += v.nbytes
+            vk.vkUnmapMemory(dev, mem)
+            (cmd,) = self._command_buffers(pool, 1)
+            vk.vkBeginCommandBuffer(cmd, vk.VkCommandBufferBeginInfo(sType=vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO))
+            vk.vkCmdCopyBuffer(cmd, buf, memory.buffer, len(regions), regions)
+            vk.vkEndCommandBuffer(cmd)
+            cmds = vk.ffi.new("VkCommandBuffer[1]", [cmd])
+            submit = vk.ffi.new(
+                "VkSubmitInfo*", {"sType": vk.VK_STRUCTURE_TYPE_SUBMIT_INFO, "commandBufferCount": 1, "pCommandBuffers": cmds}
+            )
+            submit_and_wait(self.runtime, submit, self.fence)
+            vk.vkFreeCommandBuffers(dev, pool, 1, [cmd])
+        finally:
+            memory.free_block(buf, mem)
+
+    # -- run ----------------------------------------------------------------------------
+    def upload(self, src: np.ndarray, dst: VkTensor) -> None:
+        """Write ``src`` into ``dst``'s mapped staging slot (copied to the device by the
+        next partition's command buffer)."""
+        if dst.host is None:
+            if dst.nbytes == 0:
+                return
+            raise VulkanError(f"{dst} has no staging slot: its upload was not announced at resize (on_resize_partition)")
+        dst.host[...] = src
+
+    def download(self, src: VkTensor) -> np.ndarray:
+        """A new host array with ``src``'s contents (its staging slot, filled at the end of
+        the partition that computed it)."""
+        if src.host is None:
+            if src.nbytes == 0:
+                return np.empty(src.shape, src.dtype)
+            raise VulkanError(f"{src} has no staging slot: its download was not announced at resize (on_resize_partition)")
+        return src.host.copy()
+
+    def on_execute_begin(self) -> None:
+        self.pending = None
+
+    def on_execute_end(self) -> None:
+        """Submit the partition that just ran (its one command buffer) and wait for it."""
+        part, self.pending = self.pending, None
+        if part is not None:
+            self.submit(part)
+
+    def submit(self, part: PartitionRecord) -> None:
+        """One queue submission of ``part``'s command buffer, waited on with the fence."""
+        submit_and_wait(self.runtime, part.submit_info, self.fence)

@@ -1,0 +1,233 @@
+"""Command recording: one command buffer per partition, recorded once at resize.
+
+A ``Dispatch`` is what an Execution asks for at resize: a pipeline, the tensors bound to
+its storage-buffer bindings (which of them it writes), its push-constant bytes and its
+group counts. ``record_partition`` writes a partition's command buffer:
+
+1. a global memory barrier, so that this submission sees every earlier one (compute and
+   transfer writes; submission order is the first synchronisation scope);
+2. staging -> device copies of the tensors uploaded before the partition, then a buffer
+   barrier (transfer write -> shader read);
+3. each dispatch: bind pipeline, bind its descriptor set, push constants,
+   ``vkCmdDispatch``; before a dispatch that reads or overwrites a range written (or, for a
+   write, read) by an earlier dispatch since the last barrier, one pipeline barrier
+   (compute -> compute) with a buffer memory barrier for every range written since then;
+4. device -> staging copies of the tensors downloaded after the partition (after a
+   shader-write -> transfer-read barrier), then a transfer-write -> host-read barrier.
+
+The host waits on a fence after the submission, so reading the mapped (host-coherent)
+staging memory afterwards is safe. Source: Vulkan 1.3 specification, "Synchronization
+and Cache Control" (pipeline barriers, buffer memory barriers, host access) and
+"Command Buffers" (recording, submission).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from mnnpy.backends.vulkan.device import VulkanError
+from mnnpy.backends.vulkan.memory import ResizeMemory, VkTensor
+from mnnpy.backends.vulkan.pipeline import Pipeline
+
+FENCE_TIMEOUT_NS = 60 * 10**9  # a submission that takes longer is reported, not waited on forever
+
+
+@dataclass
+class Dispatch:
+    """One ``vkCmdDispatch``: ``pipeline``, ``bindings`` (tensor per binding, in order),
+    ``writes`` (indices of the bindings the shader writes), ``push`` (push-constant bytes,
+    ``pipeline.push_size`` long), ``groups`` (x, y, z work-group counts)."""
+
+    pipeline: Pipeline
+    bindings: list[VkTensor]
+    writes: tuple[int, ...]
+    push: bytes
+    groups: tuple[int, int, int]
+    descriptor_set: Any = None
+
+
+@dataclass
+class PartitionRecord:
+    """A partition of one resize on this backend: tensors uploaded before it and downloaded
+    after it, its dispatches, and (after ``record_partition``) its command buffer and the
+    prebuilt ``VkSubmitInfo`` that a run submits."""
+
+    uploads: list[VkTensor] = field(default_factory=list)
+    downloads: list[VkTensor] = field(default_factory=list)
+    dispatches: list[Dispatch] = field(default_factory=list)
+    command: Any = None
+    submit_info: Any = None
+    keep: list = field(default_factory=list)  # cffi arrays the submit info points at
+
+
+def binding_range(t: VkTensor, align: int) -> tuple[int, int, int]:
+    """``(descriptor offset, descriptor range, element offset)`` for tensor ``t``: the
+    descriptor starts at ``t.offset`` rounded down to ``align`` (the device's
+    ``minStorageBufferOffsetAlignment``); the shader adds the element offset."""
+    base = t.offset - t.offset % align
+    return base, t.offset - base + max(t.nbytes, 4), (t.offset - base) // t.dtype.itemsize
+
+
+def _overlaps(a: tuple[int, int], ranges: list[tuple[int, int]]) -> bool:
+    return any(a[0] < e and s < a[1] for s, e in ranges)
+
+
+def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[list[int]] = []
+    for s, e in sorted(ranges):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return [(s, e) for s, e in out]
+
+
+class Recorder:
+    """Records into ``command`` for one device ``buffer`` (see module docstring)."""
+
+    def __init__(self, vk, command, buffer, staging):
+        self.vk, self.cmd, self.buffer, self.staging = vk, command, buffer, staging
+        self.written: list[tuple[int, int]] = []
+        self.read: list[tuple[int, int]] = []
+
+    def barrier(self, ranges, src_stage, src_access, dst_stage, dst_access, buffer=None) -> None:
+        vk = self.vk
+        items = [
+            vk.VkBufferMemoryBarrier(
+                sType=vk.VK_STRUCTURE_TYPE_BUFFER_MEMORY_BARRIER,
+                srcAccessMask=src_access,
+                dstAccessMask=dst_access,
+                srcQueueFamilyIndex=vk.VK_QUEUE_FAMILY_IGNORED,
+                dstQueueFamilyIndex=vk.VK_QUEUE_FAMILY_IGNORED,
+                buffer=buffer or self.buffer,
+                offset=s,
+                size=e - s,
+            )
+            for s, e in _merge(ranges)
+        ]  # none: an execution dependency only (write-after-read)
+        vk.vkCmdPipelineBarrier(self.cmd, src_stage, dst_stage, 0, 0, None, len(items), items or None, 0, None)
+
+    def global_barrier(self) -> None:
+        vk = self.vk
+        rw = vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT
+        rw |= vk.VK_ACCESS_TRANSFER_READ_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT
+        stages = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT
+        mb = vk.VkMemoryBarrier(
+            sType=vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+            srcAccessMask=vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT,
+            dstAccessMask=rw,
+        )
+        vk.vkCmdPipelineBarrier(self.cmd, stages, stages, 0, 1, [mb], 0, None, 0, None)
+
+    def copies(self, tensors: list[VkTensor], to_device: bool) -> list[tuple[int, int]]:
+        """Copy between each tensor's staging slot and its device range; returns the device ranges."""
+        vk = self.vk
+        live = [t for t in tensors if t.nbytes]
+        if not live:
+            return []
+        if to_device:
+            regions = [vk.VkBufferCopy(srcOffset=t.staging, dstOffset=t.offset, size=t.nbytes) for t in live]
+            vk.vkCmdCopyBuffer(self.cmd, self.staging, self.buffer, len(regions), regions)
+        else:
+            regions = [vk.VkBufferCopy(srcOffset=t.offset, dstOffset=t.staging, size=t.nbytes) for t in live]
+            vk.vkCmdCopyBuffer(self.cmd, self.buffer, self.staging, len(regions), regions)
+        return [(t.offset, t.offset + t.nbytes) for t in live]
+
+    def dispatch(self, d: Dispatch) -> None:
+        vk = self.vk
+        ranges = [(t.offset, t.offset + t.nbytes) for t in d.bindings]
+        reads = [r for k, r in enumerate(ranges) if k not in d.writes]
+        writes = [ranges[k] for k in d.writes]
+        hazard = any(_overlaps(r, self.written) for r in reads) or any(_overlaps(w, self.written + self.read) for w in writes)
+        if hazard:
+            compute = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
+            dst = vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT
+            self.barrier(self.written, compute, vk.VK_ACCESS_SHADER_WRITE_BIT, compute, dst)
+            self.written, self.read = [], []
+        p = d.pipeline
+        vk.vkCmdBindPipeline(self.cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline)
+        vk.vkCmdBindDescriptorSets(self.cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, [d.descriptor_set], 0, None)
+        if p.push_size:
+            vk.vkCmdPushConstants(
+                self.cmd, p.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, p.push_size, vk.ffi.new("char[]", d.push)
+            )
+        vk.vkCmdDispatch(self.cmd, *d.groups)
+        self.written += writes
+        self.read += reads
+
+
+def record_partition(vk, part: PartitionRecord, memory: ResizeMemory) -> None:
+    """Record ``part`` into ``part.command`` (allocated by the caller) and build its submit info."""
+    cmd = part.command
+    begin = vk.VkCommandBufferBeginInfo(sType=vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO)
+    vk.vkBeginCommandBuffer(cmd, begin)
+    rec = Recorder(vk, cmd, memory.buffer, memory.staging)
+    rec.global_barrier()
+    transfer, compute = vk.VK_PIPELINE_STAGE_TRANSFER_BIT, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
+    landed = rec.copies(part.uploads, to_device=True)
+    if landed:
+        rec.barrier(landed, transfer, vk.VK_ACCESS_TRANSFER_WRITE_BIT, compute, vk.VK_ACCESS_SHADER_READ_BIT)
+    for d in part.dispatches:
+        rec.dispatch(d)
+    if any(t.nbytes for t in part.downloads):
+        if rec.written:
+            rec.barrier(rec.written, compute, vk.VK_ACCESS_SHADER_WRITE_BIT, transfer, vk.VK_ACCESS_TRANSFER_READ_BIT)
+        staged = [(t.staging, t.staging + t.nbytes) for t in part.downloads if t.nbytes]
+        rec.copies(part.downloads, to_device=False)
+        host = vk.VK_PIPELINE_STAGE_HOST_BIT
+        rec.barrier(staged, transfer, vk.VK_ACCESS_TRANSFER_WRITE_BIT, host, vk.VK_ACCESS_HOST_READ_BIT, memory.staging)
+    vk.vkEndCommandBuffer(cmd)
+    commands = vk.ffi.new("VkCommandBuffer[1]", [cmd])
+    part.submit_info = vk.ffi.new(
+        "VkSubmitInfo*", {"sType": vk.VK_STRUCTURE_TYPE_SUBMIT_INFO, "commandBufferCount": 1, "pCommandBuffers": commands}
+    )
+    part.keep = [commands]
+
+
+def write_descriptor_sets(vk, device, pool, dispatches: list[Dispatch], buffer, align: int) -> None:
+    """Allocate one descriptor set per dispatch from ``pool`` and point its bindings at the
+    tensors' ranges of ``buffer``."""
+    if not dispatches:
+        return
+    info = vk.VkDescriptorSetAllocateInfo(
+        sType=vk.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
+        descriptorPool=pool,
+        descriptorSetCount=len(dispatches),
+        pSetLayouts=[d.pipeline.set_layout for d in dispatches],
+    )
+    sets = vk.vkAllocateDescriptorSets(device, info)
+    writes = []
+    for k, d in enumerate(dispatches):
+        d.descriptor_set = sets[k]
+        for b, t in enumerate(d.bindings):
+            offset, size, _ = binding_range(t, align)
+            buf = vk.VkDescriptorBufferInfo(buffer=buffer, offset=offset, range=size)
+            writes.append(
+                vk.VkWriteDescriptorSet(
+                    sType=vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+                    dstSet=sets[k],
+                    dstBinding=b,
+                    descriptorCount=1,
+                    descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                    pBufferInfo=[buf],
+                )
+            )
+    vk.vkUpdateDescriptorSets(device, len(writes), writes, 0, None)
+
+
+def submit_and_wait(runtime, submit_info, fence_array) -> None:
+    """Submit one prebuilt ``VkSubmitInfo`` to the runtime's queue and wait for its fence
+    (reset first). Calls the loader directly with prebuilt arrays: nothing is allocated.
+    Raises ``VulkanError`` on a failed submission or after ``FENCE_TIMEOUT_NS``."""
+    lib = runtime.vk.lib
+    with runtime.queue_lock:
+        _check(lib.vkResetFences(runtime.device, 1, fence_array), "vkResetFences")
+        _check(lib.vkQueueSubmit(runtime.queue, 1, submit_info, fence_array[0]), "vkQueueSubmit")
+    _check(lib.vkWaitForFences(runtime.device, 1, fence_array, 1, FENCE_TIMEOUT_NS), "vkWaitForFences")
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:  # VK_SUCCESS; VK_TIMEOUT is 2, errors are negative
+        kind = "timed out" if result == 2 else f"failed with VkResult {result}"
+        raise VulkanError(f"{what} {kind}")

@@ -1,0 +1,201 @@
+"""Vulkan instance and physical-device probing: what exists here, and which device to use.
+
+``probe()`` never raises: it returns a ``Probe`` holding the instance and every physical
+device with its properties, or the reason there is none (the ``vulkan`` package missing,
+no Vulkan loader ``libvulkan.so.1``, no driver (ICD), no device). Device choice: a
+discrete GPU first, then integrated, virtual, other, CPU (lavapipe); the environment
+variable ``MNNPY_VULKAN_DEVICE`` selects by type (``discrete``, ``integrated``,
+``virtual``, ``cpu``, ``other``; ``gpu`` = discrete or integrated) or by part of the name.
+
+Sources: Vulkan 1.3 specification, chapters "Devices and Queues" (physical device
+properties, ``VkPhysicalDeviceType``), "Memory Allocation" (memory heaps) and "Features"
+(``VkPhysicalDevice16BitStorageFeatures``, ``VkPhysicalDeviceSubgroupProperties``).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Any
+
+from mnnpy.backends.vulkan import validation
+from mnnpy.errors import MnnpyError
+
+DEVICE_ENV = "MNNPY_VULKAN_DEVICE"
+TYPE_NAMES = {0: "other", 1: "integrated", 2: "discrete", 3: "virtual", 4: "cpu"}
+NO_ICD = "no Vulkan driver (ICD) could create an instance (Debian: mesa-vulkan-drivers)"
+PREFERENCE = {"discrete": 0, "integrated": 1, "virtual": 2, "other": 3, "cpu": 4}
+INSTANCE_API = (1, 1, 0)  # subgroup properties and *2 queries are core in 1.1
+
+
+class VulkanError(MnnpyError):
+    """A Vulkan call failed at run or resize (lost device, out of memory, time-out)."""
+
+
+def version_string(v: int) -> str:
+    """``major.minor.patch`` of a packed ``VK_MAKE_API_VERSION`` value."""
+    return f"{(v >> 22) & 0x7F}.{(v >> 12) & 0x3FF}.{v & 0xFFF}"
+
+
+@dataclass
+class DeviceInfo:
+    """One physical device: handle, name, type (``TYPE_NAMES``), API version (packed int),
+    driver version, device-local memory (bytes), subgroup size (invocations, 0 unknown),
+    16-bit storage-buffer support, the limits the backend reads, pipeline-cache UUID."""
+
+    handle: Any
+    name: str
+    type: str
+    api_version: int
+    driver_version: int
+    memory: int
+    subgroup_size: int
+    storage16: bool
+    limits: dict[str, Any] = field(default_factory=dict)
+    uuid: bytes = b""
+
+    def describe(self) -> str:
+        """One line: name (type; Vulkan version; memory MiB; subgroup size; fp16 storage)."""
+        return (
+            f"{self.name} ({self.type}; Vulkan {version_string(self.api_version)}; {self.memory // 2**20} MiB; "
+            f"subgroup {self.subgroup_size or '?'}; 16-bit storage {'yes' if self.storage16 else 'no'})"
+        )
+
+
+@dataclass
+class Probe:
+    """Result of ``probe()``: the ``vulkan`` module, instance and devices, or ``reason``."""
+
+    vk: Any = None
+    instance: Any = None
+    devices: list[DeviceInfo] = field(default_factory=list)
+    reason: str = ""
+    messages: list[str] = field(default_factory=list)  # validation messages (validation.py)
+    messenger: Any = None
+
+
+def _import_vulkan():
+    """``(module, "")`` or ``(None, reason)``: the cffi binding loads ``libvulkan`` at import."""
+    try:
+        import vulkan as vk
+    except ImportError as e:
+        return None, f"the 'vulkan' package is not installed ({e}; pip install 'vulkan>=1.3.275')"
+    except OSError as e:  # the binding found no loader library
+        return None, f"no Vulkan loader (libvulkan.so.1; Debian: libvulkan1): {e}"
+    except Exception as e:  # a broken binary module
+        return None, f"the 'vulkan' package is not importable: {e}"
+    return vk, ""
+
+
+def _device_info(vk, pd) -> DeviceInfo:
+    ffi = vk.ffi
+    props = vk.vkGetPhysicalDeviceProperties(pd)
+    subgroup, storage16 = 0, False
+    if props.apiVersion >= vk.VK_MAKE_VERSION(1, 1, 0):
+        sub = ffi.new("VkPhysicalDeviceSubgroupProperties*", {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES})
+        p2 = ffi.new("VkPhysicalDeviceProperties2*", {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, "pNext": sub})
+        vk.vkGetPhysicalDeviceProperties2(pd, p2)
+        subgroup = int(sub.subgroupSize)
+        f16 = ffi.new(
+            "VkPhysicalDevice16BitStorageFeatures*", {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES}
+        )
+        f2 = ffi.new("VkPhysicalDeviceFeatures2*", {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, "pNext": f16})
+        vk.vkGetPhysicalDeviceFeatures2(pd, f2)
+        storage16 = bool(f16.storageBuffer16BitAccess)
+    mem = vk.vkGetPhysicalDeviceMemoryProperties(pd)
+    local = sum(
+        int(mem.memoryHeaps[i].size)
+        for i in range(mem.memoryHeapCount)
+        if mem.memoryHeaps[i].flags & vk.VK_MEMORY_HEAP_DEVICE_LOCAL_BIT
+    )
+    lim = props.limits
+    limits = {
+        "maxComputeWorkGroupCount": tuple(int(lim.maxComputeWorkGroupCount[i]) for i in range(3)),
+        "maxComputeWorkGroupInvocations": int(lim.maxComputeWorkGroupInvocations),
+        "maxComputeWorkGroupSize": tuple(int(lim.maxComputeWorkGroupSize[i]) for i in range(3)),
+        "maxPushConstantsSize": int(lim.maxPushConstantsSize),
+        "maxStorageBufferRange": int(lim.maxStorageBufferRange),
+        "minStorageBufferOffsetAlignment": int(lim.minStorageBufferOffsetAlignment),
+        "nonCoherentAtomSize": int(lim.nonCoherentAtomSize),
+    }
+    return DeviceInfo(
+        handle=pd,
+        name=str(props.deviceName),
+        type=TYPE_NAMES.get(int(props.deviceType), "other"),
+        api_version=int(props.apiVersion),
+        driver_version=int(props.driverVersion),
+        memory=local,
+        subgroup_size=subgroup,
+        storage16=storage16,
+        limits=limits,
+        uuid=bytes(props.pipelineCacheUUID),
+    )
+
+
+@functools.cache
+def probe() -> Probe:
+    """The process-wide instance and its physical devices, or why there are none (cached)."""
+    vk, reason = _import_vulkan()
+    if vk is None:
+        return Probe(reason=reason)
+    try:
+        app = vk.VkApplicationInfo(
+            sType=vk.VK_STRUCTURE_TYPE_APPLICATION_INFO,
+            pApplicationName="mnnpy",
+            applicationVersion=1,
+            pEngineName="mnnpy",
+            engineVersion=1,
+            apiVersion=vk.VK_MAKE_VERSION(*INSTANCE_API),
+        )
+        layers, extensions, chain = [], [], None
+        validate = validation.requested() and validation.layer_available(vk)
+        if validate:
+            layers, extensions, chain = validation.instance_options(vk)
+        info = vk.VkInstanceCreateInfo(
+            sType=vk.VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
+            pNext=chain,
+            pApplicationInfo=app,
+            ppEnabledLayerNames=layers or None,
+            ppEnabledExtensionNames=extensions or None,
+        )
+        instance = vk.vkCreateInstance(info, None)
+    except Exception as e:  # VkErrorIncompatibleDriver: the loader found no ICD
+        return Probe(
+            vk=vk,
+            reason=f"{NO_ICD}: {type(e).__name__} {e}".strip(),
+        )
+    try:
+        devices = [_device_info(vk, pd) for pd in vk.vkEnumeratePhysicalDevices(instance)]
+    except Exception as e:
+        return Probe(vk=vk, instance=instance, reason=f"enumerating Vulkan devices failed: {type(e).__name__} {e}".rstrip())
+    if not devices:
+        return Probe(vk=vk, instance=instance, reason="no Vulkan physical device")
+    found = Probe(vk=vk, instance=instance, devices=devices)
+    if validate:
+        found.messenger = validation.install_messenger(vk, instance, found.messages)
+    return found
+
+
+def matches(device: DeviceInfo, wanted: str) -> bool:
+    """``wanted``: a type (discrete, integrated, virtual, cpu, other; gpu = discrete or
+    integrated) or part of the device name, case-insensitive."""
+    w = wanted.strip().lower()
+    if w == "gpu":
+        return device.type in ("discrete", "integrated")
+    if w in PREFERENCE:
+        return device.type == w
+    return w in device.name.lower()
+
+
+def choose(devices: list[DeviceInfo], wanted: str | None) -> tuple[DeviceInfo | None, str]:
+    """``(device, "")`` or ``(None, reason)``: by ``PREFERENCE`` after filtering by ``wanted``."""
+    if wanted:
+        devices = [d for d in devices if matches(d, wanted)]
+        if not devices:
+            return None, (
+                f"no Vulkan device matches {DEVICE_ENV}={wanted!r} "
+                "(a type discrete/integrated/virtual/cpu/other/gpu, or part of a device name)"
+            )
+    if not devices:
+        return None, "no Vulkan physical device"
+    return min(devices, key=lambda d: PREFERENCE[d.type]), ""

@@ -1,0 +1,158 @@
+"""Device memory of one resize: one device buffer, one staging buffer, tensor handles.
+
+Layout of the device buffer (one ``VkBuffer`` bound to one ``VkDeviceMemory``): bytes
+``[0, arena)`` are the session's memory plan (dynamic tensors at the planner's offsets),
+then every constant at an offset aligned to ``CONSTANT_ALIGN`` bytes. The staging buffer
+(host-visible, host-coherent, host-cached where the device has such a type; mapped once)
+holds one slot per tensor that the session uploads or downloads at run. Both are created
+by ``ResizeMemory.materialize`` at the end of a resize; until then handles carry offsets
+only. Objects are destroyed when the ``ResizeMemory`` is garbage collected (the session
+keeps a few resizes; their handles keep their memory alive).
+
+Source: Vulkan 1.3 specification, "Memory Allocation" (``vkAllocateMemory``, host access
+to mapped memory, coherence) and "Resource Creation" (buffers, memory requirements).
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import numpy as np
+
+CONSTANT_ALIGN = 256  # the largest minStorageBufferOffsetAlignment the specification allows
+STAGING_ALIGN = 64
+
+
+def _align(n: int, a: int) -> int:
+    return (int(n) + a - 1) // a * a
+
+
+class VkTensor:
+    """A tensor on the device: ``memory`` (its ``ResizeMemory``), byte ``offset`` in the
+    device buffer, ``shape``, ``dtype``; ``staging`` is the byte offset of its staging slot
+    (or None) and ``host`` the numpy view of that slot once the staging buffer is mapped."""
+
+    __slots__ = ("memory", "offset", "shape", "dtype", "staging", "host")
+
+    def __init__(self, memory: ResizeMemory, offset: int, shape: tuple[int, ...], dtype: np.dtype):
+        self.memory = memory
+        self.offset = int(offset)
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = np.dtype(dtype)
+        self.staging: int | None = None
+        self.host: np.ndarray | None = None
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    def __repr__(self) -> str:
+        return f"VkTensor(offset={self.offset}, shape={self.shape}, dtype={self.dtype})"
+
+
+def _destroy(vk, device, owned: list[tuple[str, Any]]) -> None:
+    """Destroy ``owned`` Vulkan objects, newest first (a finalizer: never raises)."""
+    for fn, handle in reversed(owned):
+        try:
+            getattr(vk, fn)(device, handle, None)
+        except Exception:  # noqa: BLE001 - interpreter shutdown or a lost device
+            pass
+    owned.clear()
+
+
+class ResizeMemory:
+    """The device and staging memory of one resize of one session (see module docstring)."""
+
+    def __init__(self, runtime, arena_bytes: int):
+        self.rt = runtime
+        self.arena_bytes = int(arena_bytes)
+        self.top = _align(self.arena_bytes, CONSTANT_ALIGN)
+        self.constants: list[tuple[VkTensor, np.ndarray]] = []
+        self.staged: list[VkTensor] = []
+        self.staging_bytes = 0
+        self.buffer = self.staging = None
+        self.mapped = None
+        self.owned: list[tuple[str, Any]] = []  # (vkDestroy*/vkFree* name, handle)
+        self._finalizer = weakref.finalize(self, _destroy, runtime.vk, runtime.device, self.owned)
+        self._finalizer.atexit = False
+
+    def own(self, destroy: str, handle) -> Any:
+        """Destroy ``handle`` with ``vk.<destroy>`` when this memory goes; returns ``handle``."""
+        self.owned.append((destroy, handle))
+        return handle
+
+    def tensor(self, offset: int, shape, dtype) -> VkTensor:
+        """A handle at byte ``offset`` of the arena."""
+        return VkTensor(self, offset, shape, dtype)
+
+    def constant(self, value: np.ndarray) -> VkTensor:
+        """A handle for ``value``, placed after the arena; its bytes are uploaded by ``materialize``."""
+        value = np.ascontiguousarray(value)
+        t = VkTensor(self, self.top, value.shape, value.dtype)
+        self.top = _align(self.top + max(value.nbytes, 1), CONSTANT_ALIGN)
+        self.constants.append((t, value))
+        return t
+
+    def stage(self, t: VkTensor) -> None:
+        """Give ``t`` a staging slot (once; empty tensors need none)."""
+        if t.staging is None and t.nbytes:
+            t.staging = self.staging_bytes
+            self.staging_bytes = _align(self.staging_bytes + t.nbytes, STAGING_ALIGN)
+            self.staged.append(t)
+
+    def _block(self, size: int, usage: int, required: int, preferred: int, owned: bool = True):
+        vk = self.rt.vk
+        dev = self.rt.device
+        info = vk.VkBufferCreateInfo(
+            sType=vk.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, size=size, usage=usage, sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE
+        )
+        buf = vk.vkCreateBuffer(dev, info, None)
+        req = vk.vkGetBufferMemoryRequirements(dev, buf)
+        try:
+            kind = self.rt.memory_type(req.memoryTypeBits, required, preferred)
+            alloc = vk.VkMemoryAllocateInfo(
+                sType=vk.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, allocationSize=req.size, memoryTypeIndex=kind
+            )
+            mem = vk.vkAllocateMemory(dev, alloc, None)
+        except Exception:
+            vk.vkDestroyBuffer(dev, buf, None)
+            raise
+        if owned:
+            self.own("vkDestroyBuffer", buf)
+            self.own("vkFreeMemory", mem)
+        vk.vkBindBufferMemory(dev, buf, mem, 0)
+        return buf, mem, int(req.size)
+
+    def materialize(self) -> None:
+        """Create the device buffer (arena + constants) and the mapped staging buffer, and
+        give every staged handle its ``host`` view. Constants are uploaded separately
+        (``commands.upload_constants``) through a temporary staging buffer."""
+        vk = self.rt.vk
+        usage = vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT
+        self.buffer, _, _ = self._block(max(self.top, 16), usage, 0, vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)
+        if self.staging_bytes:
+            self.staging, mem, size = self.staging_block(self.staging_bytes)
+            self.mapped = vk.vkMapMemory(self.rt.device, mem, 0, size, 0)
+            for t in self.staged:
+                view = np.frombuffer(self.mapped, dtype=t.dtype, count=t.size, offset=t.staging)
+                t.host = view.reshape(t.shape)
+
+    def staging_block(self, size: int, owned: bool = True):
+        """A host-visible, host-coherent transfer buffer of ``size`` bytes (host-cached
+        preferred, for fast reads): ``(buffer, memory, bytes)``; owned by this memory, or
+        with ``owned=False`` the caller's to free (``free_block``)."""
+        vk = self.rt.vk
+        usage = vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT
+        required = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+        return self._block(size, usage, required, vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT, owned)
+
+    def free_block(self, buffer, memory) -> None:
+        """Destroy a block made with ``owned=False``."""
+        self.rt.vk.vkDestroyBuffer(self.rt.device, buffer, None)
+        self.rt.vk.vkFreeMemory(self.rt.device, memory, None)

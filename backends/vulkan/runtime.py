@@ -1,0 +1,107 @@
+"""``VulkanRuntime``: one per process for the chosen physical device.
+
+Holds the logical device with one compute queue (a compute-only family where the device
+has one, else the first family with compute), the memory types, and the pipeline objects
+shared by sessions (``Pipelines``: shader modules from the committed SPIR-V, layouts,
+compute pipelines through one in-memory ``VkPipelineCache``). Sessions get a
+``VulkanBackend`` each (``create_backend``). ``import`` of this module does not import the
+``vulkan`` package; creating the Runtime does.
+
+Source: Vulkan 1.3 specification, "Devices and Queues" (queue families, device creation)
+and "Memory Allocation" (``VkPhysicalDeviceMemoryProperties``, memory type choice).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from mnnpy.backend import BackendConfig, Runtime
+from mnnpy.backends.vulkan.device import DEVICE_ENV, DeviceInfo, choose, probe, version_string
+
+
+class VulkanRuntime(Runtime):
+    """Process-wide: the chosen device, its compute queue, memory types and ``Pipelines``."""
+
+    name = "vulkan"
+    in_auto = False  # a first slice (elementwise ops only): used when asked for by name, not by "auto"
+
+    @classmethod
+    def availability(cls) -> tuple[bool, str]:
+        """``(True, "")``, or ``(False, reason)``: no ``vulkan`` package, no loader, no
+        driver (ICD), no device, or none matching ``$MNNPY_VULKAN_DEVICE``. Never raises."""
+        try:
+            p = probe()
+            if not p.devices:
+                return False, p.reason
+            device, reason = choose(p.devices, os.environ.get(DEVICE_ENV) or None)
+        except Exception as e:  # never raise from here
+            return False, f"Vulkan probe failed: {type(e).__name__} {e}"
+        return device is not None, reason
+
+    @classmethod
+    def list_devices(cls) -> list[str]:
+        """One line per Vulkan physical device (empty when there is none): name, type, API
+        version, device-local memory, subgroup size, 16-bit storage support."""
+        try:
+            return [d.describe() for d in probe().devices]
+        except Exception:  # availability() says why
+            return []
+
+    def __init__(self):
+        p = probe()
+        info, reason = choose(p.devices, os.environ.get(DEVICE_ENV) or None)
+        if info is None:
+            raise RuntimeError(p.reason or reason)
+        self.vk = vk = p.vk
+        self.info: DeviceInfo = info
+        self.physical = info.handle
+        self.limits = info.limits
+        self.family = self._compute_family()
+        queue_info = vk.VkDeviceQueueCreateInfo(
+            sType=vk.VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+            queueFamilyIndex=self.family,
+            queueCount=1,
+            pQueuePriorities=[1.0],
+        )
+        create = vk.VkDeviceCreateInfo(
+            sType=vk.VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, queueCreateInfoCount=1, pQueueCreateInfos=[queue_info]
+        )
+        self.device = vk.vkCreateDevice(self.physical, create, None)
+        self.queue = vk.vkGetDeviceQueue(self.device, self.family, 0)
+        self.queue_lock = threading.Lock()  # vkQueueSubmit needs external synchronisation
+        self.memory = vk.vkGetPhysicalDeviceMemoryProperties(self.physical)
+        from mnnpy.backends.vulkan.pipeline import Pipelines
+
+        self.pipelines = Pipelines(self)
+
+    def _compute_family(self) -> int:
+        vk = self.vk
+        families = vk.vkGetPhysicalDeviceQueueFamilyProperties(self.physical)
+        compute = [i for i, f in enumerate(families) if f.queueFlags & vk.VK_QUEUE_COMPUTE_BIT and f.queueCount > 0]
+        if not compute:
+            raise RuntimeError(f"Vulkan device {self.info.name} has no compute queue")
+        only = [i for i in compute if not families[i].queueFlags & vk.VK_QUEUE_GRAPHICS_BIT]
+        return (only or compute)[0]
+
+    def memory_type(self, type_bits: int, required: int, preferred: int = 0) -> int:
+        """Index of a memory type allowed by ``type_bits`` with every ``required`` property
+        flag, one that also has the ``preferred`` flags first; ``RuntimeError`` if none."""
+        candidates = [
+            i
+            for i in range(self.memory.memoryTypeCount)
+            if type_bits & (1 << i) and (self.memory.memoryTypes[i].propertyFlags & required) == required
+        ]
+        if not candidates:
+            raise RuntimeError(f"no Vulkan memory type with property flags {required:#x} (allowed types {type_bits:#x})")
+        best = [i for i in candidates if (self.memory.memoryTypes[i].propertyFlags & preferred) == preferred]
+        return (best or candidates)[0]
+
+    def describe(self) -> str:
+        """One line: the device (``DeviceInfo.describe``) and its driver version."""
+        return f"{self.info.describe()}; driver {version_string(self.info.driver_version)}"
+
+    def create_backend(self, config: BackendConfig):
+        from mnnpy.backends.vulkan.backend import VulkanBackend
+
+        return VulkanBackend(self, config)

@@ -1,0 +1,98 @@
+#version 450
+/* Elementwise binary ops of mnnpy's Vulkan backend with numpy broadcasting (float32):
+ * c[i] = G(a[ia], b[ib]) for i < n.
+ *
+ * Variant macro (shaders/vulkan/manifest.json): OP_ADD | OP_SUB | OP_MUL | OP_DIV | OP_POW
+ *   | OP_MAX | OP_MIN.
+ * Specialization constants: 0 local size x; 1 BROADCAST (false: a, b and c have one shape and
+ *   ia = ib = i; true: i is split into an index over dims[0..rank) (outermost first) and ia,
+ *   ib are its dot products with the element strides astr/bstr, 0 where broadcast).
+ * Push constants (116 bytes): n, rank (<= 8), a_off, b_off, c_off (elements from each
+ *   binding's start), dims[8], astr[8], bstr[8].
+ * Bindings: 0 a, 1 b (read), 2 c (written). Dispatch as in unary.comp.
+ * NaN propagates as in numpy (Max/Min included); Pow follows C's pow for special values.
+ */
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const bool BROADCAST = false;
+
+layout(std430, binding = 0) readonly buffer A { float a[]; };
+layout(std430, binding = 1) readonly buffer B { float b[]; };
+layout(std430, binding = 2) writeonly buffer C { float c[]; };
+layout(push_constant) uniform Push {
+    uint n;
+    uint rank;
+    uint a_off;
+    uint b_off;
+    uint c_off;
+    uint dims[8];
+    uint astr[8];
+    uint bstr[8];
+} pc;
+
+bool odd_integer(float y) { return floor(y) == y && floor(y * 0.5) * 2.0 != y; }
+
+/* C99 pow for special values: x**0 = 1, 1**y = 1, a negative base takes only integer
+ * exponents (sign from their parity), zero and infinite bases and exponents as C defines.
+ * Finite cases: 2^(y log2 x) with the exponent as (hi, lo), split into n + f, |f| <= 1/2. */
+float pow_(float x, float y) {
+    if (y == 0.0 || x == 1.0) return 1.0;
+    if (isnan(x) || isnan(y)) return nan_();
+    float ax = abs(x);
+    bool odd = odd_integer(y);
+    if (isinf(y)) return ax == 1.0 ? 1.0 : ((ax > 1.0) == (y > 0.0) ? inf_() : 0.0);
+    float r;
+    if (x == 0.0 || isinf(x)) {
+        r = (x == 0.0) == (y < 0.0) ? inf_() : 0.0;
+    } else {
+        if (x < 0.0 && floor(y) != y) return nan_();
+        vec2 l = log2_hl(ax);
+        float rough = y * l.x; /* settles overflow and underflow before split_ could overflow */
+        if (rough >= 129.0) return odd ? with_sign_of(inf_(), x) : inf_();
+        if (rough <= -151.0) return odd ? with_sign_of(0.0, x) : 0.0;
+        vec2 t = two_prod(y, l.x);
+        t = fast_two_sum(t.x, t.y + y * l.y);
+        r = exp2_hl(t);
+    }
+    return odd ? with_sign_of(r, x) : r;
+}
+
+float G(float u, float v) {
+#if defined(OP_ADD)
+    return u + v;
+#elif defined(OP_SUB)
+    return u - v;
+#elif defined(OP_MUL)
+    return u * v;
+#elif defined(OP_DIV)
+    return u / v;
+#elif defined(OP_POW)
+    return pow_(u, v);
+#elif defined(OP_MAX)
+    return (isnan(u) || u > v) ? u : v;
+#elif defined(OP_MIN)
+    return (isnan(u) || u < v) ? u : v;
+#else
+#error "binary.comp: define one OP_* macro"
+#endif
+}
+
+void main() {
+    uint i = gl_GlobalInvocationID.y * (gl_NumWorkGroups.x * gl_WorkGroupSize.x) + gl_GlobalInvocationID.x;
+    if (i >= pc.n) return;
+    uint ia = i, ib = i;
+    if (BROADCAST) {
+        uint rest = i;
+        ia = 0u;
+        ib = 0u;
+        for (int k = int(pc.rank) - 1; k >= 0; --k) {
+            uint q = rest % pc.dims[k];
+            rest /= pc.dims[k];
+            ia += q * pc.astr[k];
+            ib += q * pc.bstr[k];
+        }
+    }
+    c[pc.c_off + i] = G(a[pc.a_off + ia], b[pc.b_off + ib]);
+}

@@ -1,0 +1,77 @@
+#version 450
+/* Elementwise unary ops of mnnpy's Vulkan backend: y[i] = F(x[i]) for i < n (float32).
+ *
+ * Variant macro (shaders/vulkan/manifest.json): OP_RELU | OP_SIGMOID | OP_TANH | OP_HARDSWISH
+ *   | OP_HARDSIGMOID | OP_LEAKYRELU | OP_CLIP | OP_SQRT | OP_ABS | OP_NEG | OP_EXP | OP_SWISH.
+ * Specialization constants: 0 local size x; 1, 2 the op's scalars P0, P1 (HardSigmoid alpha,
+ *   beta; LeakyRelu alpha; Clip min, max).
+ * Push constants: n (elements), x_off, y_off (offsets in elements from each binding's start).
+ * Bindings: 0 x (read), 1 y (written). Dispatch: ceil(n / local) groups, split over x and y
+ *   (gl_NumWorkGroups.x groups per row) when that exceeds the device's group-count limit.
+ * NaN propagates as in numpy.
+ */
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const float P0 = 0.0;
+layout(constant_id = 2) const float P1 = 0.0;
+
+layout(std430, binding = 0) readonly buffer X { float x[]; };
+layout(std430, binding = 1) writeonly buffer Y { float y[]; };
+layout(push_constant) uniform Push { uint n; uint x_off; uint y_off; } pc;
+
+float clip_(float v, float lo, float hi) {
+    float t = v < lo ? lo : v; /* NaN stays NaN */
+    return t > hi ? hi : t;
+}
+
+/* sigmoid(v) = 1 / (1 + exp(-v)), evaluated on the side where exp does not overflow */
+float sigmoid_(float v) {
+    float e = exp(-abs(v));
+    float s = 1.0 / (1.0 + e);
+    return v >= 0.0 ? s : e * s;
+}
+
+/* tanh(v) = sign(v) * (1 - 2 / (exp(2|v|) + 1)); exact 0 at 0, +-1 for large |v| */
+float tanh_(float v) {
+    float a = abs(v);
+    float t = a < 0.0625 ? a * (1.0 - a * a * (1.0 / 3.0 - a * a * (2.0 / 15.0))) : 1.0 - 2.0 / (exp(2.0 * a) + 1.0);
+    return isnan(v) ? v : (v < 0.0 ? -t : t);
+}
+
+float F(float v) {
+#if defined(OP_RELU)
+    return v < 0.0 ? 0.0 : v;
+#elif defined(OP_SIGMOID)
+    return sigmoid_(v);
+#elif defined(OP_TANH)
+    return tanh_(v);
+#elif defined(OP_HARDSWISH)
+    return v * clip_(v * (1.0 / 6.0) + 0.5, 0.0, 1.0);
+#elif defined(OP_HARDSIGMOID)
+    return clip_(v * P0 + P1, 0.0, 1.0);
+#elif defined(OP_LEAKYRELU)
+    return v < 0.0 ? v * P0 : v;
+#elif defined(OP_CLIP)
+    return clip_(v, P0, P1);
+#elif defined(OP_SQRT)
+    return v < 0.0 ? nan_() : sqrt(v);
+#elif defined(OP_ABS)
+    return abs(v);
+#elif defined(OP_NEG)
+    return -v;
+#elif defined(OP_EXP)
+    return exp_accurate(v);
+#elif defined(OP_SWISH)
+    return v * sigmoid_(v);
+#else
+#error "unary.comp: define one OP_* macro"
+#endif
+}
+
+void main() {
+    uint i = gl_GlobalInvocationID.y * (gl_NumWorkGroups.x * gl_WorkGroupSize.x) + gl_GlobalInvocationID.x;
+    if (i >= pc.n) return;
+    y[pc.y_off + i] = F(x[pc.x_off + i]);
+}

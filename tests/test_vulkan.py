@@ -1,0 +1,402 @@
+"""Vulkan backend: every Execution against the CPU backend, partitions with CPU fallback,
+recording once at resize, availability reasons, SPIR-V freshness.
+
+Skipped, with the reason, where Vulkan is unusable (CI installs Mesa's lavapipe); the
+SPIR-V freshness test needs only glslangValidator.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+from onnx import helper
+
+import mnnpy
+from mnnpy.backend import backend_availability
+from mnnpy.converter import convert
+from tests.backend_compare import ELEMENTWISE, compare, sessions
+from tests.oracle import make_model, rand
+
+_OK, _WHY = backend_availability("vulkan")
+needs_vulkan = pytest.mark.skipif(not _OK, reason=f"Vulkan unavailable: {_WHY}")
+pytestmark = needs_vulkan
+
+ATOL, RTOL = ELEMENTWISE
+SHAPE = (13, 7, 127)
+
+
+def _compare(model, feeds, tol=ELEMENTWISE, on_device=True, **options):
+    return compare(model, feeds, tol, on_device, backend="vulkan", **options)
+
+
+def _sessions(model):
+    return sessions(model, backend="vulkan")
+
+
+UNARY = [
+    ("Relu", {}, 1.0),
+    ("Sigmoid", {}, 4.0),
+    ("Sigmoid", {}, 60.0),  # saturates on both sides
+    ("Tanh", {}, 3.0),
+    ("Tanh", {}, 0.05),  # the small-argument series
+    ("HardSwish", {}, 4.0),
+    ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}, 3.0),
+    ("HardSigmoid", {}, 3.0),
+    ("LeakyRelu", {"alpha": 0.07}, 1.0),
+    ("LeakyRelu", {}, 1.0),
+    ("Sqrt", {}, 1.0),  # negatives give NaN on both
+    ("Abs", {}, 1.0),
+    ("Neg", {}, 1.0),
+    ("Exp", {}, 3.0),
+    ("Exp", {}, 40.0),  # up to overflow: exp's argument reduction keeps a few ulp
+]
+
+
+@pytest.mark.parametrize("op,attrs,scale", UNARY, ids=[f"{u[0]}-{u[2]}{'-attrs' if u[1] else ''}" for u in UNARY])
+def test_unary(rng, op, attrs, scale):
+    x = rand(rng, *SHAPE, scale=scale)
+    x.flat[:5] = [0.0, -0.0, np.inf, -np.inf, np.nan]
+    model = make_model([helper.make_node(op, ["x"], ["y"], **attrs)], {"x": x}, ["y"])
+    _compare(model, {"x": x})
+
+
+@pytest.mark.parametrize("bounds", [(-0.5, 0.75), (-0.5, None), (None, 0.75), (None, None), (1.0, -1.0)])
+def test_clip(rng, bounds):
+    x = rand(rng, *SHAPE)
+    x.flat[0] = np.nan
+    names, inits = ["x"], {}
+    for name, v in zip(("lo", "hi"), bounds):
+        names.append("" if v is None else name)
+        if v is not None:
+            inits[name] = np.array(v, np.float32)
+    model = make_model([helper.make_node("Clip", names, ["y"])], {"x": x}, ["y"], inits)
+    _compare(model, {"x": x})
+
+
+def test_clip_bounds_at_run_time_fall_back(rng):
+    x, lo = rand(rng, 5, 7), np.array(-0.1, np.float32)
+    model = make_model([helper.make_node("Clip", ["x", "lo"], ["y"])], {"x": x, "lo": lo}, ["y"])
+    s = _compare(model, {"x": x, "lo": lo}, on_device=False)
+    assert "Clip min/max computed at run time" in s.partitions()
+
+
+def test_swish(rng):
+    x = rand(rng, *SHAPE, scale=4)
+    model = make_model([helper.make_node("Sigmoid", ["x"], ["s"]), helper.make_node("Mul", ["x", "s"], ["y"])], {"x": x}, ["y"])
+    s = _compare(model, {"x": x})
+    assert "Swish" in s.partitions()  # the converter fused x*sigmoid(x); Vulkan runs the fused op
+
+
+BINARY_SHAPES = [
+    (SHAPE, SHAPE),  # same shape: no index arithmetic
+    ((13, 1, 127), (7, 1)),  # both broadcast
+    (SHAPE, ()),  # scalar
+    ((1,), SHAPE),
+    ((127,), SHAPE),
+    ((3, 1, 5, 1, 7, 2), (1, 4, 1, 6, 1, 2)),  # rank 6, alternating
+    ((2, 3, 1, 5, 1, 7), (4, 1, 1, 1)),
+    ((2, 1, 3, 1, 2, 1, 3, 1), (1, 2, 1, 3, 1, 2, 1, 3)),  # rank 8, nothing merges
+    ((1,), (1,)),
+    ((5, 1), (1, 1)),
+]
+
+
+@pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div", "Max", "Min"])
+@pytest.mark.parametrize("shapes", BINARY_SHAPES, ids=[f"{a}x{b}" for a, b in BINARY_SHAPES])
+def test_binary(rng, op, shapes):
+    a, b = rand(rng, *shapes[0]), rand(rng, *shapes[1])
+    if op in ("Max", "Min") and a.size > 2 and b.size > 2:
+        a.flat[1], b.flat[2] = np.nan, np.nan
+    model = make_model([helper.make_node(op, ["a", "b"], ["c"])], {"a": a, "b": b}, ["c"])
+    _compare(model, {"a": a, "b": b})
+
+
+@pytest.mark.parametrize("shapes", BINARY_SHAPES[:3], ids=[f"{a}x{b}" for a, b in BINARY_SHAPES[:3]])
+def test_pow(rng, shapes):
+    a = np.abs(rand(rng, *shapes[0], scale=2)) + np.float32(0.05)
+    b = rand(rng, *shapes[1], scale=2)
+    model = make_model([helper.make_node("Pow", ["a", "b"], ["c"])], {"a": a, "b": b}, ["c"])
+    _compare(model, {"a": a, "b": b})
+
+
+def test_pow_large_results(rng):
+    """Results up to 1e38: 2^(y log2 x) with the exponent carried in two parts."""
+    a = np.abs(rand(rng, 4097, scale=40)) + np.float32(1)
+    b = rand(rng, 4097, scale=8)
+    model = make_model([helper.make_node("Pow", ["a", "b"], ["c"])], {"a": a, "b": b}, ["c"])
+    _compare(model, {"a": a, "b": b})
+
+
+def test_pow_special_values():
+    """C99 pow: negative bases with integer exponents, zeros, infinities, NaN."""
+    vals = np.array([-2.0, -1.0, -0.0, 0.0, 0.5, 1.0, 3.0, np.inf, -np.inf, np.nan], np.float32)
+    exps = np.array([-3.0, -2.0, -0.5, 0.0, 0.5, 1.0, 2.0, 3.0, np.inf, -np.inf, np.nan], np.float32)
+    a, b = vals[:, None], exps[None, :]
+    model = make_model([helper.make_node("Pow", ["a", "b"], ["c"])], {"a": a, "b": b}, ["c"])
+    _compare(model, {"a": a, "b": b})
+
+
+def test_pow_negative_base_integer_exponent(rng):
+    a = rand(rng, 7, 13, scale=2)
+    b = rng.integers(-3, 4, (13,)).astype(np.float32)
+    model = make_model([helper.make_node("Pow", ["a", "b"], ["c"])], {"a": a, "b": b}, ["c"])
+    _compare(model, {"a": a, "b": b})
+
+
+def test_binary_with_constant_operand(rng):
+    x, w = rand(rng, 2, 5, 9), rand(rng, 5, 1)
+    model = make_model([helper.make_node("Mul", ["x", "w"], ["y"])], {"x": x}, ["y"], {"w": w})
+    _compare(model, {"x": x})
+
+
+@pytest.mark.parametrize("shape", [(1,), (63,), (64,), (65,), (3, 0, 5), (0,), (1, 1, 1, 1), (300_007,)])
+def test_odd_and_empty_shapes(rng, shape):
+    """Sizes around the work-group size, empty tensors (no dispatch, no staging slot), a long vector."""
+    x = rand(rng, *shape)
+    model = make_model([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Add", ["r", "x"], ["y"])], {"x": x}, ["y"])
+    _compare(model, {"x": x})
+
+
+def test_chain_with_memory_reuse(rng):
+    """A chain long enough that the planner reuses arena ranges: the barriers between
+    dependent dispatches (read-after-write and write-after-read) keep the result exact."""
+    x = rand(rng, 4, 33, 17)
+    nodes, prev = [], "x"
+    for k in range(12):
+        op = ["Neg", "Abs", "Sqrt", "Exp", "Tanh", "Relu"][k % 6]
+        nodes.append(helper.make_node(op, [prev], [f"t{k}"]))
+        nodes.append(helper.make_node("Add", [f"t{k}", prev], [f"s{k}"]))
+        prev = f"s{k}"
+    model = make_model(nodes, {"x": x}, [prev])
+    _compare(model, {"x": x}, tol=(1e-4, 1e-5))
+
+
+def test_integer_inputs_fall_back(rng):
+    a = rng.integers(-5, 5, (4, 7)).astype(np.int32)
+    model = make_model([helper.make_node("Add", ["a", "a"], ["c"])], {"a": a}, ["c"])
+    s = _compare(model, {"a": a}, on_device=False)
+    assert "fell back: vulkan: dtype int32" in s.partitions()
+
+
+def _partitioned_model(rng):
+    """x -> Relu -> Erf (no Vulkan execution: CPU) -> Add z -> Sigmoid -> y, dynamic spatial dims."""
+    x, z = rand(rng, 1, 3, 13, 7), rand(rng, 3, 1, 1)
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("Erf", ["r"], ["c"]),
+        helper.make_node("Add", ["c", "z"], ["a"]),
+        helper.make_node("Sigmoid", ["a"], ["y"]),
+    ]
+    return make_model(nodes, {"x": x, "z": z}, ["y"], input_shapes={"x": [1, 3, "h", "w"]})
+
+
+def test_partitions_fall_back_to_cpu_and_match(rng):
+    vk_s, cpu_s = _sessions(_partitioned_model(rng))
+    z = rand(rng, 3, 1, 1)
+    for shape in [(1, 3, 13, 7), (1, 3, 17, 9), (1, 3, 13, 7)]:  # a second shape, then the first again
+        x = rand(rng, *shape)
+        got, want = vk_s.run({"x": x, "z": z})["y"], cpu_s.run({"x": x, "z": z})["y"]
+        assert got.shape == (1, 3, *shape[2:])
+        np.testing.assert_allclose(got, want, atol=ATOL, rtol=RTOL)
+    desc = vk_s.partitions()
+    heads = [line for line in desc.splitlines() if line.startswith("partition")]
+    assert heads == [
+        "partition 0 on vulkan: 1 ops, 0 tensors copied in",
+        "partition 1 on cpu: 1 ops, 1 tensors copied in",
+        "partition 2 on vulkan: 2 ops, 1 tensors copied in",
+    ], desc
+    assert "Erf '" in desc and "fell back: vulkan: no Vulkan execution for Erf" in desc
+    assert vk_s.resize_count == 2  # the first shape's plan (and its recording) was reused
+
+
+def test_copies_only_at_partition_borders(rng, monkeypatch):
+    """vulkan [Relu] -> cpu [Erf] -> vulkan [Add z, Sigmoid]: per run, two submissions; the
+    uploads are the two inputs and one border tensor, the downloads one border tensor and
+    the output."""
+    vk_s, cpu_s = _sessions(_partitioned_model(rng))
+    x, z = rand(rng, 1, 3, 13, 7), rand(rng, 3, 1, 1)
+    want = cpu_s.run({"x": x, "z": z})["y"]
+    vk_s.run({"x": x, "z": z})
+    backend = vk_s.backends[0]
+    calls = {"upload": 0, "download": 0, "submit": 0}
+    for name in calls:
+        real = getattr(backend, name)
+
+        def counted(*a, _real=real, _name=name):
+            calls[_name] += 1
+            return _real(*a)
+
+        monkeypatch.setattr(backend, name, counted)
+    np.testing.assert_allclose(vk_s.run({"x": x, "z": z})["y"], want, atol=ATOL, rtol=RTOL)
+    assert calls == {"upload": 3, "download": 2, "submit": 2}
+
+
+def test_second_run_records_and_allocates_nothing(rng, monkeypatch):
+    """Every vkCreate*/vkAllocate*/vkCmd*/vkBegin*/vkUpdate*/vkMap* call happens at resize;
+    a run (after the first, and the first after resize) makes none of them and submits the
+    command buffers recorded at resize."""
+    import vulkan as vk
+
+    counts: dict[str, int] = {}
+    prefixes = ("vkCreate", "vkAllocate", "vkCmd", "vkBegin", "vkEnd", "vkUpdate", "vkMap", "vkFree", "vkDestroy")
+    for name in dir(vk):
+        if name.startswith(prefixes) and callable(getattr(vk, name)):
+            real = getattr(vk, name)
+
+            def counted(*a, _real=real, _name=name, **k):
+                counts[_name] = counts.get(_name, 0) + 1
+                return _real(*a, **k)
+
+            monkeypatch.setattr(vk, name, counted)
+    vk_s, cpu_s = _sessions(_partitioned_model(rng))
+    x, z = rand(rng, 1, 3, 13, 7), rand(rng, 3, 1, 1)
+    vk_s.resize({"x": x.shape, "z": z.shape})
+    at_resize = dict(counts)
+    for name in ("vkAllocateMemory", "vkAllocateCommandBuffers", "vkCmdDispatch", "vkCmdPipelineBarrier", "vkCmdCopyBuffer"):
+        assert at_resize.get(name, 0) > 0, (name, at_resize)
+    backend = vk_s.backends[0]
+    submitted = []
+    real_submit = backend.submit
+    monkeypatch.setattr(backend, "submit", lambda part: (submitted.append(part), real_submit(part)))
+    want = cpu_s.run({"x": x, "z": z})["y"]
+    for _ in range(3):
+        counts.clear()
+        np.testing.assert_allclose(vk_s.run({"x": x, "z": z})["y"], want, atol=ATOL, rtol=RTOL)
+        assert counts == {}, counts
+    assert len(submitted) == 6 and len({id(p.command) for p in submitted}) == 2  # the same two command buffers
+
+
+def test_plans_keep_their_recordings(rng):
+    """Two input shapes alternating: each plan keeps its own device memory and command
+    buffers (the session caches plans), and results stay right."""
+    vk_s, cpu_s = _sessions(_partitioned_model(rng))
+    z = rand(rng, 3, 1, 1)
+    xs = [rand(rng, 1, 3, 5, 4), rand(rng, 1, 3, 9, 11)]
+    for k in range(4):
+        x = xs[k % 2]
+        np.testing.assert_allclose(vk_s.run({"x": x, "z": z})["y"], cpu_s.run({"x": x, "z": z})["y"], atol=ATOL, rtol=RTOL)
+    assert vk_s.resize_count == 2
+
+
+def test_auto_leaves_vulkan_out_until_asked(rng):
+    """The slice opts out of "auto" (``VulkanRuntime.in_auto``); by name it is used."""
+    interp = mnnpy.Interpreter(convert(_partitioned_model(rng)))
+    assert "vulkan" not in [b.name for b in interp.create_session(backend="auto").backends]
+    assert [b.name for b in interp.create_session(backend="vulkan").backends] == ["vulkan", "cpu"]
+    assert [b.name for b in interp.create_session(backend="vulkan,cpu").backends] == ["vulkan", "cpu"]
+
+
+def test_device_choice_by_type_or_name(monkeypatch):
+    from mnnpy.backends.vulkan import device
+
+    devices = device.probe().devices
+    chosen, _ = device.choose(devices, None)
+    assert chosen is not None
+    assert device.choose(devices, chosen.name[:6].upper())[0] is chosen
+    assert device.choose(devices, chosen.type)[0] is chosen
+    found, why = device.choose(devices, "no-such-device-xyz")
+    assert found is None and "no-such-device-xyz" in why and "discrete/integrated" in why
+    monkeypatch.setenv(device.DEVICE_ENV, "no-such-device-xyz")
+    from mnnpy.backends.vulkan import VulkanRuntime
+
+    ok, why = VulkanRuntime.availability()
+    assert not ok and "MNNPY_VULKAN_DEVICE='no-such-device-xyz'" in why
+
+
+def test_list_devices_describe_capabilities():
+    from mnnpy.backends.vulkan import VulkanRuntime
+
+    lines = VulkanRuntime.list_devices()
+    assert lines and all("Vulkan 1." in s and "MiB" in s and "subgroup" in s and "16-bit storage" in s for s in lines)
+
+
+def test_cli_devices_lists_vulkan(capsys):
+    from mnnpy.backends.vulkan import VulkanRuntime
+    from mnnpy.cli import main
+
+    assert main(["devices"]) == 0
+    out = capsys.readouterr().out
+    assert "vulkan: available" in out
+    assert f"  {VulkanRuntime.list_devices()[0]}" in out
+
+
+def test_unavailable_reasons(monkeypatch):
+    """No package, no loader, no driver (ICD) and no device are told apart; a failing probe
+    makes availability() say so instead of raising."""
+    import types
+
+    from mnnpy.backends.vulkan import device, runtime
+
+    monkeypatch.setitem(sys.modules, "vulkan", None)  # import fails as if not installed
+    vk, why = device._import_vulkan()
+    assert vk is None and "'vulkan' package is not installed" in why
+
+    class NoLoader:
+        def find_spec(self, name, path=None, target=None):
+            if name == "vulkan":
+                raise OSError("Cannot find Vulkan SDK version")
+            return None
+
+    monkeypatch.delitem(sys.modules, "vulkan")
+    monkeypatch.setattr(sys, "meta_path", [NoLoader(), *sys.meta_path])
+    vk, why = device._import_vulkan()
+    assert vk is None and "no Vulkan loader" in why
+
+    def fake_vk(create_instance, physical_devices=()):
+        return types.SimpleNamespace(
+            VK_STRUCTURE_TYPE_APPLICATION_INFO=0,
+            VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO=1,
+            VK_MAKE_VERSION=lambda *v: 0,
+            VkApplicationInfo=lambda **k: k,
+            VkInstanceCreateInfo=lambda **k: k,
+            vkCreateInstance=create_instance,
+            vkEnumeratePhysicalDevices=lambda instance: list(physical_devices),
+        )
+
+    def incompatible(info, allocator):
+        raise RuntimeError("VkErrorIncompatibleDriver")
+
+    monkeypatch.setattr(device, "_import_vulkan", lambda: (fake_vk(incompatible), ""))
+    assert "no Vulkan driver (ICD)" in device.probe.__wrapped__().reason
+    monkeypatch.setattr(device, "_import_vulkan", lambda: (fake_vk(lambda info, allocator: object()), ""))
+    assert device.probe.__wrapped__().reason == "no Vulkan physical device"
+
+    monkeypatch.setattr(runtime, "probe", lambda: (_ for _ in ()).throw(RuntimeError("boom")))
+    assert runtime.VulkanRuntime.availability() == (False, "Vulkan probe failed: RuntimeError boom")
+
+
+def test_evicted_plans_free_their_vulkan_objects(rng):
+    """The session keeps the last few plans; an evicted plan's device memory, staging,
+    pools and command buffers are destroyed once nothing refers to them."""
+    import gc
+    import weakref
+
+    from mnnpy.session import RESIZE_CACHE
+
+    vk_s, _ = _sessions(_partitioned_model(rng))
+    z = rand(rng, 3, 1, 1)
+    vk_s.run({"x": rand(rng, 1, 3, 2, 2), "z": z})
+    memory = next(iter(vk_s._plan.handles[0].values())).memory
+    owned, ref = memory.owned, weakref.ref(memory)
+    assert owned and memory.buffer is not None
+    del memory
+    for k in range(RESIZE_CACHE):
+        vk_s.run({"x": rand(rng, 1, 3, 3 + k, 2), "z": z})
+    gc.collect()
+    assert ref() is None and owned == []
+
+
+def test_unannounced_transfers_are_errors(rng):
+    """A handle the session did not announce (``on_resize_partition``) has no staging slot:
+    upload/download say so with an MnnpyError instead of touching memory."""
+    vk_s, _ = _sessions(_partitioned_model(rng))
+    vk_s.run({"x": rand(rng, 1, 3, 4, 4), "z": rand(rng, 3, 1, 1)})
+    backend = vk_s.backends[0]
+    handles = vk_s._plan.handles[0]
+    unstaged = next(h for h in handles.values() if h.host is None and h.nbytes)
+    with pytest.raises(mnnpy.MnnpyError, match="no staging slot"):
+        backend.upload(np.zeros(unstaged.shape, np.float32), unstaged)
+    with pytest.raises(mnnpy.MnnpyError, match="no staging slot"):
+        backend.download(unstaged)
