@@ -30,7 +30,7 @@ setup(
     package_data={
         "mnnpy.schema": ["*.fbs"],
         "mnnpy.shaders.opencl": ["*.cl", "*.h"],
-        "mnnpy.shaders.vulkan": ["*.comp", "*.glsl", "*.spv", "manifest.json"],
+        "mnnpy.shaders.vulkan": ["*.comp", "*.glsl", "*.spv", "manifest*.json"],
     },
     install_requires=[
         "numpy>=1.24",

@@ -88,6 +88,11 @@ class VulkanBackend(Backend):
     def acquire_constant(self, tensor: TensorInfo) -> VkTensor:
         return self._memory.constant(np.asarray(tensor.value, dtype=tensor.dtype))
 
+    def constant(self, value: np.ndarray) -> VkTensor:
+        """A device copy of ``value`` owned by this resize (re-laid weights, tables), uploaded
+        once at the end of the resize with the graph's constants. Call it from ``prepare``."""
+        return self._memory.constant(np.ascontiguousarray(value))
+
     def on_resize_partition(self, uploads: list, downloads: list) -> None:
         """A new partition: staging slots for what is uploaded before / downloaded after it."""
         part = PartitionRecord(list(uploads), list(downloads))

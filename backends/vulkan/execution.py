@@ -39,17 +39,30 @@ class VulkanExecution(Execution):
         push: bytes,
         n: int,
         spec: tuple[tuple[int, SpecValue], ...] = (),
+        groups: tuple[int, int, int] | None = None,
+        local: tuple[int, int, int] | None = None,
     ) -> None:
-        """Ask for one dispatch of SPIR-V variant ``shader`` over ``n`` invocations
-        (``LOCAL_SIZE`` per group; groups split over x and y beyond the device's x limit).
-        ``spec``: specialization constants after constant 0 (the local size)."""
-        if n <= 0:
+        """Ask for one dispatch of SPIR-V variant ``shader``.
+
+        1-D form: ``n`` invocations, ``LOCAL_SIZE`` per group (specialization constant 0),
+        groups split over x and y beyond the device's x limit. Explicit form: ``groups``
+        (work groups along x, y, z; each within the device's limits) and ``local``
+        (specialization constants 0, 10, 11: the shader declares ``local_size_x_id = 0,
+        local_size_y_id = 10, local_size_z_id = 11``); ``n`` only says whether there is work.
+        ``spec``: the shader's other specialization constants (ids 1..9, 12..)."""
+        if n <= 0 or (groups is not None and min(groups) <= 0):
             return
-        pipeline = self.backend.runtime.pipelines.get(shader, len(bindings), len(push), ((0, LOCAL_SIZE), *spec))
-        groups = -(-int(n) // LOCAL_SIZE)
-        max_x = self.backend.runtime.limits["maxComputeWorkGroupCount"][0]
-        gx = min(groups, max_x)
-        self.partition.dispatches.append(Dispatch(pipeline, list(bindings), tuple(writes), push, (gx, -(-groups // gx), 1)))
+        if local is None:
+            local_spec = ((0, LOCAL_SIZE),)
+        else:
+            local_spec = ((0, int(local[0])), (10, int(local[1])), (11, int(local[2])))
+        pipeline = self.backend.runtime.pipelines.get(shader, len(bindings), len(push), (*local_spec, *spec))
+        if groups is None:
+            count = -(-int(n) // LOCAL_SIZE)
+            max_x = self.backend.runtime.limits["maxComputeWorkGroupCount"][0]
+            gx = min(count, max_x)
+            groups = (gx, -(-count // gx), 1)
+        self.partition.dispatches.append(Dispatch(pipeline, list(bindings), tuple(writes), push, tuple(int(g) for g in groups)))
 
     def on_execute(self, inputs, outputs):
         self.backend.pending = self.partition

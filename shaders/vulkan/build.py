@@ -26,8 +26,15 @@ TARGET = "vulkan1.0"
 
 
 def variants() -> dict[str, dict]:
-    """``name -> {"source": file, "defines": [macro, ...]}`` from the manifest."""
-    return json.loads(MANIFEST.read_text())["variants"]
+    """``name -> {"source": file, "defines": [macro, ...]}`` from ``manifest.json`` and the
+    per-family ``manifest_<family>.json`` beside it (a name defined twice is an error)."""
+    out: dict[str, dict] = {}
+    for path in [MANIFEST, *sorted(HERE.glob("manifest_*.json"))]:
+        for name, spec in json.loads(path.read_text())["variants"].items():
+            if name in out:
+                raise ValueError(f"{path.name}: variant {name!r} is already defined")
+            out[name] = spec
+    return out
 
 
 def tool() -> str | None:
