@@ -60,7 +60,7 @@ class VulkanBackend(Backend):
         cls = executions().get(op.type)
         if cls is None:
             return False, f"no Vulkan execution for {op.type}"
-        bad = sorted({str(t.dtype) for t in inputs if t.dtype != np.float32})
+        bad = sorted({str(t.dtype) for t in inputs if t.dtype != np.float32 and t.value is None})
         if bad:
             return False, f"dtype {', '.join(bad)} (Vulkan runs float32 only)"
         limit = self.runtime.limits["maxStorageBufferRange"] - self.align
@@ -87,6 +87,12 @@ class VulkanBackend(Backend):
 
     def acquire_constant(self, tensor: TensorInfo) -> VkTensor:
         return self._memory.constant(np.asarray(tensor.value, dtype=tensor.dtype))
+
+    def can_alias(self, op: Op) -> bool:
+        """Reshape-like ops are metadata-only on contiguous NCHW: the output shares the buffer."""
+        from mnnpy.backends.vulkan.movement import ALIASING
+
+        return op.type in ALIASING
 
     def constant(self, value: np.ndarray) -> VkTensor:
         """A device copy of ``value`` owned by this resize (re-laid weights, tables), uploaded

@@ -88,8 +88,9 @@ class Recorder:
 
     def __init__(self, vk, command, buffer, staging):
         self.vk, self.cmd, self.buffer, self.staging = vk, command, buffer, staging
-        self.written: list[tuple[int, int]] = []
+        self.written: list[tuple[int, int]] = []  # since the last compute barrier
         self.read: list[tuple[int, int]] = []
+        self.all_written: list[tuple[int, int]] = []  # by every dispatch of the partition
 
     def barrier(self, ranges, src_stage, src_access, dst_stage, dst_access, buffer=None) -> None:
         vk = self.vk
@@ -154,6 +155,7 @@ class Recorder:
             )
         vk.vkCmdDispatch(self.cmd, *d.groups)
         self.written += writes
+        self.all_written += writes
         self.read += reads
 
 
@@ -167,12 +169,16 @@ def record_partition(vk, part: PartitionRecord, memory: ResizeMemory) -> None:
     transfer, compute = vk.VK_PIPELINE_STAGE_TRANSFER_BIT, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
     landed = rec.copies(part.uploads, to_device=True)
     if landed:
-        rec.barrier(landed, transfer, vk.VK_ACCESS_TRANSFER_WRITE_BIT, compute, vk.VK_ACCESS_SHADER_READ_BIT)
+        # to shaders, and to the download copies (an aliased Identity/Reshape from input to output)
+        reads = vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_TRANSFER_READ_BIT
+        rec.barrier(landed, transfer, vk.VK_ACCESS_TRANSFER_WRITE_BIT, compute | transfer, reads)
     for d in part.dispatches:
         rec.dispatch(d)
     if any(t.nbytes for t in part.downloads):
-        if rec.written:
-            rec.barrier(rec.written, compute, vk.VK_ACCESS_SHADER_WRITE_BIT, transfer, vk.VK_ACCESS_TRANSFER_READ_BIT)
+        if rec.all_written:
+            # every range the partition wrote: a compute->compute barrier in between made the
+            # earlier writes visible to shaders only, not to the transfer that reads them here
+            rec.barrier(rec.all_written, compute, vk.VK_ACCESS_SHADER_WRITE_BIT, transfer, vk.VK_ACCESS_TRANSFER_READ_BIT)
         staged = [(t.staging, t.staging + t.nbytes) for t in part.downloads if t.nbytes]
         rec.copies(part.downloads, to_device=False)
         host = vk.VK_PIPELINE_STAGE_HOST_BIT

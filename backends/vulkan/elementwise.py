@@ -55,7 +55,12 @@ class Unary(VulkanExecution):
         x, y = inputs[0], outputs[0]
         p0, p1 = self._params()
         push = struct.pack("<3I", y.size, self.elem_offset(x), self.elem_offset(y))
-        self.dispatch(f"unary_{self.op.type.lower()}", [x, y], (1,), push, y.size, ((1, p0), (2, p1)))
+        self.dispatch(self.variant_for(self.op.type), [x, y], (1,), push, y.size, ((1, p0), (2, p1)))
+
+    @staticmethod
+    def variant_for(op_type: str) -> str:
+        """The SPIR-V variant of ``op_type`` (``unary_<op>`` in manifest.json)."""
+        return f"unary_{op_type.lower()}"
 
 
 def broadcast_strides(out: tuple[int, ...], *shapes: tuple[int, ...]) -> tuple[list[int], list[list[int]]]:
@@ -113,4 +118,9 @@ class Binary(VulkanExecution):
         pad = [0] * (MAX_RANK - len(dims))
         offsets = (self.elem_offset(a), self.elem_offset(b), self.elem_offset(c))
         push = struct.pack("<29I", c.size, len(dims), *offsets, *dims, *pad, *sa, *pad, *sb, *pad)
-        self.dispatch(f"binary_{self.op.type.lower()}", [a, b, c], (2,), push, c.size, ((1, broadcast),))
+        self.dispatch(self.variant_for(self.op.type), [a, b, c], (2,), push, c.size, ((1, broadcast),))
+
+    @staticmethod
+    def variant_for(op_type: str) -> str:
+        """The SPIR-V variant of ``op_type`` (``binary_<op>`` in manifest.json)."""
+        return f"binary_{op_type.lower()}"

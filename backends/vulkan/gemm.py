@@ -1,0 +1,220 @@
+"""Vulkan MatMul and Gemm (ONNX operators.md #MatMul, #Gemm) on one tiled GEMM shader (float32).
+
+Shader: ``shaders/vulkan/gemm.comp``, variants ``gemm_nn``, ``gemm_nt``, ``gemm_tn``,
+``gemm_tt`` (transposed A and/or B read in place), listed in
+``shaders/vulkan/manifest_gemm.json``. ``gemm_dispatch`` is shared with the 1x1 Conv
+(``conv.py``): the C term, the batch table, alpha/beta and the fused activation are
+specialization constants, sizes/offsets/strides push constants. Everything is fixed at
+resize (one dispatch per op); nothing runs per op at run time.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Sequence
+
+import numpy as np
+
+from mnnpy.backends.vulkan.execution import VulkanExecution
+from mnnpy.backends.vulkan.registry import vulkan_execution
+
+RM = RN = 4  # outputs per invocation along rows / columns (gemm.comp)
+MAX_GROUPS = 65535  # the smallest maxComputeWorkGroupCount the Vulkan specification allows
+SMALL_GRID = 128  # fewer 64 x 64 tiles than this: 32 x 32 tiles
+
+# Conv's fused ``activation`` -> gemm.comp/conv.comp's ACT specialization constant
+ACTIVATIONS = {"": 0, "Relu": 1, "Clip": 2, "LeakyRelu": 3, "Sigmoid": 4, "HardSigmoid": 5, "HardSwish": 6, "Tanh": 7}
+
+
+def act_spec(kind: str | None, params: Sequence[float] = ()) -> tuple[tuple[int, int | float], ...]:
+    """Specialization constants 1 (ACT), 2, 3 (its scalars: Clip min, max; LeakyRelu alpha;
+    HardSigmoid alpha, beta) for a fused activation. ``KeyError`` for an unknown kind."""
+    p = [float(v) for v in params] + [0.0, 0.0]
+    return (1, ACTIVATIONS[kind or ""]), (2, p[0]), (3, p[1])
+
+
+def tile_config(m: int, n: int, batch: int = 1) -> tuple[int, int]:
+    """Work-group size ``(LX, LY)`` for ``batch`` ``m x n`` outputs; a group covers
+    ``(LY*RM) x (LX*RN)``: 64 x 64 tiles; thinner ones when m or n is small; 32 x 32 when
+    64 x 64 tiles would give fewer than ``SMALL_GRID`` work groups (more groups in flight on
+    a big GPU). Shared memory ``TK * (TM + TN + 2)`` floats stays within the 16 KiB every
+    device has (at most 9 KiB here)."""
+    if m <= 8:
+        return 32, 2  # GEMV-like (classifier heads, 1-D operands): an 8 x 128 strip
+    if m <= 16:
+        return 32, 4  # 16 x 128
+    if n <= 32:
+        return 8, 16  # 64 x 32
+    if math.ceil(m / 64) * math.ceil(n / 64) * batch < SMALL_GRID:
+        return 8, 8  # 32 x 32
+    return 16, 16
+
+
+def grid(m: int, n: int, batch: int) -> tuple[int, int, int]:
+    """Work groups ``(x, y, z)`` of a GEMM of ``batch`` ``m x n`` outputs."""
+    lx, ly = tile_config(m, n, batch)
+    return math.ceil(n / (lx * RN)), math.ceil(m / (ly * RM)), batch
+
+
+def grid_fits(m: int, n: int, batch: int) -> tuple[bool, str]:
+    """Whether the GEMM's work-group counts are within the limits every device has."""
+    g = grid(m, n, batch)
+    if max(g) > MAX_GROUPS:
+        return False, f"GEMM of {batch} x ({m} x {n}) needs {g} work groups (Vulkan takes up to {MAX_GROUPS} per dimension)"
+    return True, ""
+
+
+def gemm_dispatch(
+    exe: VulkanExecution,
+    a,
+    b,
+    y,
+    m: int,
+    n: int,
+    k: int,
+    *,
+    lda: int,
+    ldb: int,
+    ldy: int,
+    batch: int = 1,
+    strides: tuple[int, int, int] = (0, 0, 0),
+    table=None,
+    trans_a: bool = False,
+    trans_b: bool = False,
+    c=None,
+    c_strides: tuple[int, int] = (0, 0),
+    alpha: float = 1.0,
+    beta: float = 1.0,
+    act: tuple[str, Sequence[float]] = ("", ()),
+) -> None:
+    """One dispatch of ``Y[b] = ACT(alpha * A[b] @ B[b] + beta * C)`` over ``batch`` matrices.
+
+    ``a``, ``b``, ``y``, ``c``: ``VkTensor`` (``c`` None: no C term); A is ``(m, k)`` (stored
+    ``(k, m)`` when ``trans_a``), B ``(k, n)`` (``(n, k)`` when ``trans_b``), Y ``(m, n)``, with
+    leading dimensions ``lda``, ``ldb``, ``ldy``. ``strides``: per-batch element strides of
+    A, B, Y; ``table``: a device uint32 ``(batch, 2)`` array of A/B element offsets used
+    instead of their strides. ``c_strides``: C's element strides along rows and columns (0
+    where broadcast). ``act``: fused activation ``(kind, params)`` (``ACTIVATIONS``)."""
+    lx, ly = tile_config(m, n, batch)
+    cc = a if c is None else c  # unused bindings point at A
+    tt = a if table is None else table
+    eo = exe.elem_offset
+    push = struct.pack("<16I", eo(a), eo(b), eo(cc), eo(tt), eo(y), m, n, k, lda, ldb, ldy, *strides, *c_strides)
+    spec = (*act_spec(*act), (4, c is not None), (5, table is not None), (6, float(alpha)), (7, float(beta)))
+    name = f"gemm_{'t' if trans_a else 'n'}{'t' if trans_b else 'n'}"
+    exe.dispatch(name, [a, b, cc, tt, y], (4,), push, m * n * batch, spec=spec, groups=grid(m, n, batch), local=(lx, ly, 1))
+
+
+def _batch_offsets(batch: tuple[int, ...], shape: tuple[int, ...], size: int) -> np.ndarray:
+    """Element offsets of each of ``batch``'s matrices in an operand with batch dims ``shape``
+    (numpy broadcasting) and ``size`` elements per matrix."""
+    idx = np.arange(math.prod(shape), dtype=np.int64).reshape((1,) * (len(batch) - len(shape)) + tuple(shape))
+    return np.broadcast_to(idx, batch).ravel() * size
+
+
+def _stride(offs: np.ndarray, size: int) -> int | None:
+    """0 when every offset is 0, ``size`` when they are ``b * size``, else None (needs a table)."""
+    if not offs.any():
+        return 0
+    return size if np.array_equal(offs, np.arange(offs.size) * size) else None
+
+
+def _matmul_geometry(ashape, bshape):
+    """``(m, n, k, batch, a_offsets, b_offsets)`` of numpy.matmul; 1-D operands promoted
+    (A ``(K,)`` -> ``(1, K)``, B ``(K,)`` -> ``(K, 1)``). When B has no batch (2-D or leading
+    ones), A's batch folds into m (its rows are contiguous) and batch is 1."""
+    a2 = (1, *ashape) if len(ashape) == 1 else tuple(ashape)
+    b2 = (*bshape, 1) if len(bshape) == 1 else tuple(bshape)
+    m, k, n = a2[-2], a2[-1], b2[-1]
+    abatch, bbatch = a2[:-2], b2[:-2]
+    if math.prod(bbatch) == 1:
+        return m * math.prod(abatch), n, k, 1, None, None
+    batch = np.broadcast_shapes(abatch, bbatch)
+    return m, n, k, math.prod(batch), _batch_offsets(batch, abatch, m * k), _batch_offsets(batch, bbatch, k * n)
+
+
+GEMM_VARIANTS = ("gemm_nn", "gemm_nt", "gemm_tn", "gemm_tt")  # manifest_gemm.json: transposes of A, B
+
+
+@vulkan_execution("MatMul")
+class MatMul(VulkanExecution):
+    """``Y = A @ B`` (numpy.matmul: 1-D operands promoted then dropped, batch dims broadcast), float32.
+
+    A: (..., M, K), B: (..., K, N) -> Y: (..., M, N). When B has no batch, A's batch folds into
+    M: one (batch*M, K) x (K, N) GEMM. Otherwise one dispatch over the output batches, A and B
+    read at a stride per batch (0 where broadcast), or through a table of offsets for
+    general broadcasts."""
+
+    variants = GEMM_VARIANTS
+
+    @staticmethod
+    def check(op, inputs, attrs) -> tuple[bool, str]:
+        if len(inputs) != 2 or any(len(t.shape) == 0 for t in inputs):
+            return False, "MatMul needs two operands of rank >= 1"
+        m, n, _, batch, _, _ = _matmul_geometry(inputs[0].shape, inputs[1].shape)
+        return grid_fits(m, n, batch)
+
+    def prepare(self, inputs, outputs):
+        a, b = inputs[:2]
+        y = outputs[0]
+        m, n, k, nb, aoff, boff = _matmul_geometry(a.shape, b.shape)
+        table, strides = None, (0, 0, m * n)
+        if nb > 1:
+            simple = (_stride(aoff, m * k), _stride(boff, k * n))
+            if None in simple:
+                table = self.backend.constant(np.stack([aoff, boff], axis=1).astype(np.uint32))
+            else:
+                strides = (simple[0], simple[1], m * n)
+        gemm_dispatch(self, a, b, y, m, n, k, lda=k, ldb=n, ldy=n, batch=nb, strides=strides, table=table)
+
+
+@vulkan_execution("Gemm")
+class Gemm(VulkanExecution):
+    """``Y = alpha * A' @ B' + beta * C`` (A' = A.T if transA, B' = B.T if transB), float32.
+
+    A: (M, K) or (K, M); B: (K, N) or (N, K); C (optional) unidirectionally broadcast to
+    (M, N): (), (1,), (N,), (1, N), (M, 1), (M, N). Transposes are read in place; C through
+    row/column strides (0 where broadcast); beta == 0 drops C."""
+
+    variants = GEMM_VARIANTS
+
+    @staticmethod
+    def check(op, inputs, attrs) -> tuple[bool, str]:
+        a, b = inputs[0], inputs[1]
+        if len(a.shape) != 2 or len(b.shape) != 2:
+            return False, "Gemm with operands that are not 2-D"
+        m = a.shape[1] if attrs.get("transA") else a.shape[0]
+        n = b.shape[0] if attrs.get("transB") else b.shape[1]
+        return grid_fits(m, n, 1)
+
+    def prepare(self, inputs, outputs):
+        a, b = inputs[:2]
+        y = outputs[0]
+        ta, tb = bool(self.attrs["transA"]), bool(self.attrs["transB"])
+        m, n = y.shape
+        k = a.shape[0] if ta else a.shape[1]
+        beta = float(self.attrs["beta"])
+        c = inputs[2] if len(inputs) > 2 and inputs[2] is not None and beta != 0.0 else None
+        cstr = (0, 0)
+        if c is not None:
+            cs = (1,) * (2 - len(c.shape)) + tuple(c.shape)
+            cstr = (cs[1] if cs[0] != 1 else 0, 1 if cs[1] != 1 else 0)
+        gemm_dispatch(
+            self,
+            a,
+            b,
+            y,
+            m,
+            n,
+            k,
+            lda=a.shape[1],
+            ldb=b.shape[1],
+            ldy=n,
+            trans_a=ta,
+            trans_b=tb,
+            c=c,
+            c_strides=cstr,
+            alpha=float(self.attrs["alpha"]),
+            beta=beta,
+        )

@@ -1,0 +1,94 @@
+"""Vulkan pooling (ONNX operators.md): MaxPool (output Y), AveragePool, GlobalAveragePool,
+GlobalMaxPool.
+
+Windowed pools: ``shaders/vulkan/pool.comp`` (variants ``pool_max``, ``pool_avg``), one
+invocation per output, 1-D to 3-D windows (run as 3-D with leading size-1 dims); geometry
+(pads, auto_pad, ceil_mode, dilations, strides) from ``backends/cpu/ops/windows.window``.
+Global pools, and windowed pools whose one window is the whole unpadded map, are row
+reductions of ``reduce.comp`` (a work group per (n, c) row, shared-memory combine; see
+``reduce.reduce_dispatches``).
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+
+from mnnpy.backends.cpu.ops.windows import window
+from mnnpy.backends.vulkan.execution import VulkanExecution
+from mnnpy.backends.vulkan.reduce import reduce_dispatches
+from mnnpy.backends.vulkan.registry import vulkan_execution
+
+MAX_SPATIAL = 3  # pool.comp's window dims
+
+
+@vulkan_execution("MaxPool", "AveragePool")
+class Pool(VulkanExecution):
+    """MaxPool / AveragePool over ``kernel_shape`` windows, ``X: (N, C, *S) -> Y: (N, C, *O)``
+    float32, 1 to 3 spatial dims. MaxPool: max of the window (pads act as -inf; NaN
+    propagates); its ``Indices`` output is not produced here (CPU fallback). AveragePool:
+    sum / count (``count_include_pad``: taps inside the explicitly padded input count)."""
+
+    variants = ("pool_max", "pool_avg", "reduce_max", "reduce_mean")
+
+    @staticmethod
+    def check(op, inputs, attrs) -> tuple[bool, str]:
+        nd = len(attrs["kernel_shape"])
+        if not 1 <= nd <= MAX_SPATIAL:
+            return False, f"{op.type} with {nd} spatial dims (Vulkan pools 1-D to {MAX_SPATIAL}-D)"
+        if op.type == "MaxPool" and any(t >= 0 for t in op.outputs[1:]):
+            return False, "MaxPool Indices output requested (Vulkan computes Y only)"
+        return True, ""
+
+    def prepare(self, inputs, outputs):
+        x, y = inputs[0], outputs[0]
+        a, k = self.attrs, list(self.attrs["kernel_shape"])
+        out, strides, dil, pads = window(self, x.shape[2:], k, a["ceil_mode"])
+        is_max = self.op.type == "MaxPool"
+        nc, spatial = x.shape[0] * x.shape[1], list(x.shape[2:])
+        self.scratch = None
+        whole = list(out) == [1] * len(k) and k == spatial and not any(pads) and all(d == 1 for d in dil)
+        if whole and math.prod(spatial) > 0:
+            # one window = the whole map: a row reduction per (n, c)
+            self.passes = reduce_dispatches(self, "max" if is_max else "mean", x, y, nc, math.prod(spatial), 1)
+            return
+        nd = len(k)
+        lead = MAX_SPATIAL - nd
+
+        def full(v, fill):
+            return [fill] * lead + list(v)
+
+        geom = (
+            full(spatial, 1)
+            + full(out, 1)
+            + full(k, 1)
+            + full(strides, 1)
+            + full(dil, 1)
+            + full(pads[:nd], 0)
+            + full(pads[nd:], 0)
+        )
+        push = struct.pack("<3I21i", y.size, self.elem_offset(x), self.elem_offset(y), *geom)
+        shader = "pool_max" if is_max else "pool_avg"
+        spec = () if is_max else ((1, bool(a["count_include_pad"])),)
+        self.passes = 1
+        self.dispatch(shader, [x, y], (1,), push, y.size if nc else 0, spec)
+
+
+@vulkan_execution("GlobalAveragePool", "GlobalMaxPool")
+class GlobalPool(VulkanExecution):
+    """``Y[n, c, 1, ...] = mean (or max) of X[n, c, ...]``, ``X: (N, C, *S)`` float32: a
+    work-group shared-memory reduction per (n, c) row (two passes for few very long rows)."""
+
+    variants = ("reduce_mean", "reduce_max")
+
+    @staticmethod
+    def check(op, inputs, attrs) -> tuple[bool, str]:
+        if math.prod(inputs[0].shape[2:]) == 0:
+            return False, f"{op.type} over empty spatial dims {list(inputs[0].shape[2:])}"
+        return True, ""
+
+    def prepare(self, inputs, outputs):
+        x, y = inputs[0], outputs[0]
+        kind = "mean" if self.op.type == "GlobalAveragePool" else "max"
+        self.scratch = None
+        self.passes = reduce_dispatches(self, kind, x, y, x.shape[0] * x.shape[1], math.prod(x.shape[2:]), 1)

@@ -1,0 +1,208 @@
+"""Vulkan reductions (ReduceXxx, ONNX operators.md, opset-18 form with ``axes`` an input) and
+Softmax / LogSoftmax (opset-13 form: one ``axis``, as the converter leaves them).
+
+Shader: ``shaders/vulkan/reduce.comp`` (variants ``reduce_<op>``, ``softmax``,
+``logsoftmax``; ``shaders/vulkan/manifest_reduce.json``). Every op is viewed as
+``(outer, red, inner)`` of contiguous NCHW data: one result per ``p < outer * inner`` from the
+``red`` elements at stride ``inner``. ``row_dispatch`` picks a work group of ``LP`` outputs
+times ``LR`` reducing invocations (shared-memory tree combine) and asks for the dispatch; it
+is shared by pooling (``pool.py``) and LayerNormalization (``norm.py``).
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+
+import numpy as np
+
+from mnnpy.backends.vulkan.execution import VulkanExecution
+from mnnpy.backends.vulkan.registry import vulkan_execution
+
+GROUP_MAX = 256  # reduce.comp's shared scratch (floats): a work group holds at most this many invocations
+TARGET_ITEMS = 1 << 17  # invocations worth spreading a reduction over (an H200 keeps ~270k resident)
+CACHE_MAX = 16  # row elements a Softmax/LayerNorm invocation may keep in registers
+SPLIT_CHUNK = 2048  # elements per chunk of a split (two-pass) reduction, at least
+
+OPS = {
+    "ReduceSum": "sum",
+    "ReduceMean": "mean",
+    "ReduceMax": "max",
+    "ReduceMin": "min",
+    "ReduceProd": "prod",
+    "ReduceL1": "l1",
+    "ReduceL2": "l2",
+    "ReduceSumSquare": "sumsquare",
+    "ReduceLogSum": "logsum",
+    "ReduceLogSumExp": "logsumexp",
+}
+
+
+def _pow2_floor(n: int) -> int:
+    return 1 << (max(1, int(n)).bit_length() - 1)
+
+
+def _pow2_ceil(n: int) -> int:
+    return 1 << (max(1, int(n)) - 1).bit_length()
+
+
+def group_shape(p: int, red: int, inner: int = 1, group: int = GROUP_MAX) -> tuple[int, int]:
+    """``(lp, lr)``: outputs per work group and reducing invocations per output, powers of two
+    with ``lp * lr <= group``. Rows (``inner == 1``): up to a whole group per row, fewer
+    (not under 32, a warp's coalesced read) once the rows alone give ``TARGET_ITEMS``
+    invocations. Strided (``inner > 1``): up to 32 neighbouring inner positions per group
+    (coalesced), the rest of the group along the row."""
+    p, red = max(int(p), 1), max(int(red), 1)
+    if inner == 1:
+        lr = _pow2_floor(min(group, red))
+        while lr > 32 and p * lr > TARGET_ITEMS:
+            lr //= 2
+    else:
+        lp = _pow2_floor(min(32, inner, p))
+        lr = _pow2_floor(min(red, group // lp))
+        while lr > 1 and p * lr > TARGET_ITEMS:
+            lr //= 2
+    lp = _pow2_floor(min(p, group // lr))
+    return lp, lr
+
+
+def group_limit(backend) -> int:
+    """The largest work group used here: ``GROUP_MAX`` within the device's limit."""
+    return min(GROUP_MAX, _pow2_floor(backend.runtime.limits["maxComputeWorkGroupInvocations"]))
+
+
+def row_dispatch(exe: VulkanExecution, shader, bindings, writes, push: bytes, p, red, inner, spec=(), cache=False) -> None:
+    """One dispatch of ``reduce.comp`` variant ``shader`` over ``p`` outputs of ``red`` elements
+    at stride ``inner`` (``ROW`` when ``inner == 1``). ``cache`` (Softmax, LayerNorm): where a
+    row fits in ``CACHE_MAX`` registers per invocation, widen the group to hold it. Sets
+    ``exe.group = (lp, lr, cached)`` (the last dispatch's work-group shape)."""
+    group = group_limit(exe.backend)
+    lp, lr = group_shape(p, red, inner, group)
+    use_cache, per = False, 1
+    if cache and 0 < red <= CACHE_MAX * group:
+        lr = max(lr, _pow2_ceil(-(-red // CACHE_MAX)))
+        lp = _pow2_floor(min(max(p, 1), group // lr))
+        use_cache, per = True, -(-red // lr)
+    count = -(-max(int(p), 0) // lp)
+    max_x = exe.backend.runtime.limits["maxComputeWorkGroupCount"][0]
+    gx = max(1, min(count, max_x))
+    groups = (gx, -(-count // gx), 1)
+    exe.group = (lp, lr, use_cache)
+    spec = ((1, lr), (2, inner == 1), (3, per), (4, use_cache), *spec)
+    exe.dispatch(shader, bindings, writes, push, p, spec, groups=groups, local=(lp * lr, 1, 1))
+
+
+def split_count(p: int, red: int, group: int = GROUP_MAX) -> int:
+    """Chunks per row for a two-pass reduction: more than one only when few rows are long
+    (the rows alone leave the device short of ``TARGET_ITEMS`` invocations)."""
+    if red < 2 * SPLIT_CHUNK or max(p, 1) * group >= TARGET_ITEMS:
+        return 1
+    return max(2, min(red // SPLIT_CHUNK, TARGET_ITEMS // (max(p, 1) * group)))
+
+
+def reduce_dispatches(exe: VulkanExecution, kind: str, x, y, outer: int, red: int, inner: int) -> int:
+    """Dispatches of ``reduce_<kind>`` from ``x`` (``outer, red, inner``) into ``y`` (``outer *
+    inner`` results): one pass, or two through a float32 scratch of ``(outer, splits, inner)``
+    partial results (see ``split_count``). Returns the number of dispatches."""
+    shader = f"reduce_{kind}"
+    p = outer * inner
+    splits = 1 if kind == "logsumexp" else split_count(p, red, group_limit(exe.backend))
+    xo, yo = exe.elem_offset(x), exe.elem_offset(y)
+    if splits == 1:
+        push = struct.pack("<8I", xo, yo, p, red, inner, 1, red, red)
+        row_dispatch(exe, shader, [x, y], (1,), push, p, red, inner)
+        return 1
+    chunk = -(-red // splits)
+    splits = -(-red // chunk)
+    parts = outer * splits * inner
+    exe.scratch = exe.backend.constant(np.zeros(parts, np.float32))  # partial results, written by pass 1
+    so = exe.elem_offset(exe.scratch)
+    push1 = struct.pack("<8I", xo, so, parts, red, inner, splits, chunk, red)
+    row_dispatch(exe, shader, [x, exe.scratch], (1,), push1, parts, chunk, inner, spec=((6, False),))
+    push2 = struct.pack("<8I", so, yo, p, splits, inner, 1, splits, red)
+    row_dispatch(exe, shader, [exe.scratch, y], (1,), push2, p, splits, inner, spec=((5, False),))
+    return 2
+
+
+def collapse_axes(shape, axes) -> tuple[int, int, int] | None:
+    """``(outer, red, inner)`` of reducing ``axes`` of contiguous ``shape``, or None when the
+    reduced axes (size-1 dims ignored) are not one contiguous block."""
+    runs: list[list] = []  # [size, reduced?] of merged neighbouring dims
+    for i, d in enumerate(shape):
+        if d == 1:
+            continue
+        r = i in axes
+        if runs and runs[-1][1] == r:
+            runs[-1][0] *= d
+        else:
+            runs.append([d, r])
+    flags = [r for _, r in runs]
+    if flags.count(True) > 1:
+        return None
+    if True not in flags:
+        return math.prod(shape), 1, 1  # nothing of size > 1 is reduced
+    k = flags.index(True)
+    return math.prod(s for s, _ in runs[:k]), runs[k][0], math.prod(s for s, _ in runs[k + 1 :])
+
+
+def reduced_axes(op, inputs, attrs, rank: int) -> tuple[int, ...] | None:
+    """Normalised reduced axes (``mnnpy.ops.reduce.reduce_axes``'s rule: absent or empty
+    means all, or none with ``noop_with_empty_axes``), or None when ``axes`` is not known at
+    resize."""
+    axes: list[int] = []
+    if len(op.inputs) > 1 and op.inputs[1] >= 0 and len(inputs) > 1 and inputs[1] is not None:
+        if inputs[1].value is None:
+            return None
+        axes = [int(a) % max(rank, 1) for a in np.asarray(inputs[1].value).reshape(-1)]
+    if not axes:
+        return () if attrs["noop_with_empty_axes"] else tuple(range(rank))
+    return tuple(sorted(set(axes)))
+
+
+@vulkan_execution(*OPS)
+class Reduce(VulkanExecution):
+    """``reduced = f(data, axes, keepdims)``, data float32 of any rank (keepdims only changes
+    the output's shape). The reduced axes must be known at resize and form one contiguous
+    block of ``data``'s shape (size-1 dims aside). Empty ``axes`` with
+    ``noop_with_empty_axes``: rows of one element, i.e. the elementwise part only
+    (ReduceL1 -> |x|, ReduceLogSum -> log x), as on the CPU."""
+
+    variants = tuple(f"reduce_{kind}" for kind in OPS.values())
+
+    @staticmethod
+    def check(op, inputs, attrs) -> tuple[bool, str]:
+        shape = inputs[0].shape
+        axes = reduced_axes(op, inputs, attrs, len(shape))
+        if axes is None:
+            return False, f"{op.type} axes computed at run time (Vulkan takes axes known at resize)"
+        if collapse_axes(shape, axes) is None:
+            return False, f"{op.type} axes {list(axes)} of shape {list(shape)} are not one contiguous block"
+        return True, ""
+
+    def prepare(self, inputs, outputs):
+        x, y = inputs[0], outputs[0]
+        axes = reduced_axes(self.op, self.input_infos, self.attrs, len(x.shape))
+        outer, red, inner = collapse_axes(x.shape, axes)
+        self.scratch = None
+        self.passes = reduce_dispatches(self, OPS[self.op.type], x, y, outer, red, inner)
+
+
+@vulkan_execution("Softmax", "LogSoftmax")
+class Softmax(VulkanExecution):
+    """Softmax / LogSoftmax along ``axis`` (opset-13 semantics), float32 of any shape:
+    ``exp(x - max) / sum(exp(x - max))`` / ``(x - max) - log(sum(exp(x - max)))``, max and
+    sum by shared-memory reductions over one row per group slice (numerically stable; NaN
+    and infinities as numpy gives them)."""
+
+    variants = ("softmax", "logsoftmax")
+
+    def prepare(self, inputs, outputs):
+        x, y = inputs[0], outputs[0]
+        shape = x.shape
+        axis = self.attrs["axis"] % len(shape)
+        outer, red, inner = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1 :])
+        if red == 0:
+            return
+        push = struct.pack("<5I", self.elem_offset(x), self.elem_offset(y), outer * inner, red, inner)
+        shader = "logsoftmax" if self.op.type == "LogSoftmax" else "softmax"
+        row_dispatch(self, shader, [x, y], (1,), push, outer * inner, red, inner, cache=True)

@@ -1,0 +1,150 @@
+#version 450
+/* Tiled GEMM of mnnpy's Vulkan backend, shared by MatMul, Gemm and the 1x1 Conv (float32):
+ *
+ *   Y[b](i, j) = ACT(ALPHA * sum_k A[b](i, k) * B[b](k, j) + BETA * C(i, j)),  i < M, j < N
+ *
+ * Operands row-major with leading dimensions lda, ldb, ldy (elements). Variant macros
+ * (shaders/vulkan/manifest_gemm.json): GEMM_NN (neither operand transposed), TRANS_A (A
+ * stored (K, M): element (i, k) at A[k*lda + i]), TRANS_B (B stored (N, K): element (k, j)
+ * at B[j*ldb + k]), or both.
+ * Specialization constants: 0, 10, 11 local size (LX, LY, 1); 1 ACT (fused activation, see
+ *   act_), 2 A0, 3 A1 (its scalars); 4 HAS_C (C term: C(i, j) = C[c_off + i*csm + j*csn],
+ *   strides 0 where broadcast; Conv bias: csm = 1, csn = 0); 5 BATCH_TABLE (batch b reads A
+ *   and B at table[t_off + 2b], table[t_off + 2b + 1] instead of b*sa, b*sb: MatMul's
+ *   broadcast batch dims); 6 ALPHA, 7 BETA.
+ * Push constants (64 bytes): a_off, b_off, c_off, t_off, y_off (elements from each binding's
+ *   start), M, N, K, lda, ldb, ldy, sa, sb, sy (per-batch strides of A, B, Y), csm, csn.
+ * Bindings: 0 A, 1 B, 2 C, 3 table (uint) (read), 4 Y (written); unused C/table bound to A.
+ * Dispatch: groups (ceil(N / TN), ceil(M / TM), batches), local (LX, LY, 1).
+ *
+ * Tiling: a work group computes a TM x TN = (LY*RM) x (LX*RN) tile of Y; each invocation a
+ * register block of RM x RN outputs (rows ty + i*LY, columns tx + j*LX, so that neighbouring
+ * invocations store neighbouring columns). K advances by TK through shared-memory tiles of A
+ * (TK x TM) and B (TK x TN), loaded by the whole group (zero outside the matrices, so the
+ * inner loop has no bounds checks). Every invocation reaches every barrier (no early exit).
+ */
+layout(local_size_x_id = 0, local_size_y_id = 10, local_size_z_id = 11) in;
+layout(constant_id = 1) const uint ACT = 0;
+layout(constant_id = 2) const float A0 = 0.0;
+layout(constant_id = 3) const float A1 = 0.0;
+layout(constant_id = 4) const bool HAS_C = false;
+layout(constant_id = 5) const bool BATCH_TABLE = false;
+layout(constant_id = 6) const float ALPHA = 1.0;
+layout(constant_id = 7) const float BETA = 1.0;
+
+#define RM 4
+#define RN 4
+#define TK 16
+const uint LX = gl_WorkGroupSize.x;
+const uint LY = gl_WorkGroupSize.y;
+const uint TM = LY * RM;
+const uint TN = LX * RN;
+const uint GROUP = LX * LY;
+const uint TMP = TM + 1; /* padded rows of the shared tiles: the loads that walk k store */
+const uint TNP = TN + 1; /* along a column without bank conflicts */
+
+layout(std430, binding = 0) readonly buffer BufA { float a[]; };
+layout(std430, binding = 1) readonly buffer BufB { float b[]; };
+layout(std430, binding = 2) readonly buffer BufC { float c[]; };
+layout(std430, binding = 3) readonly buffer BufT { uint table[]; };
+layout(std430, binding = 4) writeonly buffer BufY { float y[]; };
+layout(push_constant) uniform Push {
+    uint a_off, b_off, c_off, t_off, y_off;
+    uint M, N, K, lda, ldb, ldy;
+    uint sa, sb, sy, csm, csn;
+} pc;
+
+shared float As[TK * TMP]; /* As[kk*TMP + r] = A(row0 + r, k0 + kk) */
+shared float Bs[TK * TNP]; /* Bs[kk*TNP + j] = B(k0 + kk, col0 + j) */
+
+/* Fused activation (Conv's `activation` attribute), ACT: 0 none, 1 Relu, 2 Clip(A0, A1),
+ * 3 LeakyRelu(A0), 4 Sigmoid, 5 HardSigmoid(A0, A1), 6 HardSwish, 7 Tanh. NaN propagates. */
+float clip_(float v, float lo, float hi) {
+    float t = v < lo ? lo : v;
+    return t > hi ? hi : t;
+}
+float act_(float v) {
+    if (ACT == 1u) return v < 0.0 ? 0.0 : v;
+    if (ACT == 2u) return clip_(v, A0, A1);
+    if (ACT == 3u) return v < 0.0 ? v * A0 : v;
+    if (ACT == 4u) {
+        float e = exp(-abs(v));
+        float s = 1.0 / (1.0 + e);
+        return v >= 0.0 ? s : e * s;
+    }
+    if (ACT == 5u) return clip_(v * A0 + A1, 0.0, 1.0);
+    if (ACT == 6u) return v * clip_(v * (1.0 / 6.0) + 0.5, 0.0, 1.0);
+    if (ACT == 7u) {
+        float t = 1.0 - 2.0 / (exp(2.0 * abs(v)) + 1.0);
+        return isnan(v) ? v : (v < 0.0 ? -t : t);
+    }
+    return v;
+}
+
+void main() {
+    const uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;
+    const uint lid = ty * LX + tx;
+    const uint col0 = gl_WorkGroupID.x * TN, row0 = gl_WorkGroupID.y * TM;
+    const uint bz = gl_WorkGroupID.z;
+    uint a_off = pc.a_off, b_off = pc.b_off;
+    if (BATCH_TABLE) {
+        a_off += table[pc.t_off + 2u * bz];
+        b_off += table[pc.t_off + 2u * bz + 1u];
+    } else {
+        a_off += bz * pc.sa;
+        b_off += bz * pc.sb;
+    }
+    const uint M = pc.M, N = pc.N, K = pc.K;
+
+    float acc[RM][RN];
+    for (uint i = 0; i < RM; ++i)
+        for (uint j = 0; j < RN; ++j) acc[i][j] = 0.0;
+
+    for (uint k0 = 0; k0 < K; k0 += TK) {
+        for (uint e = lid; e < TM * TK; e += GROUP) {
+#ifdef TRANS_A
+            const uint kk = e / TM, r = e % TM; /* neighbours read neighbouring rows (contiguous) */
+            const uint gr = row0 + r, gk = k0 + kk;
+            As[kk * TMP + r] = (gr < M && gk < K) ? a[a_off + gk * pc.lda + gr] : 0.0;
+#else
+            const uint r = e / TK, kk = e % TK; /* neighbours read neighbouring k (contiguous) */
+            const uint gr = row0 + r, gk = k0 + kk;
+            As[kk * TMP + r] = (gr < M && gk < K) ? a[a_off + gr * pc.lda + gk] : 0.0;
+#endif
+        }
+        for (uint e = lid; e < TN * TK; e += GROUP) {
+#ifdef TRANS_B
+            const uint j = e / TK, kk = e % TK;
+            const uint gc = col0 + j, gk = k0 + kk;
+            Bs[kk * TNP + j] = (gc < N && gk < K) ? b[b_off + gc * pc.ldb + gk] : 0.0;
+#else
+            const uint kk = e / TN, j = e % TN;
+            const uint gc = col0 + j, gk = k0 + kk;
+            Bs[kk * TNP + j] = (gc < N && gk < K) ? b[b_off + gk * pc.ldb + gc] : 0.0;
+#endif
+        }
+        barrier();
+        for (uint kk = 0; kk < TK; ++kk) {
+            float av[RM], bv[RN];
+            for (uint i = 0; i < RM; ++i) av[i] = As[kk * TMP + ty + i * LY];
+            for (uint j = 0; j < RN; ++j) bv[j] = Bs[kk * TNP + tx + j * LX];
+            for (uint i = 0; i < RM; ++i)
+                for (uint j = 0; j < RN; ++j) acc[i][j] = fma(av[i], bv[j], acc[i][j]);
+        }
+        barrier();
+    }
+
+    const uint y_off = pc.y_off + bz * pc.sy;
+    for (uint i = 0; i < RM; ++i) {
+        const uint r = row0 + ty + i * LY;
+        if (r >= M) break;
+        for (uint j = 0; j < RN; ++j) {
+            const uint col = col0 + tx + j * LX;
+            if (col < N) {
+                float v = ALPHA * acc[i][j];
+                if (HAS_C) v += BETA * c[pc.c_off + r * pc.csm + col * pc.csn];
+                y[y_off + r * pc.ldy + col] = act_(v);
+            }
+        }
+    }
+}
