@@ -14,6 +14,7 @@ the entry-point group ``mnnpy.backends`` (value: ``module:RuntimeClass``).
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -172,7 +173,7 @@ class Runtime:
         raise NotImplementedError
 
 
-_RUNTIMES: dict[str, Runtime] = {}
+_RUNTIMES: dict[str, tuple[int, Runtime]] = {}  # name -> (process id that created it, Runtime)
 
 
 def registered_backends() -> dict[str, str]:
@@ -218,10 +219,10 @@ def backend_in_auto(name: str) -> bool:
 
 def get_runtime(name: str) -> Runtime:
     """The process-wide Runtime of backend ``name``; raises ``BackendUnavailableError``."""
-    if name not in _RUNTIMES:
+    if name not in _RUNTIMES or _RUNTIMES[name][0] != os.getpid():
         cls = _load_runtime_class(name)
         ok, reason = cls.availability()
         if not ok:
             raise BackendUnavailableError(f"backend '{name}' is unavailable: {reason}")
-        _RUNTIMES[name] = cls()
-    return _RUNTIMES[name]
+        _RUNTIMES[name] = (os.getpid(), cls())
+    return _RUNTIMES[name][1]

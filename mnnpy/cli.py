@@ -91,13 +91,15 @@ def _devices(args) -> int:
     for name in registered_backends():
         ok, reason = backend_availability(name)
         print(f"{name}: {'available' if ok else 'unavailable: ' + reason}")
-        if ok:
+        try:
             cls = _load_runtime_class(name)
-            for line in getattr(cls, "list_devices", lambda: [])():
-                print(f"  {line}")
-            info = getattr(cls, "cache_info", None)
-            if info is not None:
-                print(f"  {info()}")
+        except MnnpyError:
+            continue  # its package is missing: the reason above says so
+        for line in getattr(cls, "list_devices", lambda: [])():  # also when a device filter matched none
+            print(f"  {line}")
+        info = getattr(cls, "cache_info", None)
+        if ok and info is not None:
+            print(f"  {info()}")
     return 0
 
 
@@ -127,7 +129,9 @@ def _info(args) -> int:
     from mnnpy.interpreter import Interpreter
 
     interp = Interpreter(args.model)
-    if args.partitions or args.dot:
+    if args.partitions or args.dot is not None:
+        if args.dot == "":
+            raise InputError("--dot needs a file name, or - for stdout")
         return _info_schedule(args, interp)
     net = interp.net
     print(f"model: {args.model}")
@@ -160,16 +164,18 @@ def _info_schedule(args, interp) -> int:
         if name not in names:
             raise InputError(f"unknown input name '{name}'; the model's inputs are {sorted(names)}")
     backend = args.backend.split(",") if "," in args.backend else args.backend
-    session = interp.create_session(backend=backend)
+    session = interp.unplanned_session(backend)  # describes the schedule; allocates nothing
     for d in interp.inputs:
         if d.name not in shapes and d.shape is None:
             raise InputError(f"input '{d.name}' has unknown rank: give --shape {d.name}=D0,D1,...")
-    session.resize({d.name: shapes.get(d.name) or default_shape(d.shape) for d in interp.inputs})
+    chosen = {d.name: shapes[d.name] if d.name in shapes else default_shape(d.shape) for d in interp.inputs}
+    if args.partitions and args.dot == "-":
+        raise InputError("--partitions and --dot - both write to stdout; give --dot a file name")
     if args.partitions:
-        print(f"model: {args.model}; backends: {', '.join(b.name for b in session.backends)}")
-        print(session.partitions())
-    if args.dot:
-        text = session.dot()
+        print(f"model: {args.model}; backends: {', '.join(b.name for b in session.backends)}; input shapes: {chosen}")
+        print(session.partitions(chosen))
+    if args.dot is not None:
+        text = session.dot(chosen)
         if args.dot == "-":
             sys.stdout.write(text)
         else:

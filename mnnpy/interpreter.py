@@ -48,6 +48,12 @@ class Interpreter:
         g = self.net.main
         return [IODesc(g.tensors[t].name, g.tensors[t].shape, g.tensors[t].dtype) for t in g.outputs]
 
+    def unplanned_session(self, backend: str | Sequence[str] = "cpu", config: BackendConfig | None = None) -> Session:
+        """A Session that has planned nothing yet, not even for static shapes: for describing
+        schedules (``session.partitions(shapes)``, ``mnnpy info --partitions``) without
+        allocating memory or preparing Executions. ``run``/``resize`` plan as usual."""
+        return Session(self.net, [get_runtime(n).create_backend(config or BackendConfig()) for n in resolve_backends(backend)])
+
     def create_session(
         self,
         backend: str | Sequence[str] = "cpu",
@@ -72,10 +78,7 @@ class Interpreter:
             not isinstance(num_threads, int) or isinstance(num_threads, bool) or not 1 <= num_threads <= MAX_THREADS
         ):
             raise InputError(f"num_threads must be an int in 1..{MAX_THREADS}, got {num_threads!r}")
-        names = resolve_backends(backend)
-        config = BackendConfig(precision=precision, num_threads=num_threads, tuning=tuning)
-        backends = [get_runtime(n).create_backend(config) for n in names]
-        session = Session(self.net, backends)
+        session = self.unplanned_session(backend, BackendConfig(precision=precision, num_threads=num_threads, tuning=tuning))
         fixed = {d.name: d.shape for d in session.inputs}
         if all(s is not None and all(isinstance(x, int) and x >= 0 for x in s) for s in fixed.values()):
             session.resize(fixed)  # static shapes: plan now, as MNN's createSession does
@@ -110,8 +113,10 @@ def resolve_backends(backend: str | Sequence[str]) -> list[str]:
             ok, reason = backend_availability(n)
             if ok:
                 names.append(n)
+            elif n == "auto":
+                raise InputError("'auto' stands alone; it cannot be part of a backend list")
             elif n not in registered_backends() and n not in KNOWN_BACKENDS:
-                raise BackendUnavailableError(f"unknown backend '{n}': {reason}")
+                raise BackendUnavailableError(reason)
             else:
                 warnings.warn(f"backend '{n}' skipped: {reason}", RuntimeWarning, stacklevel=3)
     else:

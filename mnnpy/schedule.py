@@ -56,6 +56,18 @@ class Schedule:
         return "\n".join(lines)
 
 
+def merge_schedules(schedules: list[Schedule]) -> Schedule:
+    """One Schedule of consecutive segments' schedules (same backends): partitions in order."""
+    if len(schedules) == 1:
+        return schedules[0]
+    out = Schedule(list(schedules[0].backend_names))
+    for s in schedules:
+        out.backend_of.update(s.backend_of)
+        out.partitions += s.partitions
+        out.fallback_reasons.update(s.fallback_reasons)
+    return out
+
+
 BACKEND_COLORS = {"cpu": "#d9d9d9", "opencl": "#9ecae1", "vulkan": "#fdae6b"}  # others: OTHER_COLOR
 OTHER_COLOR = "#c7e9c0"
 

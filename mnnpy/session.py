@@ -22,7 +22,7 @@ from mnnpy.errors import InputError, ShapeError
 from mnnpy.ir import Graph, Net
 from mnnpy.memory_planner import Lifetime, MemoryPlan, plan_memory
 from mnnpy.ops import get_schema
-from mnnpy.schedule import Schedule, build_schedule
+from mnnpy.schedule import Schedule, build_schedule, merge_schedules
 from mnnpy.size_computer import SizeResult, compute_sizes, value_inputs
 
 RESIZE_CACHE = 4
@@ -78,6 +78,7 @@ class Session:
         self._value_inputs = sorted(value_inputs(g))
         self.resize_count = 0
         self._output_shapes: dict[str, tuple[int, ...]] | None = None
+        self._segments: list[_Plan] = []  # the plans the last run went through, in order
 
     # -- descriptions -------------------------------------------------------------------
     @property
@@ -104,27 +105,56 @@ class Session:
             raise InputError("no run yet: output shapes are known after run() (or resize() for static shapes)")
         return {self.graph.tensors[t].name: self._plan.sizes.shapes[t] for t in self.graph.outputs}
 
-    def partitions(self) -> str:
-        """The current Schedule, printed: partitions, their ops, fallback reasons. Before any
-        resize, the declared input shapes are used with every dynamic dim set to 1."""
-        return self._current_schedule().describe(self.graph)
+    def partitions(self, shapes: Mapping[str, tuple[int, ...]] | None = None) -> str:
+        """The Schedule, printed: a summary line, each partition with its ops, and why each op
+        that fell back did (``mnnpy info --partitions``).
 
-    def dot(self) -> str:
-        """The current Schedule as Graphviz text: ops coloured by backend, copies dashed,
-        fallback reasons as tooltips (``mnnpy info --dot``)."""
+        ``shapes`` (input name -> shape): the schedule for those input shapes, computed
+        without planning memory or creating Executions. Without it: the schedule of the last
+        run (every segment of a model whose shapes depend on computed values) or resize, or
+        before either, that of the declared shapes with every dynamic dim set to 1."""
+        return self._schedule(shapes).describe(self.graph) + self._unscheduled_note(shapes)
+
+    def dot(self, shapes: Mapping[str, tuple[int, ...]] | None = None) -> str:
+        """The Schedule (see ``partitions``) as Graphviz text: ops coloured by backend,
+        copies dashed, fallback reasons as tooltips (``mnnpy info --dot``)."""
         from mnnpy.schedule import to_dot
 
-        return to_dot(self._current_schedule(), self.graph)
+        return to_dot(self._schedule(shapes), self.graph)
 
-    def _current_schedule(self) -> Schedule:
-        if self._plan is None:
-            self.resize(self._default_shapes())
-        if self._plan is None:
-            raise InputError(f"the schedule depends on the contents of inputs {self.value_inputs}: call run() first")
-        return self._plan.schedule
+    def _schedule(self, shapes) -> Schedule:
+        if shapes is not None:
+            return self._schedule_only(shapes)[0]
+        if self._segments:
+            return merge_schedules([p.schedule for p in self._segments])
+        if self._plan is not None:
+            return self._plan.schedule
+        return self._schedule_only(self._default_shapes())[0]
+
+    def _unscheduled_note(self, shapes) -> str:
+        if shapes is None and (self._segments or self._plan is not None):
+            barrier = (self._segments or [self._plan])[-1].sizes.barrier
+        else:
+            barrier = self._schedule_only(shapes if shapes is not None else self._default_shapes())[1]
+        if barrier is None:
+            return ""
+        op = self.graph.ops[barrier]
+        return f"\nops from {op.type} '{op.name}' on are scheduled at run time (their shapes depend on computed values)"
+
+    def _schedule_only(self, shapes: Mapping[str, tuple[int, ...]]) -> tuple[Schedule, int | None]:
+        """(Schedule of the first segment for ``shapes``, the op index where shapes become
+        data-dependent or None): sizes and placement only, no memory, no Executions."""
+        checked = self._check_shapes(shapes)
+        g = self.graph
+        try:
+            sizes = compute_sizes(g, checked, self._attrs, self._evaluate, {}, 0, {})
+        except ShapeError as e:
+            raise ShapeError(f"input shapes {self._named(checked)}: {e}") from None
+        infos = {t: TensorInfo(t, g.tensors[t].name, sizes.shapes[t], sizes.dtypes[t], sizes.values.get(t)) for t in sizes.shapes}
+        return build_schedule(g, sizes.runtime_ops, self.backends, infos, self._attrs), sizes.barrier
 
     def _default_shapes(self) -> dict[str, tuple[int, ...]]:
-        """Declared input shapes with every dynamic dim set to 1 (for describing)."""
+        """Declared input shapes with every dynamic dim set to 1 (for describing before a resize)."""
         return {d.name: tuple(s if isinstance(s, int) and s >= 0 else 1 for s in (d.shape or ())) for d in self.inputs}
 
     # -- resize -------------------------------------------------------------------------
@@ -139,6 +169,7 @@ class Session:
             checked = self._check_shapes(shapes)
             if not self._value_inputs:
                 self._plan = self._get_plan(checked)
+                self._segments = []
                 self._output_shapes = None
 
     @property
@@ -358,6 +389,7 @@ class Session:
             if plan is None or plan.key != (0, *self._plan_key(shapes, values)):
                 checked = self._check_shapes({self.graph.tensors[t].name: s for t, s in shapes.items()})
                 plan = self._plan = self._get_plan(checked, values)
+            self._segments = [plan]
             results: dict[int, np.ndarray] = {}
             while True:
                 for t, a in arrays.items():
@@ -372,6 +404,7 @@ class Session:
                 if plan.sizes.barrier is None:
                     break
                 plan, arrays = self._next_segment(plan, arrays)
+                self._segments.append(plan)
             self._output_shapes = {self.graph.tensors[t].name: results[t].shape for t in wanted}
             return {self.graph.tensors[t].name: results[t] for t in wanted}
 

@@ -74,3 +74,43 @@ def test_bad_shape_and_unwritable_dot(mixed_model, tmp_path, capsys):
     assert "unknown input name 'nope'" in capsys.readouterr().err
     assert main(["info", "--dot", str(tmp_path / "missing" / "s.dot"), "--backend", "cpu", str(mixed_model)]) != 0
     assert "cannot write" in capsys.readouterr().err
+
+
+def test_partitions_for_shapes_plans_nothing(mixed_model):
+    """Describing a schedule for given shapes allocates no memory and builds no Execution."""
+    import mnnpy
+
+    session = mnnpy.Interpreter(str(mixed_model)).unplanned_session("cpu")
+    text = session.partitions({"x": (2, 3, 4000, 4000)})
+    assert "partition 0 on cpu: 3 ops" in text and session._plan is None and not session._plans
+
+
+def test_partitions_after_a_run_cover_every_segment(rng):
+    """NonZero makes the rest of the graph data-dependent: after a run, partitions() lists
+    the ops of every segment; before, it says where run-time scheduling starts. (``x`` is
+    larger than ``MAX_VALUE_INPUT``: smaller inputs are folded through at resize.)"""
+    import mnnpy
+
+    x = rng.random((300, 300)).astype(np.float32)
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("NonZero", ["r"], ["nz"]),
+        helper.make_node("Cast", ["nz"], ["sf"], to=1),
+        helper.make_node("Sigmoid", ["sf"], ["y"]),
+    ]
+    session = mnnpy.Interpreter(convert(make_model(nodes, {"x": x}, ["y"]))).create_session("cpu")
+    before = session.partitions()
+    assert "scheduled at run time" in before and "Sigmoid" not in before
+    session.run({"x": x})
+    after = session.partitions()
+    assert "Relu" in after and "Sigmoid" in after and "scheduled at run time" not in after
+
+
+def test_info_shape_edge_cases(mixed_model, capsys):
+    assert main(["info", "--partitions", "--dot", "-", str(mixed_model)]) != 0
+    assert "both write to stdout" in capsys.readouterr().err
+    assert main(["info", "--dot", "", str(mixed_model)]) != 0
+    assert "--dot needs a file name" in capsys.readouterr().err
+    # x= is a scalar, which this rank-4 input cannot take
+    assert main(["info", "--partitions", "--backend", "cpu", "--shape", "x=", str(mixed_model)]) != 0
+    assert "rank" in capsys.readouterr().err

@@ -237,3 +237,46 @@ def test_copies_only_at_partition_borders(rng, monkeypatch):
         monkeypatch.setattr(backend, name, counted)
     np.testing.assert_allclose(cl_s.run({"x": x, "z": z})["y"], want, atol=ATOL, rtol=RTOL)
     assert calls == {"upload": 3, "download": 2}
+
+
+def test_empty_constant_weights(rng):
+    """Conv with no output channels, MatMul with an empty constant operand (fp32 and fp16)."""
+    x = rand(rng, 1, 3, 5, 5)
+    conv = make_model([helper.make_node("Conv", ["x", "w"], ["y"])], {"x": x}, ["y"], {"w": np.zeros((0, 3, 3, 3), np.float32)})
+    a = rand(rng, 3, 4)
+    mm = make_model([helper.make_node("MatMul", ["a", "b"], ["y"])], {"a": a}, ["y"], {"b": np.zeros((4, 0), np.float32)})
+    for precision in ("high", "low"):
+        for model, feeds in ((conv, {"x": x}), (mm, {"a": a})):
+            dev = compare(model, feeds, HALF, on_device=False, precision=precision)
+            assert next(iter(dev.run(feeds).values())).size == 0
+
+
+def test_plan_larger_than_one_device_allocation(rng, monkeypatch):
+    """A memory plan over the device's CL_DEVICE_MAX_MEM_ALLOC_SIZE is a ShapeError naming it."""
+    from mnnpy.backend import get_runtime
+    from mnnpy.errors import ShapeError
+
+    monkeypatch.setattr(get_runtime("opencl"), "max_alloc", 1000)
+    x = rand(rng, 20, 30)
+    with pytest.raises(ShapeError, match=r"needs one buffer of \d+ bytes .* than the 1000 bytes .* in one allocation"):
+        sessions(make_model([helper.make_node("Relu", ["x"], ["y"])], {"x": x}, ["y"]))
+
+
+def _child_availability(queue):
+    from mnnpy.backend import backend_availability
+
+    queue.put(backend_availability("opencl"))
+
+
+def test_forked_child_is_told_not_to_use_opencl():
+    """After this process used OpenCL, a fork()ed child gets a clear 'unavailable' (the
+    driver hangs there), not a hang; spawn is the way to use OpenCL in workers."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_child_availability, args=(queue,))
+    child.start()
+    ok, why = queue.get(timeout=60)
+    child.join(60)
+    assert not ok and "fork" in why and "spawn" in why

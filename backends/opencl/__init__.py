@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from mnnpy.backend import Backend, BackendConfig, Execution, Runtime, TensorInfo
+from mnnpy.errors import ShapeError
 from mnnpy.ir import Op
 
 DEVICE_ENV = "MNNPY_OPENCL_DEVICE"
@@ -109,8 +110,25 @@ def describe_device(d) -> str:
     )
 
 
+_PROBED_IN: int | None = None  # the process that first touched the OpenCL driver
+
+
+def _forked() -> bool:
+    """Whether this process is a fork of one that already used OpenCL: its driver state (NVIDIA,
+    PoCL) does not survive ``fork``, and using it hangs, so such a child must not touch it."""
+    return _PROBED_IN is not None and _PROBED_IN != os.getpid()
+
+
+FORK_REASON = (
+    "OpenCL was initialised in the parent process before fork(); a forked child cannot use it "
+    "(start workers with multiprocessing's 'spawn' or 'forkserver' method)"
+)
+
+
 @functools.cache
 def _device_for(wanted: str | None):
+    global _PROBED_IN
+    _PROBED_IN = _PROBED_IN or os.getpid()
     return _find_device(wanted)
 
 
@@ -134,6 +152,8 @@ class OpenCLRuntime(Runtime):
 
     @classmethod
     def availability(cls) -> tuple[bool, str]:
+        if _forked():
+            return False, FORK_REASON
         try:
             device, reason = _device_for(os.environ.get(DEVICE_ENV) or None)
         except Exception as e:  # never raise from here
@@ -147,6 +167,7 @@ class OpenCLRuntime(Runtime):
         self.device, reason = _device_for(os.environ.get(DEVICE_ENV) or None)
         if self.device is None:
             raise RuntimeError(reason)
+        self.max_alloc = int(self.device.max_mem_alloc_size)  # bytes in one buffer (CL_DEVICE_MAX_MEM_ALLOC_SIZE)
         self.context = cl.Context([self.device])
         self.queue = cl.CommandQueue(self.context, self.device)
         from mnnpy.backends.opencl.program_cache import ProgramCache
@@ -179,7 +200,9 @@ class OpenCLRuntime(Runtime):
         d = cache_directory()
         if d is None:
             return f"cache: off (${CACHE_ENV})"
-        binaries = len(list(d.glob("*.clbin"))) if d.is_dir() else 0
+        if d.exists() and not d.is_dir():
+            return f"cache: unusable, {d} is not a folder (${CACHE_ENV}); programs are built in memory"
+        binaries = sum(1 for f in d.glob("*.clbin") if f.is_file()) if d.is_dir() else 0
         tuned = "present" if (d / FILE).is_file() else "absent"
         return f"cache: {d} ({binaries} program binaries; {FILE} {tuned}; ${CACHE_ENV} moves it, 0 turns it off)"
 
@@ -254,9 +277,26 @@ class OpenCLBackend(Backend):
         """A read-only float32 device copy of ``value`` in every precision: weights and biases
         stay fp32 when activations are stored as fp16 (half the rounding error of fp16
         weights on PP-OCR; kernels read them as ``float *``)."""
-        value = np.ascontiguousarray(value, dtype=np.float32)
-        buf = self.cl.Buffer(self.runtime.context, self.cl.mem_flags.READ_ONLY | self.cl.mem_flags.COPY_HOST_PTR, hostbuf=value)
+        return self._read_only(np.ascontiguousarray(value, dtype=np.float32))
+
+    def _read_only(self, value: np.ndarray) -> CLTensor:
+        """A READ_ONLY buffer holding ``value`` (4 bytes when empty: OpenCL has no empty buffers)."""
+        mf = self.cl.mem_flags
+        if value.nbytes:
+            self._check_size(value.nbytes, "a constant")
+            buf = self.cl.Buffer(self.runtime.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=value)
+        else:
+            buf = self.cl.Buffer(self.runtime.context, mf.READ_ONLY, 4)
         return CLTensor(buf, 0, tuple(value.shape), value.dtype)
+
+    def _check_size(self, nbytes: int, what: str) -> None:
+        """``ShapeError`` when one buffer of ``nbytes`` exceeds the device's allocation limit."""
+        limit = self.runtime.max_alloc
+        if nbytes > limit:
+            raise ShapeError(
+                f"OpenCL: {what} needs one buffer of {nbytes} bytes ({nbytes / 2**30:.2f} GiB), more than the "
+                f"{limit} bytes ({limit / 2**30:.2f} GiB) this device allows in one allocation ({self.runtime.device.name})"
+            )
 
     def fp32_operand(self, handle: CLTensor, info: TensorInfo | None) -> CLTensor:
         """``handle``, or for a constant in fp16 storage an fp32 copy (``weights``) of its value."""
@@ -269,12 +309,7 @@ class OpenCLBackend(Backend):
         value = np.ascontiguousarray(value)
         if value.dtype == np.float32:
             value = value.astype(self.storage, copy=False)
-        mf = self.cl.mem_flags
-        if value.nbytes:
-            buf = self.cl.Buffer(self.runtime.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=value)
-        else:
-            buf = self.cl.Buffer(self.runtime.context, mf.READ_ONLY, 4)
-        return CLTensor(buf, 0, tuple(value.shape), value.dtype)
+        return self._read_only(value)
 
     def supports(self, op: Op, inputs: Sequence[TensorInfo], attrs: dict) -> tuple[bool, str]:
         from mnnpy.backends.opencl.registry import executions
@@ -298,6 +333,7 @@ class OpenCLBackend(Backend):
 
     def allocate_arena(self, nbytes: int) -> None:
         # a zero-sized cl.Buffer is an error; earlier plans keep their arena through their handles
+        self._check_size(int(nbytes), "the memory plan of this resize")
         self.arena = self.cl.Buffer(self.runtime.context, self.cl.mem_flags.READ_WRITE, max(int(nbytes), 4))
 
     def can_alias(self, op: Op) -> bool:
