@@ -157,8 +157,10 @@ class Backend:
 class Runtime:
     """One per device per process; creates Backends. Subclasses set ``name``.
 
-    ``in_auto``: whether ``backend="auto"`` picks this backend when it is available; a
-    backend still being built (few ops) sets it False and is used only when asked for.
+    ``in_auto``: whether ``backend="auto"`` picks this backend when it is available (a bool,
+    or a classmethod deciding by the device: a GPU API on a CPU device, such as PoCL or
+    lavapipe, is slower than the CPU backend); a backend still being built sets it False and
+    is used only when asked for by name.
     """
 
     name = "base"
@@ -212,7 +214,8 @@ def backend_availability(name: str) -> tuple[bool, str]:
 def backend_in_auto(name: str) -> bool:
     """Whether ``backend="auto"`` considers backend ``name`` (its Runtime's ``in_auto``)."""
     try:
-        return bool(getattr(_load_runtime_class(name), "in_auto", True))
+        flag = getattr(_load_runtime_class(name), "in_auto", True)
+        return bool(flag() if callable(flag) else flag)
     except BackendUnavailableError:
         return True  # availability() reports it
 

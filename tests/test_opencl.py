@@ -162,10 +162,20 @@ def test_partitions_fall_back_to_cpu_and_match(rng):
     assert "Erf '" in desc and "fell back: opencl: no OpenCL execution for Erf" in desc
 
 
-def test_auto_picks_opencl(rng):
-    s = mnnpy.Interpreter(convert(_partitioned_model(rng))).create_session(backend="auto")
-    assert [b.name for b in s.backends] == ["opencl", "cpu"]
-    assert "partition 0 on opencl" in s.partitions()
+def test_auto_picks_opencl_on_a_gpu_only(rng, monkeypatch):
+    """``auto`` takes OpenCL when its device is a GPU or accelerator, not on a CPU device
+    (PoCL), where the NumPy backend is faster; by name it is always used."""
+    import pyopencl as cl
+
+    from mnnpy.backends import opencl
+
+    interp = mnnpy.Interpreter(convert(_partitioned_model(rng)))
+    device = opencl._find_device(None)[0]
+    on_gpu = not device.type & cl.device_type.CPU
+    assert [b.name for b in interp.create_session(backend="auto").backends] == (["opencl", "cpu"] if on_gpu else ["cpu"])
+    monkeypatch.setattr(opencl.OpenCLRuntime, "in_auto", classmethod(lambda cls: True))  # as on a GPU
+    s = interp.create_session(backend="auto")
+    assert [b.name for b in s.backends] == ["opencl", "cpu"] and "partition 0 on opencl" in s.partitions()
 
 
 def test_unavailable_reasons(monkeypatch):
