@@ -212,6 +212,8 @@ def _run_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--backend", default="cpu", help="backend name, a comma-separated preference list, or auto")
     p.add_argument("--threads", type=int, default=None, help=f"CPU threads (1..{MAX_THREADS})")
+    p.add_argument("--precision", default="normal", choices=("high", "normal", "low"), help="low: fp16 storage on GPU backends")
+    p.add_argument("--tuning", default="none", choices=("none", "fast", "wide"), help="GPU work-group auto-tuning at resize")
     p.add_argument("--repeat", type=int, default=10, help="timed runs after the first (default 10)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (>= 0, default 0)")
 
@@ -314,7 +316,7 @@ def _run(args) -> int:
     generated = _random_inputs(interp, shapes, np.random.default_rng(args.seed), skip=loaded)
     feeds = {d.name: loaded[d.name] if d.name in loaded else generated[d.name] for d in interp.inputs}
     backend = args.backend.split(",") if "," in args.backend else args.backend
-    session = interp.create_session(backend=backend, num_threads=args.threads)
+    session = interp.create_session(backend=backend, num_threads=args.threads, precision=args.precision, tuning=args.tuning)
     t0 = time.perf_counter()
     outputs = session.run(feeds)
     first = (time.perf_counter() - t0) * 1e3

@@ -114,3 +114,11 @@ def test_info_shape_edge_cases(mixed_model, capsys):
     # x= is a scalar, which this rank-4 input cannot take
     assert main(["info", "--partitions", "--backend", "cpu", "--shape", "x=", str(mixed_model)]) != 0
     assert "rank" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not OPENCL, reason=f"OpenCL unavailable: {OPENCL_WHY}")
+def test_run_with_precision_and_tuning(mixed_model, capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("MNNPY_OPENCL_CACHE", str(tmp_path / "cl"))
+    argv = ["run", str(mixed_model), "--backend", "opencl", "--precision", "low", "--tuning", "fast", "--repeat", "1"]
+    assert main([*argv, "--shape", "x=1,3,5,7"]) == 0
+    assert "output y: float32 (1, 3, 5, 7)" in capsys.readouterr().out
