@@ -15,85 +15,45 @@ is then built from source and written afresh (temporary file + ``os.replace``, a
 The hash detects corruption and accidental edits; it is not a signature: whoever may
 write the directory may also write a consistent file (the directory is the user's own).
 A directory that cannot be created or written disables the disk cache with one warning.
+Folder resolution, file format, bounded reads and atomic writes: ``mnnpy.cache_file``.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
-import struct
-import tempfile
 import threading
 import warnings
 from pathlib import Path
 
+from mnnpy import cache_file
+from mnnpy.cache_file import DIGEST as _DIGEST  # noqa: F401 - the layout, for tests
+from mnnpy.cache_file import HEAD as _HEAD  # noqa: F401
+from mnnpy.cache_file import LEN as _LEN  # noqa: F401
+from mnnpy.cache_file import OFF as OFF
+from mnnpy.cache_file import atomic_write  # a module global: tests replace it here
+
 CACHE_ENV = "MNNPY_OPENCL_CACHE"
-OFF = ("0", "off", "false", "no", "none")
 MAGIC = b"MNNPYCLB"
 FORMAT = 1
 SUFFIX = ".clbin"
-MAX_FILE = 1 << 28  # 256 MiB: a larger file is not read (no unbounded allocation)
-_HEAD = struct.Struct("<8sII")  # magic, format, key length
-_LEN = struct.Struct("<Q")  # payload length
-_DIGEST = 32
+MAX_FILE = cache_file.MAX_FILE  # bytes (256 MiB): a larger file is not read (no unbounded allocation)
 
 
 def cache_directory() -> Path | None:
     """The OpenCL cache folder (not created here), or None when ``$MNNPY_OPENCL_CACHE`` turns it off.
 
     Also None, with a warning, when the mnnpy cache root cannot be created."""
-    env = os.environ.get(CACHE_ENV, "").strip()
-    if env.lower() in OFF:
-        return None
-    if env:
-        return Path(env).expanduser()
-    try:
-        from mnnpy.models import cache_dir
-
-        return cache_dir() / "opencl"
-    except Exception as e:  # ModelFetchError: the root cannot be created
-        warnings.warn(f"OpenCL disk cache disabled: {e}", RuntimeWarning, stacklevel=3)
-        return None
+    return cache_file.resolve_directory(CACHE_ENV, "opencl", "OpenCL", stacklevel=4)
 
 
 def usable_directory(path: Path | None) -> Path | None:
     """``path`` once created, or None (with a warning) when it cannot be."""
-    if path is None:
-        return None
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        warnings.warn(f"OpenCL disk cache disabled: cannot create {path}: {e}", RuntimeWarning, stacklevel=3)
-        return None
-    return path
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to a temporary file beside ``path``, then rename it over ``path``."""
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    return cache_file.usable_directory(path, "OpenCL", stacklevel=4)
 
 
 def read_limited(path: Path, limit: int | None = None) -> bytes | None:
     """The bytes of ``path`` (one read), None when it does not exist; ValueError past ``limit`` (``MAX_FILE``)."""
-    limit = MAX_FILE if limit is None else limit
-    try:
-        with open(path, "rb") as f:
-            data = f.read(limit + 1)
-    except FileNotFoundError:
-        return None
-    if len(data) > limit:
-        raise ValueError(f"larger than {limit} bytes")
-    return data
+    return cache_file.read_limited(path, MAX_FILE if limit is None else limit)
 
 
 def device_identity(device) -> str:
@@ -102,37 +62,13 @@ def device_identity(device) -> str:
 
 
 def pack(key: str, payload: bytes) -> bytes:
-    """The file content for ``key`` and ``payload`` (format above)."""
-    k = key.encode()
-    head = _HEAD.pack(MAGIC, FORMAT, len(k)) + k + _LEN.pack(len(payload))
-    return head + hashlib.sha256(head + payload).digest() + payload
+    """The file content for ``key`` and ``payload`` (format above, ``mnnpy.cache_file``)."""
+    return cache_file.pack(MAGIC, FORMAT, key, payload)
 
 
 def unpack(data: bytes, key: str) -> bytes:
     """The payload of ``data`` if it is a valid entry for ``key``; else ValueError saying what is wrong."""
-    if len(data) < _HEAD.size:
-        raise ValueError(f"truncated header ({len(data)} bytes)")
-    magic, fmt, klen = _HEAD.unpack_from(data)
-    if magic != MAGIC:
-        raise ValueError("bad magic")
-    if fmt != FORMAT:
-        raise ValueError(f"format {fmt}, expected {FORMAT}")
-    k = key.encode()
-    end = _HEAD.size + klen
-    if klen != len(k) or data[_HEAD.size : end] != k:
-        raise ValueError("entry of another key")
-    if len(data) < end + _LEN.size + _DIGEST:
-        raise ValueError("truncated header")
-    (plen,) = _LEN.unpack_from(data, end)
-    start = end + _LEN.size + _DIGEST
-    if plen != len(data) - start:
-        raise ValueError(f"payload length {len(data) - start}, header says {plen}")
-    payload = data[start:]
-    if hashlib.sha256(data[: end + _LEN.size] + payload).digest() != data[end + _LEN.size : start]:
-        raise ValueError("content hash mismatch")
-    if not payload:
-        raise ValueError("empty payload")
-    return payload
+    return cache_file.unpack(data, MAGIC, FORMAT, key)
 
 
 class ProgramCache:

@@ -148,6 +148,7 @@ class VulkanBackend(Backend):
                     record_partition(vk, part, memory)
         except vk.VkError as e:
             raise VulkanError(f"Vulkan resize failed: {type(e).__name__}") from e
+        self.runtime.pipelines.save()  # new pipelines reach the disk cache now, not only at exit
 
     def _command_buffers(self, pool, count: int) -> list:
         vk = self.vk

@@ -41,7 +41,10 @@ def version_string(v: int) -> str:
 class DeviceInfo:
     """One physical device: handle, name, type (``TYPE_NAMES``), API version (packed int),
     driver version, device-local memory (bytes), subgroup size (invocations, 0 unknown),
-    16-bit storage-buffer support, the limits the backend reads, pipeline-cache UUID."""
+    16-bit storage-buffer support, the limits the backend reads, pipeline-cache UUID
+    (``VkPhysicalDeviceProperties::pipelineCacheUUID``, 16 bytes), PCI-style vendor and
+    device ids (``vendorID``, ``deviceID``) and the device UUID
+    (``VkPhysicalDeviceIDProperties::deviceUUID``, 16 bytes; empty before Vulkan 1.1)."""
 
     handle: Any
     name: str
@@ -53,6 +56,9 @@ class DeviceInfo:
     storage16: bool
     limits: dict[str, Any] = field(default_factory=dict)
     uuid: bytes = b""
+    vendor_id: int = 0
+    device_id: int = 0
+    device_uuid: bytes = b""
 
     def describe(self) -> str:
         """One line: name (type; Vulkan version; memory MiB; subgroup size; fp16 storage)."""
@@ -90,12 +96,17 @@ def _import_vulkan():
 def _device_info(vk, pd) -> DeviceInfo:
     ffi = vk.ffi
     props = vk.vkGetPhysicalDeviceProperties(pd)
-    subgroup, storage16 = 0, False
+    subgroup, storage16, device_uuid = 0, False, b""
     if props.apiVersion >= vk.VK_MAKE_VERSION(1, 1, 0):
-        sub = ffi.new("VkPhysicalDeviceSubgroupProperties*", {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES})
+        ids = ffi.new("VkPhysicalDeviceIDProperties*", {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES})
+        sub = ffi.new(
+            "VkPhysicalDeviceSubgroupProperties*",
+            {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES, "pNext": ids},
+        )
         p2 = ffi.new("VkPhysicalDeviceProperties2*", {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, "pNext": sub})
         vk.vkGetPhysicalDeviceProperties2(pd, p2)
         subgroup = int(sub.subgroupSize)
+        device_uuid = bytes(ffi.buffer(ids.deviceUUID))
         f16 = ffi.new(
             "VkPhysicalDevice16BitStorageFeatures*", {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES}
         )
@@ -129,6 +140,9 @@ def _device_info(vk, pd) -> DeviceInfo:
         storage16=storage16,
         limits=limits,
         uuid=bytes(props.pipelineCacheUUID),
+        vendor_id=int(props.vendorID),
+        device_id=int(props.deviceID),
+        device_uuid=device_uuid,
     )
 
 

@@ -7,19 +7,56 @@ bindings 0..n-1), its push-constant size in bytes and its specialization constan
 float, ``bool`` ``VkBool32``). Every object is created once per Runtime through one
 ``VkPipelineCache`` and lives as long as the process. Nothing here compiles GLSL.
 
+On-disk pipeline cache: one file per device in ``mnnpy.models.cache_dir() / "vulkan"``
+(``$MNNPY_CACHE`` moves the root), or in the folder ``$MNNPY_VULKAN_CACHE`` names;
+``MNNPY_VULKAN_CACHE=0`` (or ``off``) keeps the cache in memory only. The file name holds
+the vendor id, device id, device UUID and driver version (``file_name``); the file is an
+``mnnpy.cache_file`` entry (magic ``MNNPYVKP``, format, key text naming device name, ids,
+driver version, device UUID and pipeline-cache UUID, payload length, SHA-256 over all of
+it and the payload) whose payload is what ``vkGetPipelineCacheData`` returned. At Runtime
+creation the file is read once; magic, format, key, length and hash are checked on those
+bytes, then the payload's ``VkPipelineCacheHeaderVersionOne`` (header size and version,
+``vendorID``, ``deviceID``, ``pipelineCacheUUID``) against the device's properties, and only
+then is it passed to ``vkCreatePipelineCache`` as ``pInitialData``. Any mismatch, or a
+driver that refuses the data, deletes the file and starts with an empty cache
+(``stats["rejected"]``, ``last_rejection`` says why). ``Pipelines.save`` writes the cache
+atomically when pipelines were created since the last load or save; it runs once at
+interpreter exit (``atexit``, in the process that created the Runtime) and may be called
+earlier (``VulkanRuntime.save_pipeline_cache``). A folder that cannot be created or written
+disables the disk cache with one warning; pipelines still work.
+
 Source: Vulkan 1.3 specification, "Pipelines" (compute pipelines, specialization
-constants, pipeline cache) and "Resource Descriptors" (set layouts, push constants).
+constants, pipeline cache, "Pipeline Cache Header", ``VkPipelineCacheHeaderVersionOne``)
+and "Resource Descriptors" (set layouts, push constants); "Devices and Queues"
+(``VkPhysicalDeviceIDProperties::deviceUUID``).
 """
 
 from __future__ import annotations
 
+import atexit
+import os
 import struct
 import threading
+import warnings
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mnnpy import cache_file
+from mnnpy.cache_file import atomic_write  # a module global: tests replace it here
+
 SpecValue = int | float | bool
+
+CACHE_ENV = "MNNPY_VULKAN_CACHE"
+MAGIC = b"MNNPYVKP"
+FORMAT = 1
+SUFFIX = ".vkpc"
+MAX_FILE = cache_file.MAX_FILE  # bytes (256 MiB): a larger file is not read
+# VkPipelineCacheHeaderVersionOne: headerSize, headerVersion, vendorID, deviceID (u32 each),
+# pipelineCacheUUID (16 bytes); the first 32 bytes of any vkGetPipelineCacheData result.
+VK_HEADER = struct.Struct("<IIII16s")
+HEADER_VERSION_ONE = 1  # VK_PIPELINE_CACHE_HEADER_VERSION_ONE
 
 
 @dataclass(frozen=True)
@@ -59,20 +96,156 @@ def _spec_bytes(spec: tuple[tuple[int, SpecValue], ...]) -> bytes:
     return out
 
 
-class Pipelines:
-    """Per-Runtime cache of shader modules, set/pipeline layouts and compute pipelines."""
+def cache_directory() -> Path | None:
+    """The Vulkan pipeline-cache folder (not created here), or None when ``$MNNPY_VULKAN_CACHE``
+    turns it off (also None, with a warning, when the mnnpy cache root cannot be created)."""
+    return cache_file.resolve_directory(CACHE_ENV, "vulkan", "Vulkan", stacklevel=4)
 
-    def __init__(self, runtime):
-        self.rt = runtime
-        vk = runtime.vk
-        self.cache = vk.vkCreatePipelineCache(
-            runtime.device, vk.VkPipelineCacheCreateInfo(sType=vk.VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO), None
+
+def device_key(info) -> str:
+    """The key text of ``info``'s (``DeviceInfo``) cache file: what its pipeline cache data depends on."""
+    return (
+        f"vulkan|{info.name}|vendor {info.vendor_id:#06x}|device {info.device_id:#06x}|driver {info.driver_version:#x}"
+        f"|device uuid {info.device_uuid.hex()}|pipeline cache uuid {info.uuid.hex()}"
+    )
+
+
+def file_name(info) -> str:
+    """``<vendor id>-<device id>-<device UUID>-<driver version>.vkpc`` (hex; the pipeline-cache
+    UUID stands in for the device UUID on a Vulkan 1.0 device, which has none)."""
+    return f"{info.vendor_id:04x}-{info.device_id:04x}-{(info.device_uuid or info.uuid).hex()}-{info.driver_version:08x}{SUFFIX}"
+
+
+def check_vk_header(data: bytes, info) -> None:
+    """ValueError unless ``data`` starts with a ``VkPipelineCacheHeaderVersionOne`` of ``info``'s device."""
+    if len(data) < VK_HEADER.size:
+        raise ValueError(f"Vulkan header truncated ({len(data)} bytes)")
+    size, version, vendor, device, uuid = VK_HEADER.unpack_from(data)
+    if version != HEADER_VERSION_ONE or not VK_HEADER.size <= size <= len(data):
+        raise ValueError(f"Vulkan header: version {version}, size {size} bytes")
+    if (vendor, device) != (info.vendor_id, info.device_id):
+        raise ValueError(
+            f"Vulkan header: vendorID {vendor:#x} deviceID {device:#x}, device has {info.vendor_id:#x} {info.device_id:#x}"
         )
+    if uuid != info.uuid:
+        raise ValueError(f"Vulkan header: pipelineCacheUUID {uuid.hex()}, device has {info.uuid.hex()}")
+
+
+def _save_at_exit(ref: weakref.ref, pid: int) -> None:
+    """``atexit`` hook: save the pipeline cache of a ``Pipelines`` still alive, in its own process only."""
+    pipelines = ref()
+    if pipelines is not None and os.getpid() == pid:
+        try:
+            pipelines.save()
+        except Exception:  # noqa: BLE001 - never fail interpreter exit
+            pass
+
+
+class Pipelines:
+    """Per-Runtime cache of shader modules, set/pipeline layouts and compute pipelines, with
+    the ``VkPipelineCache`` they are created through loaded from and saved to disk.
+
+    ``directory``: True for ``cache_directory()``, a folder, or None/False for no disk cache.
+    ``stats``: ``loaded`` (a verified file passed to the driver), ``rejected`` (files
+    discarded), ``written`` (files saved), ``created`` (pipelines created), ``memory_hits``
+    (pipelines reused); ``last_rejection``: why the last file was discarded (None if none);
+    ``path``: the cache file, None when the disk cache is off or unusable."""
+
+    def __init__(self, runtime, directory: Path | None | bool = True):
+        self.rt = runtime
+        self.info = runtime.info
+        folder = cache_directory() if directory is True else directory or None
+        folder = cache_file.usable_directory(folder, "Vulkan pipeline", stacklevel=3)
+        self.path: Path | None = None if folder is None else folder / file_name(self.info)
+        self.key = device_key(self.info)
+        self.stats = dict(loaded=0, rejected=0, written=0, created=0, memory_hits=0)
+        self.last_rejection: str | None = None
+        self._dirty = False
+        self._warned = False
         self._modules: dict[str, Any] = {}
         self._set_layouts: dict[int, Any] = {}
         self._layouts: dict[tuple[int, int], Any] = {}
         self._pipelines: dict[tuple, Pipeline] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        self.cache = self._create_cache(self._load())
+        if self.path is not None:
+            atexit.register(_save_at_exit, weakref.ref(self), os.getpid())
+
+    # -- disk ---------------------------------------------------------------------------
+    def _load(self) -> bytes | None:
+        """The verified ``vkGetPipelineCacheData`` bytes of the cache file, or None (a bad file is deleted)."""
+        if self.path is None:
+            return None
+        try:
+            data = cache_file.read_limited(self.path, MAX_FILE)
+            if data is None:
+                return None
+            payload = cache_file.unpack(data, MAGIC, FORMAT, self.key)
+            check_vk_header(payload, self.info)
+        except (OSError, ValueError) as e:
+            return self._reject(str(e))
+        return payload
+
+    def _create_cache(self, initial: bytes | None):
+        """A ``VkPipelineCache`` seeded with ``initial`` (verified), empty when None or refused."""
+        vk = self.rt.vk
+        if initial is not None:
+            keep = vk.ffi.from_buffer(initial)
+            info = vk.VkPipelineCacheCreateInfo(
+                sType=vk.VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO, initialDataSize=len(initial), pInitialData=keep
+            )
+            try:
+                cache = vk.vkCreatePipelineCache(self.rt.device, info, None)
+                self.stats["loaded"] += 1
+                return cache
+            except vk.VkError as e:
+                self._reject(f"the driver refuses the data: {type(e).__name__}")
+        info = vk.VkPipelineCacheCreateInfo(sType=vk.VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO)
+        return vk.vkCreatePipelineCache(self.rt.device, info, None)
+
+    def _reject(self, reason: str) -> None:
+        self.stats["rejected"] += 1
+        self.last_rejection = f"{self.path.name}: {reason}"
+        try:
+            self.path.unlink()
+        except OSError:
+            pass
+        return None
+
+    def data(self) -> bytes:
+        """The current ``vkGetPipelineCacheData`` bytes (header and driver data) of the cache."""
+        vk, ffi = self.rt.vk, self.rt.vk.ffi
+        with self._lock:
+            size = ffi.new("size_t*")
+            for _ in range(4):  # the size may grow between the two calls (another thread's pipeline)
+                if vk.lib.vkGetPipelineCacheData(self.rt.device, self.cache, size, ffi.NULL) != vk.VK_SUCCESS:
+                    raise vk.VkError("vkGetPipelineCacheData failed")
+                buf = ffi.new("char[]", max(int(size[0]), 1))
+                result = vk.lib.vkGetPipelineCacheData(self.rt.device, self.cache, size, buf)
+                if result == vk.VK_SUCCESS:
+                    return ffi.buffer(buf, size[0])[:]
+            raise vk.VkError(f"vkGetPipelineCacheData: result {result}")
+
+    def save(self) -> bool:
+        """Write the cache file (atomically) if pipelines were created since the last load or
+        save; True when written. A failed write warns once and leaves the cache in memory."""
+        with self._lock:
+            if self.path is None or not self._dirty:
+                return False
+            try:
+                payload = self.data()
+                check_vk_header(payload, self.info)  # never write what the next load would reject
+                atomic_write(self.path, cache_file.pack(MAGIC, FORMAT, self.key, payload))
+            except Exception as e:  # OSError (read-only folder, full disk), a driver error or bad header
+                if not self._warned:
+                    self._warned = True
+                    warnings.warn(f"Vulkan pipeline cache: cannot write {self.path}: {e}", RuntimeWarning, stacklevel=2)
+                return False
+            self._dirty = False
+            self.stats["written"] += 1
+            return True
+
+    # -- objects ------------------------------------------------------------------------
 
     def module(self, name: str):
         """The ``VkShaderModule`` of ``<name>.spv``; ``FileNotFoundError`` for an unknown variant."""
@@ -126,8 +299,12 @@ class Pipelines:
         """The compute pipeline of variant ``name`` (entry ``main``) with these specialization constants."""
         key = (name, bindings, push_size, spec)
         with self._lock:
-            if key not in self._pipelines:
+            if key in self._pipelines:
+                self.stats["memory_hits"] += 1
+            else:
                 self._pipelines[key] = self._create(name, bindings, push_size, spec)
+                self.stats["created"] += 1
+                self._dirty = True
             return self._pipelines[key]
 
     def _create(self, name, bindings, push_size, spec) -> Pipeline:

@@ -3,7 +3,8 @@
 Holds the logical device with one compute queue (a compute-only family where the device
 has one, else the first family with compute), the memory types, and the pipeline objects
 shared by sessions (``Pipelines``: shader modules from the committed SPIR-V, layouts,
-compute pipelines through one in-memory ``VkPipelineCache``). Sessions get a
+compute pipelines through one ``VkPipelineCache``, loaded from a verified file at creation
+and saved at exit: ``pipeline.py``). Sessions get a
 ``VulkanBackend`` each (``create_backend``). ``import`` of this module does not import the
 ``vulkan`` package; creating the Runtime does.
 
@@ -74,6 +75,32 @@ class VulkanRuntime(Runtime):
         from mnnpy.backends.vulkan.pipeline import Pipelines
 
         self.pipelines = Pipelines(self)
+
+    @classmethod
+    def cache_info(cls) -> str:
+        """One line for ``mnnpy devices``: the pipeline-cache folder and the chosen device's
+        file (present with its size in bytes, or absent), or "off" / "unusable"."""
+        from mnnpy.backends.vulkan.pipeline import CACHE_ENV, cache_directory, file_name
+
+        d = cache_directory()
+        if d is None:
+            return f"cache: off (${CACHE_ENV})"
+        if d.exists() and not d.is_dir():
+            return f"cache: unusable, {d} is not a folder (${CACHE_ENV}); the pipeline cache stays in memory"
+        try:
+            info, _ = choose(probe().devices, os.environ.get(DEVICE_ENV) or None)
+        except Exception:  # noqa: BLE001 - availability() says why
+            info = None
+        what = "no device"
+        if info is not None:
+            f = d / file_name(info)
+            what = f"pipeline cache {f.name} " + (f"{f.stat().st_size} bytes" if f.is_file() else "absent")
+        return f"cache: {d} ({what}; ${CACHE_ENV} moves it, 0 turns it off)"
+
+    def save_pipeline_cache(self) -> bool:
+        """Save the pipeline cache now (otherwise at exit) if pipelines were created since it was
+        loaded or last saved; True when a file was written (``Pipelines.save``)."""
+        return self.pipelines.save()
 
     def _compute_family(self) -> int:
         vk = self.vk
