@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from mnnpy.backend import Execution
+from mnnpy.backends.gpu.norm import batchnorm_check, batchnorm_fold
 from mnnpy.backends.opencl.activation import activation
 from mnnpy.backends.opencl.registry import opencl_execution
 
@@ -22,17 +23,11 @@ class BatchNormalization(Execution):
 
     @staticmethod
     def check(op, inputs, attrs) -> tuple[bool, str]:
-        if attrs["training_mode"]:
-            return False, "BatchNormalization training_mode=1 (OpenCL runs inference only)"
-        if len(inputs) < 5 or any(t.value is None for t in inputs[1:5]):
-            return False, "BatchNormalization scale/B/mean/var computed at run time (OpenCL folds constants)"
-        return True, ""
+        return batchnorm_check(inputs, attrs, "OpenCL")
 
     def on_resize(self, inputs, outputs):
         x, y = inputs[0], outputs[0]
-        scale, b, mean, var = (np.asarray(i.value, np.float64).reshape(-1) for i in self.input_infos[1:5])
-        s = scale / np.sqrt(var + self.attrs["epsilon"])
-        t = b - mean * s
+        s, t = batchnorm_fold(self.input_infos[1:5], self.attrs["epsilon"])
         self.scale = self.backend.weights(s.astype(np.float32))
         self.shift = self.backend.weights(t.astype(np.float32))
         channels = x.shape[1] if len(x.shape) > 1 else 1

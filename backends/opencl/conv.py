@@ -22,7 +22,9 @@ import math
 import numpy as np
 
 from mnnpy.backend import Execution
-from mnnpy.backends.cpu.ops.windows import window
+from mnnpy.backends.gpu.checks import conv_operands_check
+from mnnpy.backends.gpu.conv_geometry import conv_geometry, is_pointwise
+from mnnpy.backends.gpu.gemm_geometry import pointwise_conv_problem
 from mnnpy.backends.opencl.activation import ACTIVATIONS, activation
 from mnnpy.backends.opencl.gemm import gemm_launch, use_local_tiles
 from mnnpy.backends.opencl.registry import opencl_execution
@@ -52,13 +54,10 @@ class Conv(Execution):
     @staticmethod
     def check(op, inputs, attrs) -> tuple[bool, str]:
         """2-D only; W and B constants; a known fused activation; kernel dims up to MAX_KERNEL."""
-        x, w = inputs[0], inputs[1]
-        if len(x.shape) != 4:
-            return False, f"Conv with {len(x.shape) - 2} spatial dims (OpenCL runs 2-D)"
-        if w.value is None:
-            return False, "Conv weights computed at run time (OpenCL takes constant weights)"
-        if len(inputs) > 2 and inputs[2] is not None and inputs[2].value is None:
-            return False, "Conv bias computed at run time (OpenCL takes a constant bias)"
+        w = inputs[1]
+        ok, why = conv_operands_check(inputs, "OpenCL")
+        if not ok:
+            return ok, why
         if any(t is not None and t.dtype != np.float32 for t in inputs):
             return False, "Conv with non-float32 weights (OpenCL runs float32 only)"
         if attrs.get("activation", "") not in ACTIVATIONS:
@@ -69,17 +68,14 @@ class Conv(Execution):
 
     def on_resize(self, inputs, outputs):
         x, y = inputs[0], outputs[0]
-        wv = np.asarray(self.input_infos[1].value, np.float32)
+        wv, strides, dil, pads, row = conv_geometry(self, x.shape, VW)
         m, cg, kh, kw = wv.shape
-        n, c, h, w = x.shape
-        oh, ow = y.shape[2:]
+        c = x.shape[1]
         binfo = self.input_infos[2] if len(self.input_infos) > 2 else None
         bias = np.zeros(m, np.float32) if binfo is None else np.asarray(binfo.value, np.float32).reshape(m)
-        _, strides, dil, pads = window(self, (h, w), (kh, kw))
         g = self.attrs["group"]
         act = activation(self.attrs["activation"], self.attrs["activation_params"])
-        row = (VW - 1) * strides[1] + (kw - 1) * dil[1] + 1
-        if g == 1 and kh == kw == 1 and strides == [1, 1] and not any(pads):
+        if is_pointwise(kh, kw, g, strides, pads):
             self._pointwise(x, y, wv, bias, act)
         elif g == c == m and row <= MAX_ROW:
             self._depthwise(x, y, wv, bias, act, strides, dil, pads)
@@ -87,27 +83,11 @@ class Conv(Execution):
             self._general(x, y, wv, bias, act, strides, dil, pads)
 
     def _pointwise(self, x, y, wv, bias, act):
-        n, c, h, w = x.shape
-        m, hw = wv.shape[0], h * w
+        m, c = wv.shape[0], x.shape[1]
         self.weights = self.backend.weights(wv.reshape(m, c))
         self.bias = self.backend.weights(bias)
-        self.launch, self.keep = gemm_launch(
-            self.backend,
-            self.weights,
-            x,
-            y,
-            m,
-            hw,
-            c,
-            lda=c,
-            ldb=hw,
-            ldy=hw,
-            batch=n,
-            strides=(0, c * hw, m * hw),
-            c=self.bias,
-            c_strides=(1, 0),
-            act=act,
-        )
+        mnk, kw = pointwise_conv_problem(x.shape, m)
+        self.launch, self.keep = gemm_launch(self.backend, self.weights, x, y, *mnk, c=self.bias, act=act, **kw)
 
     def _depthwise(self, x, y, wv, bias, act, strides, dil, pads):
         n, c, h, w = x.shape

@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from mnnpy.backend import Execution
+from mnnpy.backends.gpu.checks import binary_check, unary_check, unary_params
+from mnnpy.backends.gpu.layout import broadcast_strides
 from mnnpy.backends.opencl.activation import ACTIVATIONS, activation
 from mnnpy.backends.opencl.registry import opencl_execution
 
@@ -26,29 +28,10 @@ class Unary(Execution):
 
     @staticmethod
     def check(op, inputs, attrs) -> tuple[bool, str]:
-        """Clip's bounds must be known at resize (constants), one element each."""
-        if op.type == "Clip":
-            for t in inputs[1:]:
-                if t.value is None:
-                    return False, "Clip min/max computed at run time (OpenCL takes constant bounds)"
-                if t.value.size != 1:
-                    return False, "Clip min/max must be one element"
-        return True, ""
+        return unary_check(op, inputs, "OpenCL")
 
     def _params(self) -> tuple[float, float]:
-        t = self.op.type
-        if t == "HardSigmoid":
-            return self.attrs["alpha"], self.attrs["beta"]
-        if t == "LeakyRelu":
-            return self.attrs["alpha"], 0.0
-        if t == "Clip":
-            bounds = [-np.inf, np.inf]
-            for k in (1, 2):
-                info = self.input_infos[k] if len(self.input_infos) > k else None
-                if info is not None:
-                    bounds[k - 1] = float(np.asarray(info.value).reshape(()))
-            return bounds[0], bounds[1]
-        return 0.0, 0.0
+        return unary_params(self.op.type, self.attrs, self.input_infos)
 
     def on_resize(self, inputs, outputs):
         x, y = inputs[0], outputs[0]
@@ -70,50 +53,13 @@ class Unary(Execution):
         self.launch()
 
 
-def collapse(out: tuple[int, ...], a: tuple[int, ...], b: tuple[int, ...]):
-    """Broadcast ``a`` and ``b`` to ``out`` as element strides, merging dims that can be merged.
-
-    Returns ``(dims, astr, bstr)`` (outermost first, size-1 dims dropped; a stride is 0
-    where that input is broadcast). Two neighbouring dims merge when each input is either
-    contiguous across them or broadcast along both.
-    """
-
-    def strides(shape):
-        shape = (1,) * (len(out) - len(shape)) + tuple(shape)
-        st, acc = [], 1
-        for d in reversed(shape):
-            st.append(acc if d != 1 else 0)
-            acc *= d
-        return st[::-1]
-
-    sa, sb = strides(a), strides(b)
-    dims, astr, bstr = [], [], []
-    for d, x, y in zip(out, sa, sb):
-        if d == 1:
-            continue
-        if dims and astr[-1] == x * d and bstr[-1] == y * d:
-            dims[-1] *= d  # previous dim is contiguous with this one in both inputs (0 == 0*d too)
-            astr[-1], bstr[-1] = x, y
-        else:
-            dims.append(d)
-            astr.append(x)
-            bstr.append(y)
-    return dims, astr, bstr
-
-
 @opencl_execution("Add", "Sub", "Mul", "Div", "Pow", "Max", "Min")
 class Binary(Execution):
     """``C = A op B`` (float32) with numpy broadcasting. Max/Min: exactly two inputs here."""
 
     @staticmethod
     def check(op, inputs, attrs) -> tuple[bool, str]:
-        if len(inputs) != 2:
-            return False, f"{op.type} with {len(inputs)} inputs (OpenCL takes two)"
-        out = np.broadcast_shapes(inputs[0].shape, inputs[1].shape)
-        dims = collapse(out, inputs[0].shape, inputs[1].shape)[0]
-        if len(dims) > MAX_RANK:
-            return False, f"broadcast of rank {len(dims)} after merging dims (OpenCL takes up to {MAX_RANK})"
-        return True, ""
+        return binary_check(op, inputs, "OpenCL", MAX_RANK)
 
     def on_resize(self, inputs, outputs):
         a, b = self.operands = [self.backend.fp32_operand(h, i) for h, i in zip(inputs, self.input_infos)]
@@ -121,7 +67,7 @@ class Binary(Execution):
         options = [f"-D OP_{self.op.type.upper()}"]
         if self.backend.half:  # a constant operand kept fp32 while activations are stored fp16
             options += [f"-D {slot}_F32" for slot, t in (("A", a), ("B", b)) if t.dtype == np.float32]
-        dims, astr, bstr = collapse(c.shape, a.shape, b.shape)
+        dims, (astr, bstr) = broadcast_strides(c.shape, a.shape, b.shape)
         same = len(dims) <= 1 and astr in ([], [1]) and bstr in ([], [1])
         if not same:
             options.append("-D BROADCAST")  # else both inputs are read like the output, 4 elements per item

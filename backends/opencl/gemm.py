@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from mnnpy.backend import Execution
+from mnnpy.backends.gpu.gemm_geometry import gemm_problem, matmul_batch, matmul_geometry
 from mnnpy.backends.opencl.registry import opencl_execution
 
 SOURCE = "gemm.cl"
@@ -144,35 +145,12 @@ class MatMul(_GemmExecution):
     def on_resize(self, inputs, outputs):
         a, b = self._operands(inputs)
         y = outputs[0]
-        a2 = (1, *a.shape) if len(a.shape) == 1 else tuple(a.shape)
-        b2 = (*b.shape, 1) if len(b.shape) == 1 else tuple(b.shape)
-        m, k, n = a2[-2], a2[-1], b2[-1]
-        abatch, bbatch = a2[:-2], b2[:-2]
-        batch = np.broadcast_shapes(abatch, bbatch)
-        nb = math.prod(batch)
-        table, strides = None, (0, 0, m * n)
-        if math.prod(bbatch) == 1:
-            m, nb = m * math.prod(abatch), 1  # A's rows are contiguous across its batch
-        else:
-            offs = []
-            for shape, size in ((abatch, m * k), (bbatch, k * n)):
-                idx = np.arange(math.prod(shape), dtype=np.int64).reshape((1,) * (len(batch) - len(shape)) + shape)
-                offs.append(np.broadcast_to(idx, batch).ravel() * size)
-            simple = [self._stride(o, size) for o, size in zip(offs, (m * k, k * n))]
-            if None in simple:
-                table = self.backend.constant(np.stack(offs, axis=1).astype(np.int32))
-            else:
-                strides = (simple[0], simple[1], m * n)
+        m, n, k, nb, aoff, boff = matmul_geometry(a.shape, b.shape)
+        strides, offsets = matmul_batch(m, n, k, nb, aoff, boff)
+        table = None if offsets is None else self.backend.constant(offsets.astype(np.int32))
         self.launch, self.keep = gemm_launch(
             self.backend, a, b, y, m, n, k, lda=k, ldb=n, ldy=n, batch=nb, strides=strides, table=table
         )
-
-    @staticmethod
-    def _stride(offs: np.ndarray, size: int) -> int | None:
-        """``size`` or 0 when ``offs`` is ``b * size`` or all zero, else None (needs a table)."""
-        if not offs.any():
-            return 0
-        return size if np.array_equal(offs, np.arange(offs.size) * size) else None
 
 
 @opencl_execution("Gemm")
@@ -187,32 +165,9 @@ class Gemm(_GemmExecution):
     def on_resize(self, inputs, outputs):
         a, b = self._operands(inputs)
         y = outputs[0]
-        ta, tb = bool(self.attrs["transA"]), bool(self.attrs["transB"])
-        m, n = y.shape
-        k = a.shape[0] if ta else a.shape[1]
         beta = float(self.attrs["beta"])
         c = inputs[2] if len(inputs) > 2 and inputs[2] is not None and beta != 0.0 else None
         c = c if c is None else self.backend.fp32_operand(c, self.input_infos[2])
         self.operands.append(c)  # kept alive: the launch reads these buffers
-        cstr = (0, 0)
-        if c is not None:
-            cs = (1,) * (2 - len(c.shape)) + tuple(c.shape)
-            cstr = (cs[1] if cs[0] != 1 else 0, 1 if cs[1] != 1 else 0)
-        self.launch, self.keep = gemm_launch(
-            self.backend,
-            a,
-            b,
-            y,
-            m,
-            n,
-            k,
-            lda=a.shape[1],
-            ldb=b.shape[1],
-            ldy=n,
-            trans_a=ta,
-            trans_b=tb,
-            c=c,
-            c_strides=cstr,
-            alpha=float(self.attrs["alpha"]),
-            beta=beta,
-        )
+        mnk, kw = gemm_problem(self.attrs, a.shape, b.shape, y.shape, None if c is None else c.shape)
+        self.launch, self.keep = gemm_launch(self.backend, a, b, y, *mnk, c=c, **kw)

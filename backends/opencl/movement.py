@@ -15,6 +15,8 @@ import math
 import numpy as np
 
 from mnnpy.backend import Execution
+from mnnpy.backends.gpu.checks import gather_check, slice_check
+from mnnpy.backends.gpu.layout import collapse, contiguous_strides, slice_ranges, transpose_geometry
 from mnnpy.backends.opencl.registry import opencl_execution
 
 SOURCE = "movement.cl"
@@ -22,35 +24,6 @@ MAX_RANK = 8  # the int8 index decomposition of the kernels
 TILE = 16  # transpose_tiled: TILE x TILE work-groups
 MIN_TILED = 8  # both tiled dims at least this long, else the strided kernel
 VEC_MIN = 8  # innermost run (elements) from which the strided copy moves 4 per work item
-
-
-def contiguous_strides(shape) -> list[int]:
-    """Element strides of a C-contiguous array of ``shape``."""
-    st, acc = [], 1
-    for d in reversed(shape):
-        st.append(acc)
-        acc *= int(d)
-    return st[::-1]
-
-
-def collapse(dims, xstr, ystr) -> tuple[list[int], list[int], list[int]]:
-    """Drop size-1 dims and merge neighbours that are contiguous on both sides.
-
-    ``dims`` outermost first; a dim merges into the previous one when, for both ``x`` and
-    ``y``, ``stride[prev] == stride[this] * dims[this]``. Returns at least one dim."""
-    out_d, out_x, out_y = [], [], []
-    for d, sx, sy in zip(dims, xstr, ystr):
-        d = int(d)
-        if d == 1:
-            continue
-        if out_d and out_x[-1] == sx * d and out_y[-1] == sy * d:
-            out_d[-1] *= d
-            out_x[-1], out_y[-1] = sx, sy
-        else:
-            out_d.append(d)
-            out_x.append(int(sx))
-            out_y.append(int(sy))
-    return (out_d, out_x, out_y) if out_d else ([1], [0], [0])
 
 
 def _vec(values, fill: int) -> np.ndarray:
@@ -110,8 +83,7 @@ class Transpose(Execution):
     def check(op, inputs, attrs) -> tuple[bool, str]:
         shape = inputs[0].shape
         perm = list(attrs["perm"]) or list(range(len(shape)))[::-1]
-        xs = contiguous_strides(shape)
-        d, _, _ = collapse([shape[p] for p in perm], [xs[p] for p in perm], contiguous_strides([shape[p] for p in perm]))
+        d, _, _ = transpose_geometry(shape, perm)
         if len(d) > MAX_RANK:
             return False, f"transpose of rank {len(d)} after merging dims (OpenCL takes up to {MAX_RANK})"
         return True, ""
@@ -151,22 +123,6 @@ class Transpose(Execution):
         self.launch()
 
 
-def _slices(info_values, shape) -> list[tuple[int, int, int]]:
-    """Per-axis ``(start, step, length)`` of ONNX Slice with known starts/ends/axes/steps."""
-    starts, ends = (np.asarray(v).reshape(-1).astype(np.int64) for v in info_values[:2])
-    axes = np.asarray(info_values[2]).reshape(-1).astype(np.int64) if info_values[2] is not None else np.arange(len(starts))
-    steps = (
-        np.asarray(info_values[3]).reshape(-1).astype(np.int64) if info_values[3] is not None else np.ones(len(starts), np.int64)
-    )
-    out = [(0, 1, int(d)) for d in shape]
-    big = 2**62
-    for s, e, a, st in zip(starts, ends, axes, steps):
-        a = int(a) % len(shape)
-        r = range(*slice(int(np.clip(s, -big, big)), int(np.clip(e, -big, big)), int(st)).indices(shape[a]))
-        out[a] = (r.start, r.step, len(r))
-    return out
-
-
 @opencl_execution("Slice")
 class Slice(Execution):
     """``Y = X[starts:ends:steps]`` on ``axes`` (numpy clamping = ONNX's); starts/ends/axes/steps
@@ -174,15 +130,13 @@ class Slice(Execution):
 
     @staticmethod
     def check(op, inputs, attrs) -> tuple[bool, str]:
-        if any(t.value is None for t in inputs[1:]):
-            return False, "Slice starts/ends/axes/steps computed at run time (OpenCL takes values known at resize)"
-        return True, ""
+        return slice_check(inputs, "OpenCL")
 
     def on_resize(self, inputs, outputs):
         x, y = inputs[0], outputs[0]
         infos = self.input_infos + [None] * (5 - len(self.input_infos))
         vals = [None if i is None else i.value for i in infos[1:5]]
-        sl = _slices(vals, x.shape)
+        sl = slice_ranges(vals, x.shape)
         xs = contiguous_strides(x.shape)
         base = x.elem_offset + sum(s * st for (s, _, _), st in zip(sl, xs))
         dims = [n for _, _, n in sl]
@@ -241,13 +195,7 @@ class Gather(Execution):
 
     @staticmethod
     def check(op, inputs, attrs) -> tuple[bool, str]:
-        idx = inputs[1].value
-        if idx is None:
-            return False, "Gather indices computed at run time (OpenCL takes indices known at resize)"
-        n = inputs[0].shape[attrs["axis"] % len(inputs[0].shape)]
-        if idx.size and (idx.min() < -n or idx.max() >= n):
-            return False, f"Gather index out of range [-{n}, {n})"
-        return True, ""
+        return gather_check(inputs, attrs, "OpenCL")
 
     def on_resize(self, inputs, outputs):
         x, y = inputs[0], outputs[0]

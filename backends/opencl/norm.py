@@ -11,12 +11,9 @@ import math
 import numpy as np
 
 from mnnpy.backend import Execution
+from mnnpy.backends.gpu.norm import layernorm_check
 from mnnpy.backends.opencl.reduce import rows_launch
 from mnnpy.backends.opencl.registry import opencl_execution
-
-
-def _full_size(t, cols: int) -> bool:
-    return int(np.prod(t.shape, dtype=np.int64)) == cols
 
 
 @opencl_execution("LayerNormalization")
@@ -28,14 +25,7 @@ class LayerNormalization(Execution):
 
     @staticmethod
     def check(op, inputs, attrs) -> tuple[bool, str]:
-        if any(t >= 0 for t in op.outputs[1:]):
-            return False, "LayerNormalization Mean/InvStdDev outputs requested (OpenCL computes Y only)"
-        x = inputs[0].shape
-        cols = math.prod(x[attrs["axis"] % len(x) :])
-        for name, t in zip(("Scale", "B"), inputs[1:]):
-            if t.value is None and not _full_size(t, cols):
-                return False, f"LayerNormalization {name} {list(t.shape)} broadcast at run time (OpenCL takes it full size)"
-        return True, ""
+        return layernorm_check(op, inputs, attrs, "OpenCL")
 
     def _param(self, k: int, handle, shape):
         """The device tensor of Scale (k=1) or B (k=2): a constant is expanded to ``shape``

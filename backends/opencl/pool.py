@@ -15,6 +15,7 @@ import numpy as np
 
 from mnnpy.backend import Execution
 from mnnpy.backends.cpu.ops.windows import window
+from mnnpy.backends.gpu.reduce_axes import global_pool_check, pool_check
 from mnnpy.backends.opencl.reduce import reduce_launches
 from mnnpy.backends.opencl.registry import opencl_execution
 
@@ -35,12 +36,7 @@ class Pool(Execution):
 
     @staticmethod
     def check(op, inputs, attrs) -> tuple[bool, str]:
-        nd = len(attrs["kernel_shape"])
-        if nd not in (1, 2):
-            return False, f"{op.type} with {nd} spatial dims (OpenCL pools 1-D and 2-D)"
-        if op.type == "MaxPool" and any(t >= 0 for t in op.outputs[1:]):
-            return False, "MaxPool Indices output requested (OpenCL computes Y only)"
-        return True, ""
+        return pool_check(op, attrs, "OpenCL", 2)
 
     def on_resize(self, inputs, outputs):
         x, y = inputs[0], outputs[0]
@@ -74,9 +70,7 @@ class GlobalPool(Execution):
 
     @staticmethod
     def check(op, inputs, attrs) -> tuple[bool, str]:
-        if math.prod(inputs[0].shape[2:]) == 0:
-            return False, f"{op.type} over empty spatial dims {list(inputs[0].shape[2:])}"
-        return True, ""
+        return global_pool_check(op, inputs)
 
     def on_resize(self, inputs, outputs):
         kind = "MEAN" if self.op.type == "GlobalAveragePool" else "MAX"

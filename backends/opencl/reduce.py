@@ -14,6 +14,8 @@ import math
 import numpy as np
 
 from mnnpy.backend import Execution
+from mnnpy.backends.gpu.pow2 import pow2_ceil, pow2_floor
+from mnnpy.backends.gpu.reduce_axes import collapse_axes, reduce_check, reduced_axes
 from mnnpy.backends.opencl.registry import opencl_execution
 
 SOURCE = "reduce.cl"
@@ -36,14 +38,6 @@ OPS = {
 }
 
 
-def _pow2_floor(n: int) -> int:
-    return 1 << (max(1, int(n)).bit_length() - 1)
-
-
-def _pow2_ceil(n: int) -> int:
-    return 1 << (max(1, int(n)) - 1).bit_length()
-
-
 def group_shape(p: int, red: int, inner: int = 1, group: int = GROUP_MAX) -> tuple[int, int]:
     """``(lp, lr)``: outputs per work-group and reducing items per output (powers of two,
     ``lp * lr <= group``). Reducing items are added while the outputs alone leave the
@@ -53,11 +47,11 @@ def group_shape(p: int, red: int, inner: int = 1, group: int = GROUP_MAX) -> tup
     p, red = max(p, 1), max(red, 1)
     want = min(group, red, max(1, TARGET_ITEMS // p))
     if inner == 1:
-        lr = _pow2_floor(min(group, max(want, SECTOR if red >= SECTOR else 1)))
+        lr = pow2_floor(min(group, max(want, SECTOR if red >= SECTOR else 1)))
     else:
-        lp0 = _pow2_floor(min(SECTOR, inner, p))
-        lr = _pow2_floor(min(want, group // lp0))
-    lp = _pow2_floor(min(p, group // lr))
+        lp0 = pow2_floor(min(SECTOR, inner, p))
+        lr = pow2_floor(min(want, group // lp0))
+    lp = pow2_floor(min(p, group // lr))
     return lp, lr
 
 
@@ -72,14 +66,14 @@ def rows_launch(backend, name: str, options, args, p: int, red: int, inner: int,
         lp, lr = group_shape(p, red, inner, group)
         options = list(base)
         if cache and 0 < red <= CACHE_MAX * group:
-            lr = max(lr, _pow2_ceil(-(-red // CACHE_MAX)))
-            lp = _pow2_floor(min(max(p, 1), group // lr))
+            lr = max(lr, pow2_ceil(-(-red // CACHE_MAX)))
+            lp = pow2_floor(min(max(p, 1), group // lr))
             options.append(f"-D CACHE={-(-red // lr)}")
         kernel = backend.kernel(SOURCE, name, options)
         limit = kernel.get_work_group_info(backend.cl.kernel_work_group_info.WORK_GROUP_SIZE, backend.runtime.device)
         if lp * lr <= limit:
             break
-        group = _pow2_floor(limit)
+        group = pow2_floor(limit)
     work, local = ((lr, p), (lr, lp)) if inner == 1 else ((p, lr), (lp, lr))
     la = backend.launch(SOURCE, name, options, args, work, local)
     assert la.local == local, (la.local, local)  # one group along the reducing dimension
@@ -116,44 +110,6 @@ def reduce_launches(backend, kind: str, x, y, outer: int, red: int, inner: int) 
     return [first, second], scratch
 
 
-def collapse_axes(shape, axes) -> tuple[int, int, int] | None:
-    """``(outer, red, inner)`` of reducing ``axes`` of contiguous ``shape``, or None when the
-    reduced axes (size-1 dims ignored) are not one contiguous block."""
-    blocks: list[list] = []  # [size, reduced?], merged runs
-    for i, d in enumerate(shape):
-        if d == 1:
-            continue
-        r = i in axes
-        if blocks and blocks[-1][1] == r:
-            blocks[-1][0] *= d
-        else:
-            blocks.append([d, r])
-    flags = [r for _, r in blocks]
-    if flags.count(True) > 1:
-        return None
-    if True not in flags:
-        return math.prod(shape), 1, 1  # nothing (of size > 1) is reduced
-    k = flags.index(True)
-    outer = math.prod(s for s, _ in blocks[:k])
-    inner = math.prod(s for s, _ in blocks[k + 1 :])
-    return outer, blocks[k][0], inner
-
-
-def _axes(op, inputs, attrs, rank: int):
-    """Normalised reduced axes (``mnnpy.ops.reduce.reduce_axes``'s rule), or None when the
-    ``axes`` input is not known at resize."""
-    if len(op.inputs) > 1 and op.inputs[1] >= 0:
-        t = inputs[1]
-        if t.value is None:
-            return None
-        axes = [int(a) % max(rank, 1) for a in np.asarray(t.value).reshape(-1)]
-    else:
-        axes = []
-    if not axes:
-        return () if attrs["noop_with_empty_axes"] else tuple(range(rank))
-    return tuple(sorted(set(axes)))
-
-
 @opencl_execution(*OPS)
 class Reduce(Execution):
     """``reduced = f(data, axes, keepdims)``: data float32, any rank; the reduced axes must
@@ -163,18 +119,12 @@ class Reduce(Execution):
 
     @staticmethod
     def check(op, inputs, attrs) -> tuple[bool, str]:
-        shape = inputs[0].shape
-        axes = _axes(op, inputs, attrs, len(shape))
-        if axes is None:
-            return False, f"{op.type} axes computed at run time (OpenCL takes axes known at resize)"
-        if collapse_axes(shape, axes) is None:
-            return False, f"{op.type} axes {list(axes)} of shape {list(shape)} are not one contiguous block"
-        return True, ""
+        return reduce_check(op, inputs, attrs, "OpenCL")
 
     def on_resize(self, inputs, outputs):
         x, y = inputs[0], outputs[0]
         infos = [i for i in self.input_infos if i is not None]
-        axes = _axes(self.op, infos, self.attrs, len(x.shape))
+        axes = reduced_axes(self.op, infos, self.attrs, len(x.shape))
         outer, red, inner = collapse_axes(x.shape, axes)
         self.launches, self.scratch = reduce_launches(self.backend, OPS[self.op.type], x, y, outer, red, inner)
 

@@ -27,7 +27,9 @@ import struct
 
 import numpy as np
 
-from mnnpy.backends.cpu.ops.windows import window
+from mnnpy.backends.gpu.checks import conv_operands_check
+from mnnpy.backends.gpu.conv_geometry import conv_geometry, is_pointwise
+from mnnpy.backends.gpu.gemm_geometry import pointwise_conv_problem
 from mnnpy.backends.vulkan.execution import VulkanExecution
 from mnnpy.backends.vulkan.gemm import ACTIVATIONS, GEMM_VARIANTS, MAX_GROUPS, act_spec, gemm_dispatch, grid_fits
 from mnnpy.backends.vulkan.registry import vulkan_execution
@@ -62,10 +64,6 @@ def local_size(owb: int, oh: int, split: int = 1) -> tuple[int, int, int]:
     return lx, ly, split
 
 
-def _pointwise(kh, kw, g, strides, pads) -> bool:
-    return g == 1 and kh == kw == 1 and list(strides) == [1, 1] and not any(pads)
-
-
 @vulkan_execution("Conv")
 class Conv(VulkanExecution):
     """2-D Conv, float32 NCHW: pointwise GEMM, depthwise or register-blocked general shader."""
@@ -76,12 +74,9 @@ class Conv(VulkanExecution):
     def check(op, inputs, attrs) -> tuple[bool, str]:
         """2-D only; W and B constant float32; a known fused activation; grids within limits."""
         x, w = inputs[0], inputs[1]
-        if len(x.shape) != 4:
-            return False, f"Conv with {len(x.shape) - 2} spatial dims (Vulkan runs 2-D)"
-        if w.value is None:
-            return False, "Conv weights computed at run time (Vulkan takes constant weights)"
-        if len(inputs) > 2 and inputs[2].value is None:
-            return False, "Conv bias computed at run time (Vulkan takes a constant bias)"
+        ok, why = conv_operands_check(inputs, "Vulkan")
+        if not ok:
+            return ok, why
         bad = sorted({str(t.dtype) for t in inputs if t.dtype != np.float32})
         if bad:
             return False, f"Conv with dtype {', '.join(bad)} (Vulkan runs float32 only)"
@@ -102,36 +97,18 @@ class Conv(VulkanExecution):
 
     def prepare(self, inputs, outputs):
         x, y = inputs[0], outputs[0]
-        wv = np.asarray(self.input_infos[1].value, np.float32)
+        wv, strides, dil, pads, row = conv_geometry(self, x.shape, VW)
         m, cg, kh, kw = wv.shape
-        n, c, h, w = x.shape
-        _, strides, dil, pads = window(self, (h, w), (kh, kw))
+        c = x.shape[1]
         g = int(self.attrs["group"])
         act = (self.attrs["activation"], self.attrs["activation_params"])
         b = inputs[2] if len(inputs) > 2 else None
-        row = (VW - 1) * strides[1] + (kw - 1) * dil[1] + 1
         if y.size == 0:
             return
-        if _pointwise(kh, kw, g, strides, pads):
+        if is_pointwise(kh, kw, g, strides, pads):
             # Y[n] (M, HW) = W (M, C) @ X[n] (C, HW) + B (broadcast along HW)
-            hw = h * w
-            gemm_dispatch(
-                self,
-                inputs[1],
-                x,
-                y,
-                m,
-                hw,
-                c,
-                lda=c,
-                ldb=hw,
-                ldy=hw,
-                batch=n,
-                strides=(0, c * hw, m * hw),
-                c=b,
-                c_strides=(1, 0),
-                act=act,
-            )
+            mnk, kw = pointwise_conv_problem(x.shape, m)
+            gemm_dispatch(self, inputs[1], x, y, *mnk, c=b, act=act, **kw)
         elif g == c == m and row <= MAX_ROW:
             self._depthwise(inputs[0], inputs[1], b, y, strides, dil, pads, act)
         else:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from mnnpy.backends.gpu.gemm_geometry import gemm_problem, matmul_batch, matmul_geometry
 from mnnpy.backends.vulkan.execution import VulkanExecution
 from mnnpy.backends.vulkan.registry import vulkan_execution
 
@@ -106,34 +107,6 @@ def gemm_dispatch(
     exe.dispatch(name, [a, b, cc, tt, y], (4,), push, m * n * batch, spec=spec, groups=grid(m, n, batch), local=(lx, ly, 1))
 
 
-def _batch_offsets(batch: tuple[int, ...], shape: tuple[int, ...], size: int) -> np.ndarray:
-    """Element offsets of each of ``batch``'s matrices in an operand with batch dims ``shape``
-    (numpy broadcasting) and ``size`` elements per matrix."""
-    idx = np.arange(math.prod(shape), dtype=np.int64).reshape((1,) * (len(batch) - len(shape)) + tuple(shape))
-    return np.broadcast_to(idx, batch).ravel() * size
-
-
-def _stride(offs: np.ndarray, size: int) -> int | None:
-    """0 when every offset is 0, ``size`` when they are ``b * size``, else None (needs a table)."""
-    if not offs.any():
-        return 0
-    return size if np.array_equal(offs, np.arange(offs.size) * size) else None
-
-
-def _matmul_geometry(ashape, bshape):
-    """``(m, n, k, batch, a_offsets, b_offsets)`` of numpy.matmul; 1-D operands promoted
-    (A ``(K,)`` -> ``(1, K)``, B ``(K,)`` -> ``(K, 1)``). When B has no batch (2-D or leading
-    ones), A's batch folds into m (its rows are contiguous) and batch is 1."""
-    a2 = (1, *ashape) if len(ashape) == 1 else tuple(ashape)
-    b2 = (*bshape, 1) if len(bshape) == 1 else tuple(bshape)
-    m, k, n = a2[-2], a2[-1], b2[-1]
-    abatch, bbatch = a2[:-2], b2[:-2]
-    if math.prod(bbatch) == 1:
-        return m * math.prod(abatch), n, k, 1, None, None
-    batch = np.broadcast_shapes(abatch, bbatch)
-    return m, n, k, math.prod(batch), _batch_offsets(batch, abatch, m * k), _batch_offsets(batch, bbatch, k * n)
-
-
 GEMM_VARIANTS = ("gemm_nn", "gemm_nt", "gemm_tn", "gemm_tt")  # manifest_gemm.json: transposes of A, B
 
 
@@ -152,20 +125,15 @@ class MatMul(VulkanExecution):
     def check(op, inputs, attrs) -> tuple[bool, str]:
         if len(inputs) != 2 or any(len(t.shape) == 0 for t in inputs):
             return False, "MatMul needs two operands of rank >= 1"
-        m, n, _, batch, _, _ = _matmul_geometry(inputs[0].shape, inputs[1].shape)
+        m, n, _, batch, _, _ = matmul_geometry(inputs[0].shape, inputs[1].shape)
         return grid_fits(m, n, batch)
 
     def prepare(self, inputs, outputs):
         a, b = inputs[:2]
         y = outputs[0]
-        m, n, k, nb, aoff, boff = _matmul_geometry(a.shape, b.shape)
-        table, strides = None, (0, 0, m * n)
-        if nb > 1:
-            simple = (_stride(aoff, m * k), _stride(boff, k * n))
-            if None in simple:
-                table = self.backend.constant(np.stack([aoff, boff], axis=1).astype(np.uint32))
-            else:
-                strides = (simple[0], simple[1], m * n)
+        m, n, k, nb, aoff, boff = matmul_geometry(a.shape, b.shape)
+        strides, offsets = matmul_batch(m, n, k, nb, aoff, boff)
+        table = None if offsets is None else self.backend.constant(offsets.astype(np.uint32))
         gemm_dispatch(self, a, b, y, m, n, k, lda=k, ldb=n, ldy=n, batch=nb, strides=strides, table=table)
 
 
@@ -191,30 +159,7 @@ class Gemm(VulkanExecution):
     def prepare(self, inputs, outputs):
         a, b = inputs[:2]
         y = outputs[0]
-        ta, tb = bool(self.attrs["transA"]), bool(self.attrs["transB"])
-        m, n = y.shape
-        k = a.shape[0] if ta else a.shape[1]
         beta = float(self.attrs["beta"])
         c = inputs[2] if len(inputs) > 2 and inputs[2] is not None and beta != 0.0 else None
-        cstr = (0, 0)
-        if c is not None:
-            cs = (1,) * (2 - len(c.shape)) + tuple(c.shape)
-            cstr = (cs[1] if cs[0] != 1 else 0, 1 if cs[1] != 1 else 0)
-        gemm_dispatch(
-            self,
-            a,
-            b,
-            y,
-            m,
-            n,
-            k,
-            lda=a.shape[1],
-            ldb=b.shape[1],
-            ldy=n,
-            trans_a=ta,
-            trans_b=tb,
-            c=c,
-            c_strides=cstr,
-            alpha=float(self.attrs["alpha"]),
-            beta=beta,
-        )
+        mnk, kw = gemm_problem(self.attrs, a.shape, b.shape, y.shape, None if c is None else c.shape)
+        gemm_dispatch(self, a, b, y, *mnk, c=c, **kw)

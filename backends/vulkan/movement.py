@@ -21,6 +21,8 @@ import struct
 
 import numpy as np
 
+from mnnpy.backends.gpu.checks import gather_check, slice_check
+from mnnpy.backends.gpu.layout import collapse, contiguous_strides, slice_ranges, transpose_geometry
 from mnnpy.backends.vulkan.execution import VulkanExecution
 from mnnpy.backends.vulkan.registry import vulkan_execution
 
@@ -31,37 +33,6 @@ MIN_TILED = 8  # both tiled dims at least this long, else the strided copy
 VEC = 4  # innermost elements per invocation of the strided copy when its row is long
 CONCAT_INPUTS = 4  # inputs per dispatch of movement_concat
 ALIASING = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")  # metadata-only on NCHW
-
-
-def contiguous_strides(shape) -> list[int]:
-    """Element strides of a C-contiguous array of ``shape``."""
-    st, acc = [], 1
-    for d in reversed(shape):
-        st.append(acc)
-        acc *= int(d)
-    return st[::-1]
-
-
-def collapse(dims, xstr, ystr) -> tuple[list[int], list[int], list[int]]:
-    """Drop size-1 dims and merge neighbours that are contiguous on both sides.
-
-    ``dims`` outermost first; a dim merges into the previous one when, for both ``x`` and
-    ``y``, ``stride[prev] == stride[this] * dims[this]``. Returns at least one dim."""
-    out_d: list[int] = []
-    out_x: list[int] = []
-    out_y: list[int] = []
-    for d, sx, sy in zip(dims, xstr, ystr):
-        d = int(d)
-        if d == 1:
-            continue
-        if out_d and out_x[-1] == sx * d and out_y[-1] == sy * d:
-            out_d[-1] *= d
-            out_x[-1], out_y[-1] = int(sx), int(sy)
-        else:
-            out_d.append(d)
-            out_x.append(int(sx))
-            out_y.append(int(sy))
-    return (out_d, out_x, out_y) if out_d else ([1], [0], [0])
 
 
 def _float_data(op, inputs) -> tuple[bool, str]:
@@ -114,13 +85,6 @@ def _perm(attrs, rank: int) -> list[int]:
     return [int(p) % rank for p in attrs["perm"]] if len(attrs["perm"]) else list(range(rank))[::-1]
 
 
-def _transpose_geometry(shape, perm) -> tuple[list[int], list[int], list[int]]:
-    """Merged ``(dims, x strides, y strides)`` of Y's index space for ``Y = X.transpose(perm)``."""
-    xs = contiguous_strides(shape)
-    out = [shape[p] for p in perm]
-    return collapse(out, [xs[p] for p in perm], contiguous_strides(out))
-
-
 @vulkan_execution("Transpose")
 class Transpose(Movement):
     """``Y[i_0..] = X[i_perm^-1..]``, ``Y.shape[i] = X.shape[perm[i]]`` (reversed when ``perm``
@@ -135,14 +99,14 @@ class Transpose(Movement):
         if not ok:
             return ok, why
         shape = inputs[0].shape
-        d, _, _ = _transpose_geometry(shape, _perm(attrs, len(shape)))
+        d, _, _ = transpose_geometry(shape, _perm(attrs, len(shape)))
         if len(d) > MAX_RANK:
             return False, f"transpose of rank {len(d)} after merging dims (Vulkan takes up to {MAX_RANK})"
         return True, ""
 
     def prepare(self, inputs, outputs):
         x, y = inputs[0], outputs[0]
-        d, sx, sy = _transpose_geometry(x.shape, _perm(self.attrs, len(x.shape)))
+        d, sx, sy = transpose_geometry(x.shape, _perm(self.attrs, len(x.shape)))
         self.tiled = bool(y.size) and sx[-1] != 1 and len(d) >= 2 and self._tiled(x, y, d, sx, sy)
         if not self.tiled:
             self.strided(x, self.elem_offset(x), y, self.elem_offset(y), d, sx, sy)
@@ -186,21 +150,6 @@ class Transpose(Movement):
         return True
 
 
-def slice_ranges(values, shape) -> list[tuple[int, int, int]]:
-    """Per-axis ``(start, step, length)`` of ONNX Slice from known ``values`` = (starts, ends,
-    axes or None, steps or None); clamping as numpy's (= ONNX's)."""
-    starts, ends = (np.asarray(v).reshape(-1).astype(np.int64) for v in values[:2])
-    axes = np.arange(len(starts)) if values[2] is None else np.asarray(values[2]).reshape(-1).astype(np.int64)
-    steps = np.ones(len(starts), np.int64) if values[3] is None else np.asarray(values[3]).reshape(-1).astype(np.int64)
-    out = [(0, 1, int(d)) for d in shape]
-    big = 2**62
-    for s, e, a, st in zip(starts, ends, axes, steps):
-        a = int(a) % len(shape)
-        r = range(*slice(int(np.clip(s, -big, big)), int(np.clip(e, -big, big)), int(st)).indices(shape[a]))
-        out[a] = (r.start, r.step, len(r))
-    return out
-
-
 @vulkan_execution("Slice")
 class Slice(Movement):
     """``Y = X[starts:ends:steps]`` on ``axes`` (negative steps too), values known at resize:
@@ -211,9 +160,7 @@ class Slice(Movement):
         ok, why = _float_data(op, inputs)
         if not ok:
             return ok, why
-        if any(t.value is None for t in inputs[1:]):
-            return False, "Slice starts/ends/axes/steps computed at run time (Vulkan takes values known at resize)"
-        return True, ""
+        return slice_check(inputs, "Vulkan")
 
     def prepare(self, inputs, outputs):
         x, y = inputs[0], outputs[0]
@@ -302,13 +249,7 @@ class Gather(Movement):
         ok, why = _float_data(op, inputs)
         if not ok:
             return ok, why
-        idx = inputs[1].value
-        if idx is None:
-            return False, "Gather indices computed at run time (Vulkan takes indices known at resize)"
-        n = inputs[0].shape[attrs["axis"] % len(inputs[0].shape)]
-        if idx.size and (idx.min() < -n or idx.max() >= n):
-            return False, f"Gather index out of range [-{n}, {n})"
-        return True, ""
+        return gather_check(inputs, attrs, "Vulkan")
 
     def prepare(self, inputs, outputs):
         x, y = inputs[0], outputs[0]

@@ -13,6 +13,7 @@ import struct
 
 import numpy as np
 
+from mnnpy.backends.gpu.norm import batchnorm_check, batchnorm_fold, layernorm_check
 from mnnpy.backends.vulkan.execution import VulkanExecution
 from mnnpy.backends.vulkan.reduce import row_dispatch
 from mnnpy.backends.vulkan.registry import vulkan_execution
@@ -29,14 +30,7 @@ class LayerNormalization(VulkanExecution):
 
     @staticmethod
     def check(op, inputs, attrs) -> tuple[bool, str]:
-        if any(t >= 0 for t in op.outputs[1:]):
-            return False, "LayerNormalization Mean/InvStdDev outputs requested (Vulkan computes Y only)"
-        x = inputs[0].shape
-        cols = math.prod(x[attrs["axis"] % len(x) :])
-        for name, t in zip(("Scale", "B"), inputs[1:]):
-            if t is not None and t.value is None and int(np.prod(t.shape, dtype=np.int64)) != cols:
-                return False, f"LayerNormalization {name} {list(t.shape)} broadcast at run time (Vulkan takes it full size)"
-        return True, ""
+        return layernorm_check(op, inputs, attrs, "Vulkan")
 
     def _param(self, k: int, handle, shape):
         """Scale (k=1) or B (k=2) on the device: a constant expanded to ``shape`` at resize."""
@@ -69,17 +63,11 @@ class BatchNormalization(VulkanExecution):
 
     @staticmethod
     def check(op, inputs, attrs) -> tuple[bool, str]:
-        if attrs["training_mode"]:
-            return False, "BatchNormalization training_mode=1 (Vulkan runs inference only)"
-        if len(inputs) < 5 or any(t is None or t.value is None for t in inputs[1:5]):
-            return False, "BatchNormalization scale/B/mean/var computed at run time (Vulkan folds constants)"
-        return True, ""
+        return batchnorm_check(inputs, attrs, "Vulkan")
 
     def prepare(self, inputs, outputs):
         x, y = inputs[0], outputs[0]
-        scale, b, mean, var = (np.asarray(i.value, np.float64).reshape(-1) for i in self.input_infos[1:5])
-        s = scale / np.sqrt(var + self.attrs["epsilon"])
-        t = b - mean * s
+        s, t = batchnorm_fold(self.input_infos[1:5], self.attrs["epsilon"])
         channels = x.shape[1] if len(x.shape) > 1 else 1
         s, t = np.broadcast_to(s, (channels,)), np.broadcast_to(t, (channels,))
         self.st = self.backend.constant(np.concatenate([s, t]).astype(np.float32))

@@ -15,6 +15,7 @@ import math
 import struct
 
 from mnnpy.backends.cpu.ops.windows import window
+from mnnpy.backends.gpu.reduce_axes import global_pool_check, pool_check
 from mnnpy.backends.vulkan.execution import VulkanExecution
 from mnnpy.backends.vulkan.reduce import reduce_dispatches
 from mnnpy.backends.vulkan.registry import vulkan_execution
@@ -33,12 +34,7 @@ class Pool(VulkanExecution):
 
     @staticmethod
     def check(op, inputs, attrs) -> tuple[bool, str]:
-        nd = len(attrs["kernel_shape"])
-        if not 1 <= nd <= MAX_SPATIAL:
-            return False, f"{op.type} with {nd} spatial dims (Vulkan pools 1-D to {MAX_SPATIAL}-D)"
-        if op.type == "MaxPool" and any(t >= 0 for t in op.outputs[1:]):
-            return False, "MaxPool Indices output requested (Vulkan computes Y only)"
-        return True, ""
+        return pool_check(op, attrs, "Vulkan", MAX_SPATIAL)
 
     def prepare(self, inputs, outputs):
         x, y = inputs[0], outputs[0]
@@ -83,9 +79,7 @@ class GlobalPool(VulkanExecution):
 
     @staticmethod
     def check(op, inputs, attrs) -> tuple[bool, str]:
-        if math.prod(inputs[0].shape[2:]) == 0:
-            return False, f"{op.type} over empty spatial dims {list(inputs[0].shape[2:])}"
-        return True, ""
+        return global_pool_check(op, inputs)
 
     def prepare(self, inputs, outputs):
         x, y = inputs[0], outputs[0]

@@ -16,6 +16,8 @@ import struct
 
 import numpy as np
 
+from mnnpy.backends.gpu.pow2 import pow2_ceil, pow2_floor
+from mnnpy.backends.gpu.reduce_axes import collapse_axes, reduce_check, reduced_axes
 from mnnpy.backends.vulkan.execution import VulkanExecution
 from mnnpy.backends.vulkan.registry import vulkan_execution
 
@@ -38,14 +40,6 @@ OPS = {
 }
 
 
-def _pow2_floor(n: int) -> int:
-    return 1 << (max(1, int(n)).bit_length() - 1)
-
-
-def _pow2_ceil(n: int) -> int:
-    return 1 << (max(1, int(n)) - 1).bit_length()
-
-
 def group_shape(p: int, red: int, inner: int = 1, group: int = GROUP_MAX) -> tuple[int, int]:
     """``(lp, lr)``: outputs per work group and reducing invocations per output, powers of two
     with ``lp * lr <= group``. Rows (``inner == 1``): up to a whole group per row, fewer
@@ -54,21 +48,21 @@ def group_shape(p: int, red: int, inner: int = 1, group: int = GROUP_MAX) -> tup
     (coalesced), the rest of the group along the row."""
     p, red = max(int(p), 1), max(int(red), 1)
     if inner == 1:
-        lr = _pow2_floor(min(group, red))
+        lr = pow2_floor(min(group, red))
         while lr > 32 and p * lr > TARGET_ITEMS:
             lr //= 2
     else:
-        lp = _pow2_floor(min(32, inner, p))
-        lr = _pow2_floor(min(red, group // lp))
+        lp = pow2_floor(min(32, inner, p))
+        lr = pow2_floor(min(red, group // lp))
         while lr > 1 and p * lr > TARGET_ITEMS:
             lr //= 2
-    lp = _pow2_floor(min(p, group // lr))
+    lp = pow2_floor(min(p, group // lr))
     return lp, lr
 
 
 def group_limit(backend) -> int:
     """The largest work group used here: ``GROUP_MAX`` within the device's limit."""
-    return min(GROUP_MAX, _pow2_floor(backend.runtime.limits["maxComputeWorkGroupInvocations"]))
+    return min(GROUP_MAX, pow2_floor(backend.runtime.limits["maxComputeWorkGroupInvocations"]))
 
 
 def row_dispatch(exe: VulkanExecution, shader, bindings, writes, push: bytes, p, red, inner, spec=(), cache=False) -> None:
@@ -80,8 +74,8 @@ def row_dispatch(exe: VulkanExecution, shader, bindings, writes, push: bytes, p,
     lp, lr = group_shape(p, red, inner, group)
     use_cache, per = False, 1
     if cache and 0 < red <= CACHE_MAX * group:
-        lr = max(lr, _pow2_ceil(-(-red // CACHE_MAX)))
-        lp = _pow2_floor(min(max(p, 1), group // lr))
+        lr = max(lr, pow2_ceil(-(-red // CACHE_MAX)))
+        lp = pow2_floor(min(max(p, 1), group // lr))
         use_cache, per = True, -(-red // lr)
     count = -(-max(int(p), 0) // lp)
     max_x = exe.backend.runtime.limits["maxComputeWorkGroupCount"][0]
@@ -124,41 +118,6 @@ def reduce_dispatches(exe: VulkanExecution, kind: str, x, y, outer: int, red: in
     return 2
 
 
-def collapse_axes(shape, axes) -> tuple[int, int, int] | None:
-    """``(outer, red, inner)`` of reducing ``axes`` of contiguous ``shape``, or None when the
-    reduced axes (size-1 dims ignored) are not one contiguous block."""
-    runs: list[list] = []  # [size, reduced?] of merged neighbouring dims
-    for i, d in enumerate(shape):
-        if d == 1:
-            continue
-        r = i in axes
-        if runs and runs[-1][1] == r:
-            runs[-1][0] *= d
-        else:
-            runs.append([d, r])
-    flags = [r for _, r in runs]
-    if flags.count(True) > 1:
-        return None
-    if True not in flags:
-        return math.prod(shape), 1, 1  # nothing of size > 1 is reduced
-    k = flags.index(True)
-    return math.prod(s for s, _ in runs[:k]), runs[k][0], math.prod(s for s, _ in runs[k + 1 :])
-
-
-def reduced_axes(op, inputs, attrs, rank: int) -> tuple[int, ...] | None:
-    """Normalised reduced axes (``mnnpy.ops.reduce.reduce_axes``'s rule: absent or empty
-    means all, or none with ``noop_with_empty_axes``), or None when ``axes`` is not known at
-    resize."""
-    axes: list[int] = []
-    if len(op.inputs) > 1 and op.inputs[1] >= 0 and len(inputs) > 1 and inputs[1] is not None:
-        if inputs[1].value is None:
-            return None
-        axes = [int(a) % max(rank, 1) for a in np.asarray(inputs[1].value).reshape(-1)]
-    if not axes:
-        return () if attrs["noop_with_empty_axes"] else tuple(range(rank))
-    return tuple(sorted(set(axes)))
-
-
 @vulkan_execution(*OPS)
 class Reduce(VulkanExecution):
     """``reduced = f(data, axes, keepdims)``, data float32 of any rank (keepdims only changes
@@ -171,13 +130,7 @@ class Reduce(VulkanExecution):
 
     @staticmethod
     def check(op, inputs, attrs) -> tuple[bool, str]:
-        shape = inputs[0].shape
-        axes = reduced_axes(op, inputs, attrs, len(shape))
-        if axes is None:
-            return False, f"{op.type} axes computed at run time (Vulkan takes axes known at resize)"
-        if collapse_axes(shape, axes) is None:
-            return False, f"{op.type} axes {list(axes)} of shape {list(shape)} are not one contiguous block"
-        return True, ""
+        return reduce_check(op, inputs, attrs, "Vulkan")
 
     def prepare(self, inputs, outputs):
         x, y = inputs[0], outputs[0]

@@ -1,0 +1,82 @@
+"""Op support checks and op scalars shared by the GPU backends (``opencl``, ``vulkan``).
+
+Each check returns ``(ok, reason)`` like an Execution's ``check``; ``backend`` is the
+backend's display name ("OpenCL", "Vulkan") used in the reasons. Rules: ONNX operators.md
+(#Clip, #HardSigmoid, #LeakyRelu, #Add.., #Slice, #Gather).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mnnpy.backends.gpu.layout import broadcast_strides
+
+
+def unary_check(op, inputs, backend: str) -> tuple[bool, str]:
+    """Clip's bounds must be known at resize (constants), one element each."""
+    if op.type == "Clip":
+        for t in inputs[1:]:
+            if t.value is None:
+                return False, f"Clip min/max computed at run time ({backend} takes constant bounds)"
+            if t.value.size != 1:
+                return False, "Clip min/max must be one element"
+    return True, ""
+
+
+def unary_params(op_type: str, attrs, input_infos) -> tuple[float, float]:
+    """The two scalars of a unary op: HardSigmoid ``(alpha, beta)``, LeakyRelu ``(alpha, 0)``,
+    Clip ``(min, max)`` from its constant inputs (absent = -inf / +inf), else ``(0, 0)``."""
+    if op_type == "HardSigmoid":
+        return float(attrs["alpha"]), float(attrs["beta"])
+    if op_type == "LeakyRelu":
+        return float(attrs["alpha"]), 0.0
+    if op_type == "Clip":
+        bounds = [-np.inf, np.inf]
+        for k in (1, 2):
+            info = input_infos[k] if len(input_infos) > k else None
+            if info is not None:
+                bounds[k - 1] = float(np.asarray(info.value).reshape(()))
+        return bounds[0], bounds[1]
+    return 0.0, 0.0
+
+
+def binary_check(op, inputs, backend: str, max_rank: int) -> tuple[bool, str]:
+    """Two inputs whose broadcast index space merges to at most ``max_rank`` dims."""
+    if len(inputs) != 2:
+        return False, f"{op.type} with {len(inputs)} inputs ({backend} takes two)"
+    out = np.broadcast_shapes(inputs[0].shape, inputs[1].shape)
+    dims = broadcast_strides(out, inputs[0].shape, inputs[1].shape)[0]
+    if len(dims) > max_rank:
+        return False, f"broadcast of rank {len(dims)} after merging dims ({backend} takes up to {max_rank})"
+    return True, ""
+
+
+def slice_check(inputs, backend: str) -> tuple[bool, str]:
+    """Slice's starts/ends/axes/steps must be known at resize."""
+    if any(t.value is None for t in inputs[1:]):
+        return False, f"Slice starts/ends/axes/steps computed at run time ({backend} takes values known at resize)"
+    return True, ""
+
+
+def gather_check(inputs, attrs, backend: str) -> tuple[bool, str]:
+    """Gather's indices must be known at resize and in range along ``axis``."""
+    idx = inputs[1].value
+    if idx is None:
+        return False, f"Gather indices computed at run time ({backend} takes indices known at resize)"
+    n = inputs[0].shape[attrs["axis"] % len(inputs[0].shape)]
+    if idx.size and (idx.min() < -n or idx.max() >= n):
+        return False, f"Gather index out of range [-{n}, {n})"
+    return True, ""
+
+
+def conv_operands_check(inputs, backend: str) -> tuple[bool, str]:
+    """Conv (operators.md #Conv): 2-D NCHW ``X`` (rank 4), constant weights, constant bias
+    when present."""
+    x, w = inputs[0], inputs[1]
+    if len(x.shape) != 4:
+        return False, f"Conv with {len(x.shape) - 2} spatial dims ({backend} runs 2-D)"
+    if w.value is None:
+        return False, f"Conv weights computed at run time ({backend} takes constant weights)"
+    if len(inputs) > 2 and inputs[2] is not None and inputs[2].value is None:
+        return False, f"Conv bias computed at run time ({backend} takes a constant bias)"
+    return True, ""

@@ -1,0 +1,28 @@
+"""2-D Conv geometry shared by the GPU backends (ONNX operators.md #Conv, NCHW).
+
+``X: (N, C, H, W)``, constant ``W: (M, C/G, KH, KW)``; strides, dilations and pads (after
+``auto_pad``) from ``backends/cpu/ops/windows.py`` ``window``. Used by
+``backends/opencl/conv.py`` and ``backends/vulkan/conv.py``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mnnpy.backends.cpu.ops.windows import window
+
+
+def conv_geometry(exe, x_shape, vw: int):
+    """``(wv, strides, dil, pads, row)`` of Execution ``exe``'s Conv on ``x_shape``: ``wv`` the
+    weights as float32 ``(M, C/G, KH, KW)``; ``row`` the input columns one kernel row of
+    ``vw`` neighbouring output pixels spans."""
+    wv = np.asarray(exe.input_infos[1].value, np.float32)
+    kh, kw = wv.shape[2:]
+    _, strides, dil, pads = window(exe, tuple(x_shape[2:]), (kh, kw))
+    row = (vw - 1) * strides[1] + (kw - 1) * dil[1] + 1
+    return wv, strides, dil, pads, row
+
+
+def is_pointwise(kh: int, kw: int, g: int, strides, pads) -> bool:
+    """1x1 kernel, stride 1, no pads, one group: the Conv is a GEMM per image."""
+    return g == 1 and kh == kw == 1 and list(strides) == [1, 1] and not any(pads)
