@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import threading
 from typing import Any
 
 
@@ -18,7 +19,9 @@ class Registry:
     def __init__(self, kind: str, package: str, skip: tuple[str, ...] = ()):
         self.kind, self.package, self.skip = kind, package, skip
         self._entries: dict[str, Any] = {}
-        self._loaded = False
+        self._loaded = False  # set when loading starts (a module being imported may ask again)
+        self._done = False
+        self._lock = threading.RLock()  # other threads wait until every module is imported
 
     def add(self, key: str, entry: Any) -> None:
         """Register ``entry`` under ``key``; raises ``ValueError`` when ``key`` is taken."""
@@ -37,11 +40,16 @@ class Registry:
         return deco
 
     def entries(self) -> dict[str, Any]:
-        """Every entry by key (imports each module of the package once, first)."""
-        if not self._loaded:
-            self._loaded = True
-            pkg = importlib.import_module(self.package)
-            for m in pkgutil.iter_modules(pkg.__path__):
-                if m.name not in self.skip:
-                    importlib.import_module(f"{self.package}.{m.name}")
+        """Every entry by key (imports each module of the package once, first; thread-safe:
+        a thread that comes while another loads waits for the whole registry)."""
+        if self._done:
+            return self._entries
+        with self._lock:
+            if not self._loaded:
+                self._loaded = True
+                pkg = importlib.import_module(self.package)
+                for m in pkgutil.iter_modules(pkg.__path__):
+                    if m.name not in self.skip:
+                        importlib.import_module(f"{self.package}.{m.name}")
+                self._done = True
         return self._entries

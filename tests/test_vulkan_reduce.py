@@ -335,3 +335,19 @@ def test_batchnorm_folds_to_one_affine_dispatch(rng):
     (exe,) = s._plan.executions.values()
     (d,) = exe.partition.dispatches
     assert d.pipeline.name == "norm_affine" and exe.st.shape == (6,)
+
+
+def test_rows_longer_than_the_limit_fall_back(monkeypatch):
+    """Softmax/LayerNorm rows past MAX_ROW run on the CPU with the reason (the limit is
+    lowered here so that the test stays small)."""
+    from mnnpy.backends.vulkan import reduce as vreduce
+
+    monkeypatch.setattr(vreduce, "MAX_ROW", 64)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, 65)).astype(np.float32)
+    for node, inits in (
+        (helper.make_node("Softmax", ["x"], ["y"], axis=1), {}),
+        (helper.make_node("LayerNormalization", ["x", "s"], ["y"], axis=1), {"s": np.ones(65, np.float32)}),
+    ):
+        s = _compare(make_model([node], {"x": x}, ["y"], inits, opset=17), {"x": x}, on_device=False)
+        assert "row of 65 elements (Vulkan takes up to 64)" in s.partitions()

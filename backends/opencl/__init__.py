@@ -30,7 +30,8 @@ from typing import Any
 import numpy as np
 
 from mnnpy.backend import Backend, BackendConfig, Execution, Runtime, TensorInfo
-from mnnpy.errors import ShapeError
+from mnnpy.errors import BackendUnavailableError, ShapeError
+from mnnpy.fork_guard import ForkGuard
 from mnnpy.ir import Op
 
 DEVICE_ENV = "MNNPY_OPENCL_DEVICE"
@@ -110,25 +111,20 @@ def describe_device(d) -> str:
     )
 
 
-_PROBED_IN: int | None = None  # the process that first touched the OpenCL driver
+FORK = ForkGuard("OpenCL")
 
 
 def _forked() -> bool:
-    """Whether this process is a fork of one that already used OpenCL: its driver state (NVIDIA,
-    PoCL) does not survive ``fork``, and using it hangs, so such a child must not touch it."""
-    return _PROBED_IN is not None and _PROBED_IN != os.getpid()
+    """Whether this process is a fork of one that already used OpenCL (see ``mnnpy.fork_guard``)."""
+    return FORK.forked()
 
 
-FORK_REASON = (
-    "OpenCL was initialised in the parent process before fork(); a forked child cannot use it "
-    "(start workers with multiprocessing's 'spawn' or 'forkserver' method)"
-)
+FORK_REASON = FORK.reason
 
 
 @functools.cache
 def _device_for(wanted: str | None):
-    global _PROBED_IN
-    _PROBED_IN = _PROBED_IN or os.getpid()
+    FORK.mark()
     return _find_device(wanted)
 
 
@@ -361,6 +357,8 @@ class OpenCLBackend(Backend):
         return self.constant(np.asarray(tensor.value, dtype=tensor.dtype))
 
     def upload(self, src: np.ndarray, dst: CLTensor) -> None:
+        if FORK.forked():  # a session inherited through fork(): the driver would hang
+            raise BackendUnavailableError(FORK.reason)
         host = np.ascontiguousarray(src, dtype=dst.dtype)
         if host.nbytes:
             self.cl.enqueue_copy(self.queue, dst.buffer, host, dst_offset=dst.offset, is_blocking=True)
@@ -373,6 +371,10 @@ class OpenCLBackend(Backend):
         else:
             self.queue.finish()
         return out.astype(np.float32) if out.dtype == np.float16 else out
+
+    def on_execute_begin(self) -> None:
+        if FORK.forked():  # a session inherited through fork(): the driver would hang
+            raise BackendUnavailableError(FORK.reason)
 
     def on_execute_end(self) -> None:
         self.queue.flush()  # submit; the sync is the download of what is read next

@@ -23,8 +23,9 @@ import numpy as np
 
 from mnnpy.backend import Backend, BackendConfig, Execution, TensorInfo
 from mnnpy.backends.vulkan.commands import PartitionRecord, record_partition, submit_and_wait, write_descriptor_sets
-from mnnpy.backends.vulkan.device import VulkanError
+from mnnpy.backends.vulkan.device import FORK, VulkanError
 from mnnpy.backends.vulkan.memory import ResizeMemory, VkTensor
+from mnnpy.errors import BackendUnavailableError
 from mnnpy.ir import Op
 
 MAX_ELEMENTS = 2**31 - 1  # shaders index with 32-bit unsigned ints; keep clear of the top bit
@@ -209,6 +210,8 @@ class VulkanBackend(Backend):
         return src.host.copy()
 
     def on_execute_begin(self) -> None:
+        if FORK.forked():  # a session inherited through fork(): the driver would hang
+            raise BackendUnavailableError(FORK.reason)
         self.pending = None
 
     def on_execute_end(self) -> None:

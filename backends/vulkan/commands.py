@@ -227,10 +227,28 @@ def submit_and_wait(runtime, submit_info, fence_array) -> None:
     (reset first). Calls the loader directly with prebuilt arrays: nothing is allocated.
     Raises ``VulkanError`` on a failed submission or after ``FENCE_TIMEOUT_NS``."""
     lib = runtime.vk.lib
+    key = id(fence_array)
+    if key in _OVERDUE:  # a submission that timed out may still be writing: never reset its fence early
+        if lib.vkWaitForFences(runtime.device, 1, fence_array, 1, FENCE_TIMEOUT_NS) != 0:
+            raise VulkanError(
+                "the previous run of this session is still executing on the device (it exceeded "
+                f"{FENCE_TIMEOUT_NS / 1e9:.0f} s); its buffers are in use, try again later"
+            )
+        _OVERDUE.discard(key)
     with runtime.queue_lock:
         _check(lib.vkResetFences(runtime.device, 1, fence_array), "vkResetFences")
         _check(lib.vkQueueSubmit(runtime.queue, 1, submit_info, fence_array[0]), "vkQueueSubmit")
-    _check(lib.vkWaitForFences(runtime.device, 1, fence_array, 1, FENCE_TIMEOUT_NS), "vkWaitForFences")
+    result = lib.vkWaitForFences(runtime.device, 1, fence_array, 1, FENCE_TIMEOUT_NS)
+    if result == 2:  # VK_TIMEOUT: remember it, so that the next run waits for this one first
+        _OVERDUE.add(key)
+        raise VulkanError(
+            f"a Vulkan submission did not finish within {FENCE_TIMEOUT_NS / 1e9:.0f} s; its outputs were "
+            "not read (the next run of this session first waits for it)"
+        )
+    _check(result, "vkWaitForFences")
+
+
+_OVERDUE: set[int] = set()  # id() of fence arrays whose submission timed out
 
 
 def _check(result: int, what: str) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 
 from mnnpy.backends.vulkan import validation
 from mnnpy.errors import MnnpyError
+from mnnpy.fork_guard import ForkGuard
 
 DEVICE_ENV = "MNNPY_VULKAN_DEVICE"
 TYPE_NAMES = {0: "other", 1: "integrated", 2: "discrete", 3: "virtual", 4: "cpu"}
@@ -146,9 +147,13 @@ def _device_info(vk, pd) -> DeviceInfo:
     )
 
 
+FORK = ForkGuard("Vulkan")
+
+
 @functools.cache
 def probe() -> Probe:
     """The process-wide instance and its physical devices, or why there are none (cached)."""
+    FORK.mark()
     vk, reason = _import_vulkan()
     if vk is None:
         return Probe(reason=reason)

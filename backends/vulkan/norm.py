@@ -15,7 +15,7 @@ import numpy as np
 
 from mnnpy.backends.gpu.norm import batchnorm_check, batchnorm_fold, layernorm_check
 from mnnpy.backends.vulkan.execution import VulkanExecution
-from mnnpy.backends.vulkan.reduce import row_dispatch
+from mnnpy.backends.vulkan.reduce import row_check, row_dispatch
 from mnnpy.backends.vulkan.registry import vulkan_execution
 
 
@@ -30,7 +30,9 @@ class LayerNormalization(VulkanExecution):
 
     @staticmethod
     def check(op, inputs, attrs) -> tuple[bool, str]:
-        return layernorm_check(op, inputs, attrs, "Vulkan")
+        ok, why = layernorm_check(op, inputs, attrs, "Vulkan")
+        shape = inputs[0].shape
+        return row_check(op, math.prod(shape[attrs["axis"] % len(shape) :]) if shape else 1) if ok else (ok, why)
 
     def _param(self, k: int, handle, shape):
         """Scale (k=1) or B (k=2) on the device: a constant expanded to ``shape`` at resize."""

@@ -140,6 +140,16 @@ class Reduce(VulkanExecution):
         self.passes = reduce_dispatches(self, OPS[self.op.type], x, y, outer, red, inner)
 
 
+MAX_ROW = 1 << 22  # elements of one Softmax/LayerNorm row: rows of 6M gave wrong sums on lavapipe
+
+
+def row_check(op, length: int) -> tuple[bool, str]:
+    """Rows longer than ``MAX_ROW`` go to the CPU (the row shaders' results were wrong past ~5.5M)."""
+    if length > MAX_ROW:
+        return False, f"{op.type} row of {length} elements (Vulkan takes up to {MAX_ROW})"
+    return True, ""
+
+
 @vulkan_execution("Softmax", "LogSoftmax")
 class Softmax(VulkanExecution):
     """Softmax / LogSoftmax along ``axis`` (opset-13 semantics), float32 of any shape:
@@ -148,6 +158,11 @@ class Softmax(VulkanExecution):
     and infinities as numpy gives them)."""
 
     variants = ("softmax", "logsoftmax")
+
+    @staticmethod
+    def check(op, inputs, attrs) -> tuple[bool, str]:
+        shape = inputs[0].shape
+        return row_check(op, shape[attrs["axis"] % len(shape)] if shape else 1)
 
     def prepare(self, inputs, outputs):
         x, y = inputs[0], outputs[0]

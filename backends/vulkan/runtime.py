@@ -18,7 +18,7 @@ import os
 import threading
 
 from mnnpy.backend import BackendConfig, Runtime
-from mnnpy.backends.vulkan.device import DEVICE_ENV, DeviceInfo, choose, probe, version_string
+from mnnpy.backends.vulkan.device import DEVICE_ENV, FORK, DeviceInfo, choose, probe, version_string
 
 
 class VulkanRuntime(Runtime):
@@ -31,6 +31,8 @@ class VulkanRuntime(Runtime):
     def availability(cls) -> tuple[bool, str]:
         """``(True, "")``, or ``(False, reason)``: no ``vulkan`` package, no loader, no
         driver (ICD), no device, or none matching ``$MNNPY_VULKAN_DEVICE``. Never raises."""
+        if FORK.forked():
+            return False, FORK.reason
         try:
             p = probe()
             if not p.devices:
