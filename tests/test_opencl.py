@@ -270,34 +270,3 @@ def test_plan_larger_than_one_device_allocation(rng, monkeypatch):
     x = rand(rng, 20, 30)
     with pytest.raises(ShapeError, match=r"needs one buffer of \d+ bytes .* than the 1000 bytes .* in one allocation"):
         sessions(make_model([helper.make_node("Relu", ["x"], ["y"])], {"x": x}, ["y"]))
-
-
-def _child_availability(queue, session=None, feeds=None):
-    from mnnpy.backend import backend_availability
-
-    ok, why = backend_availability("opencl")
-    if session is not None:  # a session inherited from the parent
-        try:
-            session.run(feeds)
-            why += " | inherited session ran"
-        except mnnpy.MnnpyError as e:
-            why += f" | inherited session: {e}"
-    queue.put((ok, why))
-
-
-def test_forked_child_is_told_not_to_use_opencl():
-    """After this process used OpenCL, a fork()ed child gets a clear 'unavailable' (the
-    driver hangs there), not a hang; spawn is the way to use OpenCL in workers."""
-    import multiprocessing as mp
-
-    x = np.ones((2, 3), np.float32)
-    session = sessions(make_model([helper.make_node("Relu", ["x"], ["y"])], {"x": x}, ["y"]))[0]
-    session.run({"x": x})
-    ctx = mp.get_context("fork")
-    queue = ctx.Queue()
-    child = ctx.Process(target=_child_availability, args=(queue, session, {"x": x}))
-    child.start()
-    ok, why = queue.get(timeout=60)
-    child.join(60)
-    assert not ok and "fork" in why and "spawn" in why
-    assert "inherited session: OpenCL was initialised in the parent process before fork()" in why

@@ -424,32 +424,3 @@ def test_timed_out_submission_is_waited_for_not_read_stale(rng, monkeypatch):
     a2 = rand(rng, 256, 256)
     np.testing.assert_allclose(dev.run({"a": a2, "b": b})["c"], cpu.run({"a": a2, "b": b})["c"], atol=1e-4, rtol=1e-4)
     assert timed_out
-
-
-def _vulkan_child(queue, session, feeds):
-    from mnnpy.backend import backend_availability
-
-    ok, why = backend_availability("vulkan")
-    try:
-        session.run(feeds)
-        why += " | inherited session ran"
-    except mnnpy.MnnpyError as e:
-        why += f" | inherited session: {e}"
-    queue.put((ok, why))
-
-
-def test_forked_child_is_told_not_to_use_vulkan():
-    """After this process used Vulkan, a fork()ed child gets a clear 'unavailable' and an
-    inherited session raises at once (instead of a fence time-out)."""
-    import multiprocessing as mp
-
-    x = np.ones((2, 3), np.float32)
-    session = sessions(make_model([helper.make_node("Relu", ["x"], ["y"])], {"x": x}, ["y"]), backend="vulkan")[0]
-    session.run({"x": x})
-    ctx = mp.get_context("fork")
-    queue = ctx.Queue()
-    child = ctx.Process(target=_vulkan_child, args=(queue, session, {"x": x}))
-    child.start()
-    ok, why = queue.get(timeout=60)
-    child.join(60)
-    assert not ok and "spawn" in why and "inherited session: Vulkan was initialised in the parent" in why, why
