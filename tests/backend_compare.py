@@ -7,6 +7,7 @@ Tolerances (DESIGN.md, NNAPI CTS): fp32 elementwise ``ELEMENTWISE``; ops that ac
 from __future__ import annotations
 
 import numpy as np
+from onnx import helper
 
 import mnnpy
 from mnnpy.converter import convert
@@ -37,3 +38,18 @@ def compare(model, feeds, tol=ELEMENTWISE, on_device=True, backend: str = "openc
         desc = dev.partitions()
         assert "on cpu" not in desc and f"on {backend}" in desc, desc
     return dev
+
+
+def partitioned_model(rng):
+    """x (1, 3, h, w) -> Relu -> Erf (no GPU execution: CPU) -> Add z (3, 1, 1) -> Sigmoid -> y:
+    GPU, CPU, GPU partitions with one border copy each way."""
+    from tests.oracle import make_model, rand
+
+    x, z = rand(rng, 1, 3, 13, 7), rand(rng, 3, 1, 1)
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("Erf", ["r"], ["c"]),
+        helper.make_node("Add", ["c", "z"], ["a"]),
+        helper.make_node("Sigmoid", ["a"], ["y"]),
+    ]
+    return make_model(nodes, {"x": x, "z": z}, ["y"], input_shapes={"x": [1, 3, "h", "w"]})

@@ -14,7 +14,7 @@ from onnx import helper
 import mnnpy
 from mnnpy.backend import backend_availability
 from mnnpy.converter import convert
-from tests.backend_compare import ELEMENTWISE, HALF, compare, sessions
+from tests.backend_compare import ELEMENTWISE, HALF, compare, partitioned_model, sessions
 from tests.oracle import make_model, rand
 
 _OK, _WHY = backend_availability("opencl")
@@ -125,43 +125,6 @@ def test_empty_tensor(rng):
     _compare(model, {"x": x})
 
 
-def test_integer_inputs_fall_back(rng):
-    a = rng.integers(-5, 5, (4, 7)).astype(np.int32)
-    model = make_model([helper.make_node("Add", ["a", "a"], ["c"])], {"a": a}, ["c"])
-    s = _compare(model, {"a": a}, on_opencl=False)
-    assert "fell back: opencl: dtype int32" in s.partitions()
-
-
-def _partitioned_model(rng):
-    """x -> Relu -> Erf (no OpenCL execution: CPU) -> Add z -> Sigmoid -> y, dynamic spatial dims."""
-    x, z = rand(rng, 1, 3, 13, 7), rand(rng, 3, 1, 1)
-    nodes = [
-        helper.make_node("Relu", ["x"], ["r"]),
-        helper.make_node("Erf", ["r"], ["c"]),
-        helper.make_node("Add", ["c", "z"], ["a"]),
-        helper.make_node("Sigmoid", ["a"], ["y"]),
-    ]
-    return make_model(nodes, {"x": x, "z": z}, ["y"], input_shapes={"x": [1, 3, "h", "w"]})
-
-
-def test_partitions_fall_back_to_cpu_and_match(rng):
-    cl_s, cpu_s = _sessions(_partitioned_model(rng))
-    z = rand(rng, 3, 1, 1)
-    for shape in [(1, 3, 13, 7), (1, 3, 17, 9), (1, 3, 13, 7)]:  # a second shape, then the first again
-        x = rand(rng, *shape)
-        got, want = cl_s.run({"x": x, "z": z})["y"], cpu_s.run({"x": x, "z": z})["y"]
-        assert got.shape == (1, 3, *shape[2:])
-        np.testing.assert_allclose(got, want, atol=ATOL, rtol=RTOL)
-    desc = cl_s.partitions()
-    heads = [line for line in desc.splitlines() if line.startswith("partition")]
-    assert heads == [
-        "partition 0 on opencl: 1 ops, 0 tensors copied in",
-        "partition 1 on cpu: 1 ops, 1 tensors copied in",
-        "partition 2 on opencl: 2 ops, 1 tensors copied in",
-    ], desc
-    assert "Erf '" in desc and "fell back: opencl: no OpenCL execution for Erf" in desc
-
-
 def test_auto_picks_opencl_on_a_gpu_only(rng, monkeypatch):
     """``auto`` takes OpenCL when its device is a GPU or accelerator, not on a CPU device
     (PoCL), where the NumPy backend is faster; by name it is always used."""
@@ -169,7 +132,7 @@ def test_auto_picks_opencl_on_a_gpu_only(rng, monkeypatch):
 
     from mnnpy.backends import opencl
 
-    interp = mnnpy.Interpreter(convert(_partitioned_model(rng)))
+    interp = mnnpy.Interpreter(convert(partitioned_model(rng)))
     device = opencl._find_device(None)[0]
     on_gpu = not device.type & cl.device_type.CPU
     assert [b.name for b in interp.create_session(backend="auto").backends] == (["opencl", "cpu"] if on_gpu else ["cpu"])
@@ -231,7 +194,7 @@ def test_fp16_storage(rng):
 def test_copies_only_at_partition_borders(rng, monkeypatch):
     """opencl [Relu] -> cpu [Erf] -> opencl [Add z, Sigmoid]: per run, the host->device copies are
     the two inputs and one border tensor, the device->host copies one border tensor and the output."""
-    cl_s, cpu_s = _sessions(_partitioned_model(rng))
+    cl_s, cpu_s = _sessions(partitioned_model(rng))
     x, z = rand(rng, 1, 3, 13, 7), rand(rng, 3, 1, 1)
     want = cpu_s.run({"x": x, "z": z})["y"]
     cl_s.run({"x": x, "z": z})  # plan and build first

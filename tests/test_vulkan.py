@@ -16,7 +16,7 @@ from onnx import helper
 import mnnpy
 from mnnpy.backend import backend_availability
 from mnnpy.converter import convert
-from tests.backend_compare import ELEMENTWISE, compare, sessions
+from tests.backend_compare import ELEMENTWISE, compare, partitioned_model, sessions
 from tests.oracle import make_model, rand
 
 _OK, _WHY = backend_availability("vulkan")
@@ -173,49 +173,11 @@ def test_chain_with_memory_reuse(rng):
     _compare(model, {"x": x}, tol=(1e-4, 1e-5))
 
 
-def test_integer_inputs_fall_back(rng):
-    a = rng.integers(-5, 5, (4, 7)).astype(np.int32)
-    model = make_model([helper.make_node("Add", ["a", "a"], ["c"])], {"a": a}, ["c"])
-    s = _compare(model, {"a": a}, on_device=False)
-    assert "fell back: vulkan: dtype int32" in s.partitions()
-
-
-def _partitioned_model(rng):
-    """x -> Relu -> Erf (no Vulkan execution: CPU) -> Add z -> Sigmoid -> y, dynamic spatial dims."""
-    x, z = rand(rng, 1, 3, 13, 7), rand(rng, 3, 1, 1)
-    nodes = [
-        helper.make_node("Relu", ["x"], ["r"]),
-        helper.make_node("Erf", ["r"], ["c"]),
-        helper.make_node("Add", ["c", "z"], ["a"]),
-        helper.make_node("Sigmoid", ["a"], ["y"]),
-    ]
-    return make_model(nodes, {"x": x, "z": z}, ["y"], input_shapes={"x": [1, 3, "h", "w"]})
-
-
-def test_partitions_fall_back_to_cpu_and_match(rng):
-    vk_s, cpu_s = _sessions(_partitioned_model(rng))
-    z = rand(rng, 3, 1, 1)
-    for shape in [(1, 3, 13, 7), (1, 3, 17, 9), (1, 3, 13, 7)]:  # a second shape, then the first again
-        x = rand(rng, *shape)
-        got, want = vk_s.run({"x": x, "z": z})["y"], cpu_s.run({"x": x, "z": z})["y"]
-        assert got.shape == (1, 3, *shape[2:])
-        np.testing.assert_allclose(got, want, atol=ATOL, rtol=RTOL)
-    desc = vk_s.partitions()
-    heads = [line for line in desc.splitlines() if line.startswith("partition")]
-    assert heads == [
-        "partition 0 on vulkan: 1 ops, 0 tensors copied in",
-        "partition 1 on cpu: 1 ops, 1 tensors copied in",
-        "partition 2 on vulkan: 2 ops, 1 tensors copied in",
-    ], desc
-    assert "Erf '" in desc and "fell back: vulkan: no Vulkan execution for Erf" in desc
-    assert vk_s.resize_count == 2  # the first shape's plan (and its recording) was reused
-
-
 def test_copies_only_at_partition_borders(rng, monkeypatch):
     """vulkan [Relu] -> cpu [Erf] -> vulkan [Add z, Sigmoid]: per run, two submissions; the
     uploads are the two inputs and one border tensor, the downloads one border tensor and
     the output."""
-    vk_s, cpu_s = _sessions(_partitioned_model(rng))
+    vk_s, cpu_s = _sessions(partitioned_model(rng))
     x, z = rand(rng, 1, 3, 13, 7), rand(rng, 3, 1, 1)
     want = cpu_s.run({"x": x, "z": z})["y"]
     vk_s.run({"x": x, "z": z})
@@ -250,7 +212,7 @@ def test_second_run_records_and_allocates_nothing(rng, monkeypatch):
                 return _real(*a, **k)
 
             monkeypatch.setattr(vk, name, counted)
-    vk_s, cpu_s = _sessions(_partitioned_model(rng))
+    vk_s, cpu_s = _sessions(partitioned_model(rng))
     x, z = rand(rng, 1, 3, 13, 7), rand(rng, 3, 1, 1)
     vk_s.resize({"x": x.shape, "z": z.shape})
     at_resize = dict(counts)
@@ -271,7 +233,7 @@ def test_second_run_records_and_allocates_nothing(rng, monkeypatch):
 def test_plans_keep_their_recordings(rng):
     """Two input shapes alternating: each plan keeps its own device memory and command
     buffers (the session caches plans), and results stay right."""
-    vk_s, cpu_s = _sessions(_partitioned_model(rng))
+    vk_s, cpu_s = _sessions(partitioned_model(rng))
     z = rand(rng, 3, 1, 1)
     xs = [rand(rng, 1, 3, 5, 4), rand(rng, 1, 3, 9, 11)]
     for k in range(4):
@@ -282,7 +244,7 @@ def test_plans_keep_their_recordings(rng):
 
 def test_auto_leaves_vulkan_out_until_asked(rng):
     """The slice opts out of "auto" (``VulkanRuntime.in_auto``); by name it is used."""
-    interp = mnnpy.Interpreter(convert(_partitioned_model(rng)))
+    interp = mnnpy.Interpreter(convert(partitioned_model(rng)))
     assert "vulkan" not in [b.name for b in interp.create_session(backend="auto").backends]
     assert [b.name for b in interp.create_session(backend="vulkan").backends] == ["vulkan", "cpu"]
     assert [b.name for b in interp.create_session(backend="vulkan,cpu").backends] == ["vulkan", "cpu"]
@@ -375,7 +337,7 @@ def test_evicted_plans_free_their_vulkan_objects(rng):
 
     from mnnpy.session import RESIZE_CACHE
 
-    vk_s, _ = _sessions(_partitioned_model(rng))
+    vk_s, _ = _sessions(partitioned_model(rng))
     z = rand(rng, 3, 1, 1)
     vk_s.run({"x": rand(rng, 1, 3, 2, 2), "z": z})
     memory = next(iter(vk_s._plan.handles[0].values())).memory
@@ -391,7 +353,7 @@ def test_evicted_plans_free_their_vulkan_objects(rng):
 def test_unannounced_transfers_are_errors(rng):
     """A handle the session did not announce (``on_resize_partition``) has no staging slot:
     upload/download say so with an MnnpyError instead of touching memory."""
-    vk_s, _ = _sessions(_partitioned_model(rng))
+    vk_s, _ = _sessions(partitioned_model(rng))
     vk_s.run({"x": rand(rng, 1, 3, 4, 4), "z": rand(rng, 3, 1, 1)})
     backend = vk_s.backends[0]
     handles = vk_s._plan.handles[0]

@@ -1,0 +1,49 @@
+"""What every GPU backend does at partition borders: inputs it cannot take fall back to the
+CPU with the reason, and a model mixing supported and unsupported ops gives the CPU's result
+with the expected partitions, across resizes (plans reused)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import helper
+
+from mnnpy.backend import backend_availability
+from tests.backend_compare import ELEMENTWISE, compare, partitioned_model, sessions
+from tests.oracle import make_model, rand
+
+API = {"opencl": "OpenCL", "vulkan": "Vulkan"}
+
+
+@pytest.fixture(params=list(API))
+def backend(request):
+    ok, why = backend_availability(request.param)
+    if not ok:
+        pytest.skip(f"{request.param} unavailable: {why}")
+    return request.param
+
+
+def test_integer_inputs_fall_back(rng, backend):
+    a = rng.integers(-5, 5, (4, 7)).astype(np.int32)
+    model = make_model([helper.make_node("Add", ["a", "a"], ["c"])], {"a": a}, ["c"])
+    s = compare(model, {"a": a}, ELEMENTWISE, on_device=False, backend=backend)
+    assert f"fell back: {backend}: dtype int32" in s.partitions()
+
+
+def test_partitions_fall_back_to_cpu_and_match(rng, backend):
+    dev, cpu = sessions(partitioned_model(rng), backend=backend)
+    z = rand(rng, 3, 1, 1)
+    for shape in [(1, 3, 13, 7), (1, 3, 17, 9), (1, 3, 13, 7)]:  # a second shape, then the first again
+        x = rand(rng, *shape)
+        got, want = dev.run({"x": x, "z": z})["y"], cpu.run({"x": x, "z": z})["y"]
+        assert got.shape == (1, 3, *shape[2:])
+        np.testing.assert_allclose(got, want, atol=ELEMENTWISE[0], rtol=ELEMENTWISE[1])
+    desc = dev.partitions()
+    heads = [line for line in desc.splitlines() if line.startswith("partition")]
+    assert heads == [
+        f"partition 0 on {backend}: 1 ops, 0 tensors copied in",
+        "partition 1 on cpu: 1 ops, 1 tensors copied in",
+        f"partition 2 on {backend}: 2 ops, 1 tensors copied in",
+    ], desc
+    assert "Erf '" in desc and f"fell back: {backend}: no {API[backend]} execution for Erf" in desc
+    assert dev.resize_count == 2  # the first shape's plan was reused
