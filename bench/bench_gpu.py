@@ -10,7 +10,8 @@ onnxruntime's CPU provider with ``--ort-threads`` intra-op threads, and PyTorch 
 fp32 (torchvision's architectures with random weights, TF32 off; input copied to the GPU
 and output back inside the timed region, synchronised) where torchvision has the model.
 ``--profile``: per op type, the wall time of the mnnpy backend's Executions, each followed
-by a queue finish (a diagnostic: it serialises the GPU, so its sum exceeds the run time).
+by a queue finish (OpenCL; a diagnostic: it serialises the GPU, so its sum exceeds the run
+time), or (Vulkan) the GPU time between timestamp queries after each dispatch.
 Floors of the issue (ms, H200): see ``FLOORS``.
 """
 
@@ -79,8 +80,28 @@ def bench_mnnpy(data: bytes, x: np.ndarray, backend: str, precision: str, runs: 
     head = s.partitions().splitlines()[0]
     r = {"create": create, "first": first, "median": median, "schedule": head, "out": s.run({name: x})}
     if profile:
-        r["profile"] = _profile(s, {name: x})
+        r["profile"] = _profile_vulkan(interp, precision, {name: x}) if backend == "vulkan" else _profile(s, {name: x})
     return r
+
+
+def _profile_vulkan(interp, precision: str, feeds) -> dict[str, float]:
+    """Per op type: GPU ms per run from the Vulkan backend's timestamp queries (a separate
+    session created with ``MNNPY_VULKAN_PROFILE=1``; see ``backends/vulkan/profile.py``)."""
+    import os
+
+    os.environ["MNNPY_VULKAN_PROFILE"] = "1"
+    try:
+        s = interp.create_session(backend="vulkan", precision=precision)
+    finally:
+        del os.environ["MNNPY_VULKAN_PROFILE"]
+    for _ in range(3):
+        s.run(feeds)
+    backend = s.backends[0]
+    backend.profile.clear()
+    n = 10
+    for _ in range(n):
+        s.run(feeds)
+    return {k: v / n for k, v in sorted(backend.profile.items(), key=lambda kv: -kv[1])}
 
 
 def _profile(session, feeds) -> dict[str, float]:
@@ -204,7 +225,8 @@ def main(argv: list[str] | None = None) -> int:
             prof = ", ".join(f"{k} {v:.3f}" for k, v in m["profile"].items())
             profiles.append(f"- {name}: {prof}")
     if profiles:
-        lines += ["", "Per op type, ms per run (each Execution followed by a queue finish):", *profiles]
+        how = "GPU timestamps after each dispatch" if args.backend == "vulkan" else "each Execution followed by a queue finish"
+        lines += ["", f"Per op type, ms per run ({how}):", *profiles]
         print(*lines[-len(profiles) - 2 :], sep="\n")
     if args.output:
         Path(args.output).write_text("\n".join(lines) + "\n")

@@ -24,10 +24,13 @@ import numpy as np
 from mnnpy.errors import BackendUnavailableError
 from mnnpy.ir import Op
 
+# In this order "auto" prefers the GPU backends (then the CPU): Vulkan first, one queue
+# submission per partition (faster than OpenCL on 4 of the 5 reference models on the H200,
+# bench/RESULTS.md), then OpenCL for what Vulkan cannot run.
 BUILTIN_BACKENDS = {
     "cpu": "mnnpy.backends.cpu:CPURuntime",
-    "opencl": "mnnpy.backends.opencl:OpenCLRuntime",
     "vulkan": "mnnpy.backends.vulkan:VulkanRuntime",
+    "opencl": "mnnpy.backends.opencl:OpenCLRuntime",
 }
 
 
@@ -160,7 +163,8 @@ class Runtime:
     ``in_auto``: whether ``backend="auto"`` picks this backend when it is available (a bool,
     or a classmethod deciding by the device: a GPU API on a CPU device, such as PoCL or
     lavapipe, is slower than the CPU backend); a backend still being built sets it False and
-    is used only when asked for by name.
+    is used only when asked for by name. ``auto`` orders the backends it takes as
+    ``registered_backends`` lists them (the CPU last).
     """
 
     name = "base"

@@ -89,7 +89,8 @@ def resolve_backends(backend: str | Sequence[str]) -> list[str]:
     """Preference list of usable backend names, CPU appended last.
 
     ``"auto"``: every registered backend that is usable here and opts into ``auto``
-    (``Runtime.in_auto``; the Vulkan backend, a first slice, does not yet). One name (``"opencl"``):
+    (``Runtime.in_auto``: Vulkan and OpenCL on a GPU, not on a CPU device such as lavapipe
+    or PoCL), in registration order (Vulkan before OpenCL). One name (``"opencl"``):
     that backend or ``BackendUnavailableError`` with the reason. A list
     (``["opencl", "cpu"]``, or the string ``"opencl,cpu"``): in order, skipping
     unavailable ones with a ``RuntimeWarning`` naming the reason (onnxruntime treats a

@@ -14,7 +14,7 @@ import pytest
 from mnnpy import models
 from mnnpy.backend import backend_availability
 from mnnpy.converter import convert
-from tests.test_real_models import Pair, _bench_models, _rand
+from tests.test_real_models import Pair, _bench_models, _rand, real_image_diffs
 
 _OK, _WHY = backend_availability("opencl")
 if not _OK:
@@ -72,20 +72,6 @@ def test_fp16_on_a_real_text_image():
     near the 0.5 boundary, where its logits (up to ~170) carry fp16's 2^-11 relative
     rounding of every activation (a numpy simulation of fp16 activation storage gives the
     same 3.9e-2), so the max is bounded at 5e-2 here."""
-    from mnnpy import demo, ocr
-
-    img = ocr.render_text(demo.DEFAULT_TEXT)
-    diffs = {}
-
-    def run(kind, x):
-        s = Pair(models.ocr_model_path(kind).read_bytes(), str(models.ocr_mnnpy_path(kind)), "opencl", "low", 1.0)
-        want = s.ort.run(None, {s.name: x})[0]
-        diffs[kind] = np.abs(s.session.run({s.name: x})[s.out] - want)
-        return want
-
-    prob = run("det", ocr.det_preprocess(img))
-    crops = [ocr.crop(img, b) for b in ocr.db_boxes(prob[0, 0], img.shape[:2])]
-    run("rec", ocr.rec_preprocess(crops))
-    run("cls", ocr.cls_preprocess(crops))
+    diffs = real_image_diffs("opencl", "low")
     assert diffs["rec"].max() <= 1e-2 and diffs["cls"].max() <= 1e-2, {k: float(d.max()) for k, d in diffs.items()}
     assert np.quantile(diffs["det"], 0.999) <= 2e-2 and diffs["det"].max() <= 5e-2, float(diffs["det"].max())

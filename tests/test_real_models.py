@@ -56,6 +56,27 @@ class Pair:
         return got
 
 
+def real_image_diffs(backend: str, precision: str) -> dict[str, np.ndarray]:
+    """|mnnpy - onnxruntime| of det, rec and cls on the demo's rendered line (det on the image,
+    rec and cls on the crops of onnxruntime's det boxes), on ``backend`` in ``precision``."""
+    from mnnpy import demo, ocr
+
+    img = ocr.render_text(demo.DEFAULT_TEXT)
+    diffs = {}
+
+    def run(kind, x):
+        s = Pair(models.ocr_model_path(kind).read_bytes(), str(models.ocr_mnnpy_path(kind)), backend, precision, 1.0)
+        want = s.ort.run(None, {s.name: x})[0]
+        diffs[kind] = np.abs(s.session.run({s.name: x})[s.out] - want)
+        return want
+
+    prob = run("det", ocr.det_preprocess(img))
+    crops = [ocr.crop(img, b) for b in ocr.db_boxes(prob[0, 0], img.shape[:2])]
+    run("rec", ocr.rec_preprocess(crops))
+    run("cls", ocr.cls_preprocess(crops))
+    return diffs
+
+
 @pytest.fixture(scope="session")
 def ocr_pairs() -> dict[str, Pair]:
     """det/rec/cls: fetched (once per cache), converted (cached), one session each."""

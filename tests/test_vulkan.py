@@ -8,6 +8,7 @@ SPIR-V freshness test needs only glslangValidator.
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -242,12 +243,25 @@ def test_plans_keep_their_recordings(rng):
     assert vk_s.resize_count == 2
 
 
-def test_auto_leaves_vulkan_out_until_asked(rng):
-    """The slice opts out of "auto" (``VulkanRuntime.in_auto``); by name it is used."""
+def test_auto_takes_vulkan_only_on_a_gpu(rng, monkeypatch):
+    """``auto`` leaves a CPU device (lavapipe) out, takes a discrete or integrated GPU first;
+    asked for by name, Vulkan runs on any device."""
+    from mnnpy.backends.vulkan import device as vk_device
+    from mnnpy.backends.vulkan import runtime as vk_runtime
+    from mnnpy.backends.vulkan.runtime import VulkanRuntime
+
     interp = mnnpy.Interpreter(convert(partitioned_model(rng)))
-    assert "vulkan" not in [b.name for b in interp.create_session(backend="auto").backends]
+    chosen, _ = vk_device.choose(vk_device.probe().devices, None)
+    on_gpu = chosen.type in ("discrete", "integrated")
+    assert VulkanRuntime.in_auto() == on_gpu
+    assert ("vulkan" in [b.name for b in interp.create_session(backend="auto").backends]) == on_gpu
     assert [b.name for b in interp.create_session(backend="vulkan").backends] == ["vulkan", "cpu"]
     assert [b.name for b in interp.create_session(backend="vulkan,cpu").backends] == ["vulkan", "cpu"]
+    for kind, expected in (("discrete", True), ("integrated", True), ("cpu", False), ("virtual", False)):
+        monkeypatch.setattr(vk_runtime, "choose", lambda devices, wanted, kind=kind: (replace(chosen, type=kind), ""))
+        assert VulkanRuntime.in_auto() is expected, kind
+    monkeypatch.setattr(vk_runtime, "choose", lambda devices, wanted: (replace(chosen, type="discrete"), ""))
+    assert mnnpy.interpreter.resolve_backends("auto")[0] == "vulkan"
 
 
 def test_device_choice_by_type_or_name(monkeypatch):
@@ -386,3 +400,26 @@ def test_timed_out_submission_is_waited_for_not_read_stale(rng, monkeypatch):
     a2 = rand(rng, 256, 256)
     np.testing.assert_allclose(dev.run({"a": a2, "b": b})["c"], cpu.run({"a": a2, "b": b})["c"], atol=1e-4, rtol=1e-4)
     assert timed_out
+
+
+def test_profile_times_each_dispatch_by_op_type(rng, monkeypatch):
+    """``MNNPY_VULKAN_PROFILE=1``: timestamp queries after each dispatch, summed per op type;
+    off by default (no query pool, empty profile)."""
+    from mnnpy.backends.vulkan import profile
+
+    x = rand(rng, 1, 3, 16, 16)
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Sigmoid", ["r"], ["y"])]
+    model = make_model(nodes, {"x": x}, ["y"])
+    interp = mnnpy.Interpreter(convert(model))
+    plain = interp.create_session(backend="vulkan")
+    plain.run({"x": x})
+    assert plain.backends[0].profile == {} and not plain.backends[0].profiling
+    monkeypatch.setenv(profile.PROFILE_ENV, "1")
+    s = interp.create_session(backend="vulkan")
+    if not s.backends[0].profiling:
+        pytest.skip("this device's compute queue has no timestamps")
+    for _ in range(2):
+        y = s.run({"x": x})["y"]
+    np.testing.assert_allclose(y, 1 / (1 + np.exp(-np.maximum(x, 0))), rtol=1e-6)
+    prof = s.backends[0].profile
+    assert set(prof) == {"Relu", "Sigmoid"} and all(v >= 0 for v in prof.values()) and sum(prof.values()) > 0, prof

@@ -55,13 +55,17 @@ print(json.dumps(probe().messages))
 """
 
 
-def _messages(mode: str):
+def _messages(mode: str, printed: list | None = None):
+    """The messages the layer reported (``probe().messages``); ``printed`` gets the stderr
+    of the run."""
     env = dict(os.environ, MNNPY_VULKAN_VALIDATION="1", PYTHONPATH=str(ROOT))
     done = subprocess.run([sys.executable, "-c", SCRIPT, mode], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads(done.stdout.strip().splitlines()[-1])
     if found is None:
         pytest.skip("the Khronos validation layer is not installed (Debian vulkan-validationlayers)")
+    if printed is not None:
+        printed.append(done.stderr)
     return found
 
 
@@ -70,5 +74,7 @@ def test_runs_are_clean_under_synchronization_validation():
 
 
 def test_validation_catches_missing_barriers():
-    found = _messages("no-barriers")
+    printed: list[str] = []
+    found = _messages("no-barriers", printed)
     assert any("SYNC-HAZARD" in m for m in found), found[:3]
+    assert all(f"mnnpy vulkan validation {m.splitlines()[0]}" in printed[0] for m in found)  # also on stderr

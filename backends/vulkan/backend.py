@@ -9,19 +9,26 @@ sets written, one command buffer recorded per partition. Run: ``upload`` writes 
 staging memory, ``on_execute_end`` submits the partition's command buffer once and waits
 on the fence, ``download`` copies out of mapped staging memory.
 
-Storage is float32 in every precision in this slice (``precision="low"`` is accepted and
-computes in fp32). The objects of a resize live as long as its handles (the session keeps
-the last few resizes), so switching back to an earlier input shape reuses its recording.
+Storage: float32 tensors are stored as float32, or with ``precision="low"`` on a device with
+``storageBuffer16BitAccess`` as float16 (the ``<variant>_f16`` shaders, arithmetic and
+accumulation in fp32); weights, biases, constant operands and scratch stay float32 in every
+precision (each shader reads a binding as fp16 or fp32 by a specialization constant, see
+``shaders/vulkan/storage.glsl``). A device without the feature computes ``"low"`` in fp32
+and says so (a ``RuntimeWarning`` when the session is created). The objects of a resize live
+as long as its handles (the session keeps the last few resizes), so switching back to an
+earlier input shape reuses its recording.
 """
 
 from __future__ import annotations
 
+import warnings
 import weakref
 from collections.abc import Sequence
 
 import numpy as np
 
 from mnnpy.backend import Backend, BackendConfig, Execution, TensorInfo
+from mnnpy.backends.vulkan import profile
 from mnnpy.backends.vulkan.commands import PartitionRecord, record_partition, submit_and_wait, write_descriptor_sets
 from mnnpy.backends.vulkan.device import FORK, VulkanError
 from mnnpy.backends.vulkan.memory import ResizeMemory, VkTensor
@@ -53,6 +60,17 @@ class VulkanBackend(Backend):
         self.pending: PartitionRecord | None = None
         self._memory: ResizeMemory | None = None
         self._parts: list[PartitionRecord] = []
+        self.profiling = profile.requested() and runtime.timestamp_period > 0
+        self.profile: dict[str, float] = {}  # op type -> GPU ms summed over runs (profile.py)
+        self.half = config.precision == "low" and runtime.storage16
+        self.storage = np.dtype(np.float16 if self.half else np.float32)
+        if config.precision == "low" and not runtime.storage16:
+            warnings.warn(
+                f"Vulkan: precision='low' stores float32 on {runtime.info.name}: the device has no "
+                "storageBuffer16BitAccess (16-bit storage)",
+                RuntimeWarning,
+                stacklevel=2,
+            )
 
     # -- schedule -----------------------------------------------------------------------
     def supports(self, op: Op, inputs: Sequence[TensorInfo], attrs: dict) -> tuple[bool, str]:
@@ -84,7 +102,10 @@ class VulkanBackend(Backend):
         self._memory = ResizeMemory(self.runtime, nbytes)
 
     def acquire(self, tensor: TensorInfo, offset: int) -> VkTensor:
-        return self._memory.tensor(offset, tensor.shape, tensor.dtype)
+        """A handle at ``offset`` of the arena; float32 tensors in this backend's storage dtype
+        (the plan's float32-sized slot then holds fp16: half of it unused)."""
+        dtype = self.storage if tensor.dtype == np.float32 else tensor.dtype
+        return self._memory.tensor(offset, tensor.shape, dtype)
 
     def acquire_constant(self, tensor: TensorInfo) -> VkTensor:
         return self._memory.constant(np.asarray(tensor.value, dtype=tensor.dtype))
@@ -146,6 +167,8 @@ class VulkanBackend(Backend):
                 commands = self._command_buffers(pool, len(parts))
                 for part, cmd in zip(parts, commands):
                     part.command = cmd
+                    if self.profiling and part.dispatches:
+                        part.timestamps = profile.Timestamps(rt, memory, len(part.dispatches) + 1)
                     record_partition(vk, part, memory)
         except vk.VkError as e:
             raise VulkanError(f"Vulkan resize failed: {type(e).__name__}") from e
@@ -198,16 +221,17 @@ class VulkanBackend(Backend):
             if dst.nbytes == 0:
                 return
             raise VulkanError(f"{dst} has no staging slot: its upload was not announced at resize (on_resize_partition)")
-        dst.host[...] = src
+        with np.errstate(over="ignore"):  # beyond fp16's range: inf, as the device would store it
+            dst.host[...] = src
 
     def download(self, src: VkTensor) -> np.ndarray:
         """A new host array with ``src``'s contents (its staging slot, filled at the end of
         the partition that computed it)."""
         if src.host is None:
             if src.nbytes == 0:
-                return np.empty(src.shape, src.dtype)
+                return np.empty(src.shape, np.float32 if src.dtype == np.float16 else src.dtype)
             raise VulkanError(f"{src} has no staging slot: its download was not announced at resize (on_resize_partition)")
-        return src.host.copy()
+        return src.host.astype(np.float32) if src.dtype == np.float16 else src.host.copy()
 
     def on_execute_begin(self) -> None:
         if FORK.forked():  # a session inherited through fork(): the driver would hang
@@ -223,3 +247,6 @@ class VulkanBackend(Backend):
     def submit(self, part: PartitionRecord) -> None:
         """One queue submission of ``part``'s command buffer, waited on with the fence."""
         submit_and_wait(self.runtime, part.submit_info, self.fence)
+        if part.timestamps is not None:
+            for d, ms in zip(part.dispatches, part.timestamps.intervals_ms()):
+                self.profile[d.label] = self.profile.get(d.label, 0.0) + ms

@@ -45,6 +45,7 @@ class Dispatch:
     push: bytes
     groups: tuple[int, int, int]
     descriptor_set: Any = None
+    label: str = ""  # the op type, for profiles
 
 
 @dataclass
@@ -59,6 +60,7 @@ class PartitionRecord:
     command: Any = None
     submit_info: Any = None
     keep: list = field(default_factory=list)  # cffi arrays the submit info points at
+    timestamps: Any = None  # profile.Timestamps (MNNPY_VULKAN_PROFILE): one after the uploads, one per dispatch
 
 
 def binding_range(t: VkTensor, align: int) -> tuple[int, int, int]:
@@ -165,6 +167,9 @@ def record_partition(vk, part: PartitionRecord, memory: ResizeMemory) -> None:
     begin = vk.VkCommandBufferBeginInfo(sType=vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO)
     vk.vkBeginCommandBuffer(cmd, begin)
     rec = Recorder(vk, cmd, memory.buffer, memory.staging)
+    stamps = part.timestamps
+    if stamps is not None:
+        stamps.reset(cmd)
     rec.global_barrier()
     transfer, compute = vk.VK_PIPELINE_STAGE_TRANSFER_BIT, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
     landed = rec.copies(part.uploads, to_device=True)
@@ -172,8 +177,12 @@ def record_partition(vk, part: PartitionRecord, memory: ResizeMemory) -> None:
         # to shaders, and to the download copies (an aliased Identity/Reshape from input to output)
         reads = vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_TRANSFER_READ_BIT
         rec.barrier(landed, transfer, vk.VK_ACCESS_TRANSFER_WRITE_BIT, compute | transfer, reads)
-    for d in part.dispatches:
+    if stamps is not None:
+        stamps.write(cmd, 0)
+    for k, d in enumerate(part.dispatches):
         rec.dispatch(d)
+        if stamps is not None:
+            stamps.write(cmd, k + 1)
     if any(t.nbytes for t in part.downloads):
         if rec.all_written:
             # every range the partition wrote: a compute->compute barrier in between made the

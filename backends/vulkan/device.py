@@ -15,6 +15,7 @@ properties, ``VkPhysicalDeviceType``), "Memory Allocation" (memory heaps) and "F
 from __future__ import annotations
 
 import functools
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -129,6 +130,7 @@ def _device_info(vk, pd) -> DeviceInfo:
         "maxStorageBufferRange": int(lim.maxStorageBufferRange),
         "minStorageBufferOffsetAlignment": int(lim.minStorageBufferOffsetAlignment),
         "nonCoherentAtomSize": int(lim.nonCoherentAtomSize),
+        "timestampPeriod": float(lim.timestampPeriod),
     }
     return DeviceInfo(
         handle=pd,
@@ -168,6 +170,13 @@ def probe() -> Probe:
         )
         layers, extensions, chain = [], [], None
         validate = validation.requested() and validation.layer_available(vk)
+        if validation.requested() and not validate:
+            warnings.warn(
+                f"{validation.VALIDATION_ENV} is set but {validation.LAYER} is not installed "
+                "(Debian vulkan-validationlayers): Vulkan runs without validation",
+                RuntimeWarning,
+                stacklevel=2,
+            )
         if validate:
             layers, extensions, chain = validation.instance_options(vk)
         info = vk.VkInstanceCreateInfo(

@@ -8,12 +8,16 @@ backend submits it once in ``on_execute_end``.
 
 from __future__ import annotations
 
+import numpy as np
+
 from mnnpy.backend import Execution
 from mnnpy.backends.vulkan.commands import Dispatch, binding_range
 from mnnpy.backends.vulkan.memory import VkTensor
 from mnnpy.backends.vulkan.pipeline import SpecValue
 
 LOCAL_SIZE = 64  # invocations per work group (specialization constant 0 of every shader)
+F16 = "_f16"  # suffix of a variant's fp16-storage twin (shaders/vulkan/build.py)
+F32_SPEC = 20  # specialization constant 20 + k: binding k holds float32 in an fp16 build
 
 
 class VulkanExecution(Execution):
@@ -49,20 +53,26 @@ class VulkanExecution(Execution):
         (work groups along x, y, z; each within the device's limits) and ``local``
         (specialization constants 0, 10, 11: the shader declares ``local_size_x_id = 0,
         local_size_y_id = 10, local_size_z_id = 11``); ``n`` only says whether there is work.
-        ``spec``: the shader's other specialization constants (ids 1..9, 12..)."""
+        ``spec``: the shader's other specialization constants (ids 1..9, 12..19). With fp16
+        storage the variant's ``_f16`` twin runs, and every float32 binding (weights,
+        constants, scratch) gets specialization constant ``20 + k`` = true."""
         if n <= 0 or (groups is not None and min(groups) <= 0):
             return
         if local is None:
             local_spec = ((0, LOCAL_SIZE),)
         else:
             local_spec = ((0, int(local[0])), (10, int(local[1])), (11, int(local[2])))
+        if self.backend.half:  # the fp16-storage twin; bindings holding float32 say so (storage.glsl)
+            shader += F16
+            spec = (*spec, *((F32_SPEC + k, True) for k, t in enumerate(bindings) if t.dtype == np.float32))
         pipeline = self.backend.runtime.pipelines.get(shader, len(bindings), len(push), (*local_spec, *spec))
         if groups is None:
             count = -(-int(n) // LOCAL_SIZE)
             max_x = self.backend.runtime.limits["maxComputeWorkGroupCount"][0]
             gx = min(count, max_x)
             groups = (gx, -(-count // gx), 1)
-        self.partition.dispatches.append(Dispatch(pipeline, list(bindings), tuple(writes), push, tuple(int(g) for g in groups)))
+        groups = tuple(int(g) for g in groups)
+        self.partition.dispatches.append(Dispatch(pipeline, list(bindings), tuple(writes), push, groups, label=self.op.type))
 
     def on_execute(self, inputs, outputs):
         self.backend.pending = self.partition

@@ -25,7 +25,18 @@ class VulkanRuntime(Runtime):
     """Process-wide: the chosen device, its compute queue, memory types and ``Pipelines``."""
 
     name = "vulkan"
-    in_auto = False  # a first slice (elementwise ops only): used when asked for by name, not by "auto"
+
+    @classmethod
+    def in_auto(cls) -> bool:
+        """``backend="auto"`` takes Vulkan only on a GPU (discrete or integrated): on a CPU
+        device (lavapipe) the NumPy backend is faster. Asked for by name, any device is used."""
+        try:
+            if not cls.availability()[0]:
+                return False
+            device, _ = choose(probe().devices, os.environ.get(DEVICE_ENV) or None)
+            return device is not None and device.type in ("discrete", "integrated")
+        except Exception:  # noqa: BLE001 - availability() gives the reason
+            return False
 
     @classmethod
     def availability(cls) -> tuple[bool, str]:
@@ -61,14 +72,29 @@ class VulkanRuntime(Runtime):
         self.physical = info.handle
         self.limits = info.limits
         self.family = self._compute_family()
+        families = vk.vkGetPhysicalDeviceQueueFamilyProperties(self.physical)
+        # ns per timestamp tick, or 0 where the compute queue has no timestamps (profile.py)
+        stamps = families[self.family].timestampValidBits > 0
+        self.timestamp_period = self.limits["timestampPeriod"] if stamps else 0.0
         queue_info = vk.VkDeviceQueueCreateInfo(
             sType=vk.VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
             queueFamilyIndex=self.family,
             queueCount=1,
             pQueuePriorities=[1.0],
         )
+        # 16-bit storage (core in Vulkan 1.1) for precision="low": enabled where the device has it
+        self.storage16 = info.storage16
+        features = None
+        if self.storage16:
+            features = vk.ffi.new(
+                "VkPhysicalDevice16BitStorageFeatures*",
+                {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES, "storageBuffer16BitAccess": 1},
+            )
         create = vk.VkDeviceCreateInfo(
-            sType=vk.VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, queueCreateInfoCount=1, pQueueCreateInfos=[queue_info]
+            sType=vk.VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+            pNext=features,
+            queueCreateInfoCount=1,
+            pQueueCreateInfos=[queue_info],
         )
         self.device = vk.vkCreateDevice(self.physical, create, None)
         self.queue = vk.vkGetDeviceQueue(self.device, self.family, 0)

@@ -3,8 +3,10 @@
 When set and the layer ``VK_LAYER_KHRONOS_validation`` is installed (Debian
 ``vulkan-validationlayers``), the instance is created with it, with synchronization
 validation enabled (``VkValidationFeaturesEXT``: missing or wrong barriers are reported),
-and a ``VK_EXT_debug_utils`` messenger collects every warning and error message into
-``probe().messages`` (a list of strings). Used by the tests; costs time, off by default.
+and a ``VK_EXT_debug_utils`` messenger writes every warning and error message to stderr
+(``mnnpy vulkan validation error: ...``) and collects it into ``probe().messages`` (a list of
+strings, which the tests read). Set without the layer installed: a ``RuntimeWarning`` says
+so. Costs time, off by default.
 
 Source: Vulkan 1.3 specification, "Debugging" (``VK_EXT_debug_utils``) and the
 ``VK_EXT_validation_features`` extension.
@@ -13,6 +15,7 @@ Source: Vulkan 1.3 specification, "Debugging" (``VK_EXT_debug_utils``) and the
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 VALIDATION_ENV = "MNNPY_VULKAN_VALIDATION"
@@ -42,7 +45,7 @@ def instance_options(vk) -> tuple[list[str], list[str], Any]:
 
 def install_messenger(vk, instance, messages: list[str]):
     """A debug-utils messenger appending ``"<severity>: <message>"`` for warnings and errors
-    to ``messages``; returns the messenger (kept alive by the caller)."""
+    to ``messages`` and printing it to stderr; returns the messenger (kept alive by the caller)."""
     severity = vk.VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | vk.VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT
     kinds = (
         vk.VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT
@@ -52,7 +55,9 @@ def install_messenger(vk, instance, messages: list[str]):
 
     def callback(sev, kind, data, user):
         level = "error" if sev & vk.VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT else "warning"
-        messages.append(f"{level}: {vk.ffi.string(data.pMessage).decode(errors='replace')}")
+        text = f"{level}: {vk.ffi.string(data.pMessage).decode(errors='replace')}"
+        messages.append(text)
+        print(f"mnnpy vulkan validation {text}", file=sys.stderr, flush=True)
         return 0
 
     info = vk.VkDebugUtilsMessengerCreateInfoEXT(messageSeverity=severity, messageType=kinds, pfnUserCallback=callback)

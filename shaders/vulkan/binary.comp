@@ -13,14 +13,15 @@
  * NaN propagates as in numpy (Max/Min included); Pow follows C's pow for special values.
  */
 #extension GL_GOOGLE_include_directive : require
+#include "storage.glsl"
 #include "common.glsl"
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const bool BROADCAST = false;
 
-layout(std430, binding = 0) readonly buffer A { float a[]; };
-layout(std430, binding = 1) readonly buffer B { float b[]; };
-layout(std430, binding = 2) writeonly buffer C { float c[]; };
+FLOAT_IN(0, a)
+FLOAT_IN(1, b)
+FLOAT_OUT(2, c)
 layout(push_constant) uniform Push {
     uint n;
     uint rank;
@@ -94,5 +95,5 @@ void main() {
             ib += q * pc.bstr[k];
         }
     }
-    c[pc.c_off + i] = G(a[pc.a_off + ia], b[pc.b_off + ib]);
+    c_st(pc.c_off + i, G(a_ld(pc.a_off + ia), b_ld(pc.b_off + ib)));
 }

@@ -26,6 +26,8 @@
  *   in gemm.comp); 4 KH, 5 KW (kernel); DEPTHWISE also 6 SW, 7 DW.
  * Bindings: 0 x, 1 weights, 2 bias (read), 3 y (written). Offsets in elements, 32-bit.
  */
+#extension GL_GOOGLE_include_directive : require
+#include "storage.glsl"
 layout(local_size_x_id = 0, local_size_y_id = 10, local_size_z_id = 11) in;
 layout(constant_id = 1) const uint ACT = 0;
 layout(constant_id = 2) const float A0 = 0.0;
@@ -59,8 +61,8 @@ float act_(float v) {
     return v;
 }
 
-layout(std430, binding = 0) readonly buffer BufX { float x[]; };
-layout(std430, binding = 3) writeonly buffer BufY { float y[]; };
+FLOAT_IN(0, x)
+FLOAT_OUT(3, y)
 
 #if defined(GENERAL)
 layout(std430, binding = 1) readonly buffer BufW { vec4 w4[]; };
@@ -102,7 +104,7 @@ void main() {
                 const vec4 wv = w4[wi + kh * KW + kw];
                 for (uint j = 0; j < VW; ++j) {
                     const int iw = iw0 + int(kw * pc.DW + j * pc.SW);
-                    const float xv = (iw >= 0 && iw < int(W)) ? x[row + uint(iw)] : 0.0;
+                    const float xv = (iw >= 0 && iw < int(W)) ? x_ld(row + uint(iw)) : 0.0;
                     acc[j] = fma(vec4(xv), wv, acc[j]);
                 }
             }
@@ -120,7 +122,7 @@ void main() {
         if (m0 + i >= pc.Mg) break;
         const uint out_ = pc.y_off + ((n * pc.M + g * pc.Mg + m0 + i) * pc.OH + oh) * pc.OW + ow0;
         for (uint j = 0; j < VW; ++j) {
-            if (ow0 + j < pc.OW) y[out_ + j] = act_(acc[j][i]);
+            if (ow0 + j < pc.OW) y_st(out_ + j, act_(acc[j][i]));
         }
     }
 }
@@ -157,7 +159,7 @@ void main() {
         float r[ROW];
         for (uint t = 0; t < ROW; ++t) {
             const int iw = iw0 + int(t);
-            r[t] = (iw >= 0 && iw < int(W)) ? x[row + uint(iw)] : 0.0;
+            r[t] = (iw >= 0 && iw < int(W)) ? x_ld(row + uint(iw)) : 0.0;
         }
         for (uint kw = 0; kw < KW; ++kw) {
             const float wv = w[wc + kh * KW + kw];
@@ -166,7 +168,7 @@ void main() {
     }
     const uint out_ = pc.y_off + (z * pc.OH + oh) * pc.OW + ow0;
     for (uint j = 0; j < VW; ++j) {
-        if (ow0 + j < pc.OW) y[out_ + j] = act_(acc[j]);
+        if (ow0 + j < pc.OW) y_st(out_ + j, act_(acc[j]));
     }
 }
 

@@ -20,6 +20,8 @@
  *   ceil(ceil(OW / SW) / PX); invocation x = q has phase q % SW and columns from j0 = PX*(q / SW);
  *   y and z loop over OH and N*G*NMB beyond the group counts.
  */
+#extension GL_GOOGLE_include_directive : require
+#include "storage.glsl"
 
 #ifndef CONV_TRANSPOSE_2D
 #error "conv_transpose.comp: define CONV_TRANSPOSE_2D (the one variant)"
@@ -27,10 +29,10 @@
 
 layout(local_size_x_id = 0, local_size_y_id = 10, local_size_z_id = 11) in;
 
-layout(std430, binding = 0) readonly buffer X { float x[]; };
+FLOAT_IN(0, x)
 layout(std430, binding = 1) readonly buffer W { vec4 w[]; };
 layout(std430, binding = 2) readonly buffer B { vec4 bias[]; };
-layout(std430, binding = 3) writeonly buffer Y { float y[]; };
+FLOAT_OUT(3, y)
 layout(push_constant) uniform Push {
     int x_off;
     int w_off;
@@ -92,10 +94,10 @@ void main() {
                     if (iw0 >= 0 && iw0 + PX <= pc.IW) {
                         for (int c = 0; c < pc.CG; ++c) {
                             vec4 wv = w[wi];
-                            acc0 += x[xi] * wv;
-                            acc1 += x[xi + 1] * wv;
-                            acc2 += x[xi + 2] * wv;
-                            acc3 += x[xi + 3] * wv;
+                            acc0 += x_ld(xi) * wv;
+                            acc1 += x_ld(xi + 1) * wv;
+                            acc2 += x_ld(xi + 2) * wv;
+                            acc3 += x_ld(xi + 3) * wv;
                             xi += hw;
                             wi += pc.NMB;
                         }
@@ -104,10 +106,10 @@ void main() {
                         bool v2 = iw0 + 2 >= 0 && iw0 + 2 < pc.IW, v3 = iw0 + 3 >= 0 && iw0 + 3 < pc.IW;
                         for (int c = 0; c < pc.CG; ++c) {
                             vec4 wv = w[wi];
-                            if (v0) acc0 += x[xi] * wv;
-                            if (v1) acc1 += x[xi + 1] * wv;
-                            if (v2) acc2 += x[xi + 2] * wv;
-                            if (v3) acc3 += x[xi + 3] * wv;
+                            if (v0) acc0 += x_ld(xi) * wv;
+                            if (v1) acc1 += x_ld(xi + 1) * wv;
+                            if (v2) acc2 += x_ld(xi + 2) * wv;
+                            if (v3) acc3 += x_ld(xi + 3) * wv;
                             xi += hw;
                             wi += pc.NMB;
                         }
@@ -122,7 +124,7 @@ void main() {
                 int yk = yrow + k * pc.OH * pc.OW;
                 for (int t = 0; t < PX; ++t) {
                     int ow = ow0 + pc.SW * t;
-                    if (ow < pc.OW) y[yk + ow] = acc[t][k];
+                    if (ow < pc.OW) y_st(yk + ow, acc[t][k]);
                 }
             }
         }

@@ -23,6 +23,8 @@
  * (TK x TM) and B (TK x TN), loaded by the whole group (zero outside the matrices, so the
  * inner loop has no bounds checks). Every invocation reaches every barrier (no early exit).
  */
+#extension GL_GOOGLE_include_directive : require
+#include "storage.glsl"
 layout(local_size_x_id = 0, local_size_y_id = 10, local_size_z_id = 11) in;
 layout(constant_id = 1) const uint ACT = 0;
 layout(constant_id = 2) const float A0 = 0.0;
@@ -43,11 +45,11 @@ const uint GROUP = LX * LY;
 const uint TMP = TM + 1; /* padded rows of the shared tiles: the loads that walk k store */
 const uint TNP = TN + 1; /* along a column without bank conflicts */
 
-layout(std430, binding = 0) readonly buffer BufA { float a[]; };
-layout(std430, binding = 1) readonly buffer BufB { float b[]; };
-layout(std430, binding = 2) readonly buffer BufC { float c[]; };
+FLOAT_IN(0, a)
+FLOAT_IN(1, b)
+FLOAT_IN(2, c)
 layout(std430, binding = 3) readonly buffer BufT { uint table[]; };
-layout(std430, binding = 4) writeonly buffer BufY { float y[]; };
+FLOAT_OUT(4, y)
 layout(push_constant) uniform Push {
     uint a_off, b_off, c_off, t_off, y_off;
     uint M, N, K, lda, ldb, ldy;
@@ -105,22 +107,22 @@ void main() {
 #ifdef TRANS_A
             const uint kk = e / TM, r = e % TM; /* neighbours read neighbouring rows (contiguous) */
             const uint gr = row0 + r, gk = k0 + kk;
-            As[kk * TMP + r] = (gr < M && gk < K) ? a[a_off + gk * pc.lda + gr] : 0.0;
+            As[kk * TMP + r] = (gr < M && gk < K) ? a_ld(a_off + gk * pc.lda + gr) : 0.0;
 #else
             const uint r = e / TK, kk = e % TK; /* neighbours read neighbouring k (contiguous) */
             const uint gr = row0 + r, gk = k0 + kk;
-            As[kk * TMP + r] = (gr < M && gk < K) ? a[a_off + gr * pc.lda + gk] : 0.0;
+            As[kk * TMP + r] = (gr < M && gk < K) ? a_ld(a_off + gr * pc.lda + gk) : 0.0;
 #endif
         }
         for (uint e = lid; e < TN * TK; e += GROUP) {
 #ifdef TRANS_B
             const uint j = e / TK, kk = e % TK;
             const uint gc = col0 + j, gk = k0 + kk;
-            Bs[kk * TNP + j] = (gc < N && gk < K) ? b[b_off + gc * pc.ldb + gk] : 0.0;
+            Bs[kk * TNP + j] = (gc < N && gk < K) ? b_ld(b_off + gc * pc.ldb + gk) : 0.0;
 #else
             const uint kk = e / TN, j = e % TN;
             const uint gc = col0 + j, gk = k0 + kk;
-            Bs[kk * TNP + j] = (gc < N && gk < K) ? b[b_off + gk * pc.ldb + gc] : 0.0;
+            Bs[kk * TNP + j] = (gc < N && gk < K) ? b_ld(b_off + gk * pc.ldb + gc) : 0.0;
 #endif
         }
         barrier();
@@ -142,8 +144,8 @@ void main() {
             const uint col = col0 + tx + j * LX;
             if (col < N) {
                 float v = ALPHA * acc[i][j];
-                if (HAS_C) v += BETA * c[pc.c_off + r * pc.csm + col * pc.csn];
-                y[y_off + r * pc.ldy + col] = act_(v);
+                if (HAS_C) v += BETA * c_ld(pc.c_off + r * pc.csm + col * pc.csn);
+                y_st(y_off + r * pc.ldy + col, act_(v));
             }
         }
     }

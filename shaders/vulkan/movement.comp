@@ -34,6 +34,8 @@
  *   Y[p, k, i] = X[p, idx[k], i] (idx non-negative, int32). Push constants: n, x_off,
  *   idx_off, y_off, post, nidx, axis_len. 1-D dispatch.
  */
+#extension GL_GOOGLE_include_directive : require
+#include "storage.glsl"
 
 layout(local_size_x_id = 0, local_size_y_id = 10, local_size_z_id = 11) in;
 
@@ -42,8 +44,8 @@ layout(local_size_x_id = 0, local_size_y_id = 10, local_size_z_id = 11) in;
 layout(constant_id = 1) const int RANK = 1;
 layout(constant_id = 2) const int VEC = 1;
 
-layout(std430, binding = 0) readonly buffer X { float x[]; };
-layout(std430, binding = 1) writeonly buffer Y { float y[]; };
+FLOAT_IN(0, x)
+FLOAT_OUT(1, y)
 layout(push_constant) uniform Push {
     uint n;
     uint chunks;
@@ -72,7 +74,7 @@ void main() {
     }
     /* elements i0 + e * chunks of the row: neighbouring invocations touch neighbouring elements */
     int step = int(pc.chunks);
-    for (int e = 0; e < VEC && i0 + e * step < inner; ++e) y[iy + e * step * sy] = x[ix + e * step * sx];
+    for (int e = 0; e < VEC && i0 + e * step < inner; ++e) y_st(iy + e * step * sy, x_ld(ix + e * step * sx));
 }
 
 #elif defined(TRANSPOSE)
@@ -80,8 +82,8 @@ void main() {
 const int TILE = 32;
 const int ROWS = 8; /* local size y: each invocation moves TILE / ROWS rows */
 
-layout(std430, binding = 0) readonly buffer X { float x[]; };
-layout(std430, binding = 1) writeonly buffer Y { float y[]; };
+FLOAT_IN(0, x)
+FLOAT_OUT(1, y)
 layout(push_constant) uniform Push {
     int x_off;
     int y_off;
@@ -115,7 +117,7 @@ void main() {
         if (a < pc.na) {
             for (int r = ty; r < TILE; r += ROWS) {
                 int b = b0 + r;
-                if (b < pc.nb) tile[r][tx] = x[xb + a + b * pc.xs_b];
+                if (b < pc.nb) tile[r][tx] = x_ld(xb + a + b * pc.xs_b);
             }
         }
         barrier();
@@ -123,7 +125,7 @@ void main() {
         if (b < pc.nb) {
             for (int r = ty; r < TILE; r += ROWS) {
                 int aa = a0 + r;
-                if (aa < pc.na) y[yb + b + aa * pc.ys_a] = tile[tx][r];
+                if (aa < pc.na) y_st(yb + b + aa * pc.ys_a, tile[tx][r]);
             }
         }
         barrier();
@@ -132,9 +134,9 @@ void main() {
 
 #elif defined(GATHER)
 
-layout(std430, binding = 0) readonly buffer X { float x[]; };
+FLOAT_IN(0, x)
 layout(std430, binding = 1) readonly buffer I { int idx[]; };
-layout(std430, binding = 2) writeonly buffer Y { float y[]; };
+FLOAT_OUT(2, y)
 layout(push_constant) uniform Push {
     uint n;
     uint x_off;
@@ -152,16 +154,16 @@ void main() {
     uint t = j / pc.post;
     uint k = t % pc.nidx;
     uint p = t / pc.nidx;
-    y[pc.y_off + j] = x[pc.x_off + (p * pc.axis_len + uint(idx[pc.idx_off + k])) * pc.post + i];
+    y_st(pc.y_off + j, x_ld(pc.x_off + (p * pc.axis_len + uint(idx[pc.idx_off + k])) * pc.post + i));
 }
 
 #elif defined(CONCAT)
 
-layout(std430, binding = 0) readonly buffer X0 { float x0[]; };
-layout(std430, binding = 1) readonly buffer X1 { float x1[]; };
-layout(std430, binding = 2) readonly buffer X2 { float x2[]; };
-layout(std430, binding = 3) readonly buffer X3 { float x3[]; };
-layout(std430, binding = 4) writeonly buffer Y { float y[]; };
+FLOAT_IN(0, x0)
+FLOAT_IN(1, x1)
+FLOAT_IN(2, x2)
+FLOAT_IN(3, x3)
+FLOAT_OUT(4, y)
 layout(push_constant) uniform Push {
     uint n;
     uint inner;
@@ -181,15 +183,15 @@ void main() {
     uint xi = pc.x_off[k] + p * pc.x_row[k] + (r - pc.cum[k]);
     float v;
     if (k == 0u) {
-        v = x0[xi];
+        v = x0_ld(xi);
     } else if (k == 1u) {
-        v = x1[xi];
+        v = x1_ld(xi);
     } else if (k == 2u) {
-        v = x2[xi];
+        v = x2_ld(xi);
     } else {
-        v = x3[xi];
+        v = x3_ld(xi);
     }
-    y[pc.y_off + p * pc.y_row + r] = v;
+    y_st(pc.y_off + p * pc.y_row + r, v);
 }
 
 #else

@@ -16,13 +16,14 @@
  * overhang never counts); a count of 0 divides by 1.
  */
 #extension GL_GOOGLE_include_directive : require
+#include "storage.glsl"
 #include "common.glsl"
 
 layout(local_size_x_id = 0, local_size_y_id = 10, local_size_z_id = 11) in;
 layout(constant_id = 1) const bool COUNT_INCLUDE_PAD = false;
 
-layout(std430, binding = 0) readonly buffer X { float x[]; };
-layout(std430, binding = 1) writeonly buffer Y { float y[]; };
+FLOAT_IN(0, x)
+FLOAT_OUT(1, y)
 layout(push_constant) uniform Push {
     uint n;
     uint x_off;
@@ -73,7 +74,7 @@ void main() {
         for (int b = r[1].x; b < r[1].y; ++b) {
             const uint row = base + uint((zd * ih + start[1] + b * pc.dil[1]) * iw + start[2]);
             for (int t = r[2].x; t < r[2].y; ++t) {
-                float v = x[row + uint(t * pc.dil[2])];
+                float v = x_ld(row + uint(t * pc.dil[2]));
 #ifdef POOL_MAX
                 acc = (isnan(v) || v > acc) ? v : acc;
 #else
@@ -92,5 +93,5 @@ void main() {
 #elif !defined(POOL_MAX)
 #error "pool.comp: define POOL_MAX or POOL_AVG"
 #endif
-    y[pc.y_off + i] = acc;
+    y_st(pc.y_off + i, acc);
 }

@@ -34,6 +34,7 @@
  * Push constants and bindings: per variant below (offsets in elements from each binding's start).
  */
 #extension GL_GOOGLE_include_directive : require
+#include "storage.glsl"
 #include "common.glsl"
 
 layout(local_size_x_id = 0, local_size_y_id = 10, local_size_z_id = 11) in;
@@ -86,8 +87,8 @@ GROUP_REDUCE(group_prod, mul_)
 #if defined(OP_SUM) || defined(OP_MEAN) || defined(OP_MAX) || defined(OP_MIN) || defined(OP_PROD) || defined(OP_L1) \
     || defined(OP_L2) || defined(OP_SUMSQUARE) || defined(OP_LOGSUM) || defined(OP_LOGSUMEXP)
 /* Bindings: 0 x (read), 1 y (written). */
-layout(std430, binding = 0) readonly buffer X { float x[]; };
-layout(std430, binding = 1) writeonly buffer Y { float y[]; };
+FLOAT_IN(0, x)
+FLOAT_OUT(1, y)
 layout(push_constant) uniform Push {
     uint x_off;
     uint y_off;
@@ -154,32 +155,32 @@ void main() {
 #ifdef OP_LOGSUMEXP
     float m = -inf_();
     if (live)
-        for (uint k = r; k < pc.red; k += LR) m = max_nan(m, x[base + k * pc.inner]);
+        for (uint k = r; k < pc.red; k += LR) m = max_nan(m, x_ld(base + k * pc.inner));
     m = group_max(m);
     if (isinf(m)) m = 0.0; /* NaN stays NaN */
     float acc = 0.0;
     if (live)
-        for (uint k = r; k < pc.red; k += LR) acc += exp(x[base + k * pc.inner] - m);
+        for (uint k = r; k < pc.red; k += LR) acc += exp(x_ld(base + k * pc.inner) - m);
     result = log(group_sum(acc)) + m;
 #else
     const uint k0 = (rest / pc.inner) * pc.chunk, k1 = min(pc.red, k0 + pc.chunk);
     float acc = INIT;
     if (live)
         for (uint k = k0 + r; k < k1; k += LR) {
-            float v = x[base + k * pc.inner];
+            float v = x_ld(base + k * pc.inner);
             acc = COMBINE(acc, MAPPED ? MAP(v) : v);
         }
     result = GROUP(acc);
     if (FINISH) result = final_(result, pc.count);
 #endif
-    if (live && r == 0u) y[pc.y_off + p] = result;
+    if (live && r == 0u) y_st(pc.y_off + p, result);
 }
 #endif
 
 #ifdef SOFTMAX
 /* Bindings: 0 x (read), 1 y (written). Push: x_off, y_off, P (rows), red, inner. */
-layout(std430, binding = 0) readonly buffer X { float x[]; };
-layout(std430, binding = 1) writeonly buffer Y { float y[]; };
+FLOAT_IN(0, x)
+FLOAT_OUT(1, y)
 layout(push_constant) uniform Push {
     uint x_off;
     uint y_off;
@@ -198,7 +199,7 @@ void main() {
         float v[CACHE];
         for (uint j = 0u; j < CACHE; ++j) {
             uint k = r + j * LR;
-            v[j] = (live && k < red) ? x[base + k * inner] : -inf_();
+            v[j] = (live && k < red) ? x_ld(base + k * inner) : -inf_();
             m = max_nan(m, v[j]);
         }
         m = group_max(m);
@@ -210,29 +211,29 @@ void main() {
         const float ls = log(sum);
         for (uint j = 0u; j < CACHE; ++j) {
             uint k = r + j * LR;
-            if (k < red) y[out_ + k * inner] = (v[j] - m) - ls;
+            if (k < red) y_st(out_ + k * inner, (v[j] - m) - ls);
         }
 #else
         const float inv = 1.0 / sum;
         for (uint j = 0u; j < CACHE; ++j) {
             uint k = r + j * LR;
-            if (k < red) y[out_ + k * inner] = exp(v[j] - m) * inv;
+            if (k < red) y_st(out_ + k * inner, exp(v[j] - m) * inv);
         }
 #endif
     } else { /* rows longer than the registers hold: three passes over x */
         if (live)
-            for (uint k = r; k < red; k += LR) m = max_nan(m, x[base + k * inner]);
+            for (uint k = r; k < red; k += LR) m = max_nan(m, x_ld(base + k * inner));
         m = group_max(m);
         if (live)
-            for (uint k = r; k < red; k += LR) sum += exp(x[base + k * inner] - m);
+            for (uint k = r; k < red; k += LR) sum += exp(x_ld(base + k * inner) - m);
         sum = group_sum(sum);
         if (!live) return;
 #ifdef LOG
         const float ls = log(sum);
-        for (uint k = r; k < red; k += LR) y[out_ + k * inner] = (x[base + k * inner] - m) - ls;
+        for (uint k = r; k < red; k += LR) y_st(out_ + k * inner, (x_ld(base + k * inner) - m) - ls);
 #else
         const float inv = 1.0 / sum;
-        for (uint k = r; k < red; k += LR) y[out_ + k * inner] = exp(x[base + k * inner] - m) * inv;
+        for (uint k = r; k < red; k += LR) y_st(out_ + k * inner, exp(x_ld(base + k * inner) - m) * inv);
 #endif
     }
 }
@@ -241,10 +242,10 @@ void main() {
 #ifdef LAYERNORM
 /* Bindings: 0 x, 1 scale, 2 bias (read; bias unused without HAS_BIAS), 3 y (written).
  * Push: x_off, s_off, b_off, y_off, P (rows), red (row length), eps. ROW is true. */
-layout(std430, binding = 0) readonly buffer X { float x[]; };
+FLOAT_IN(0, x)
 layout(std430, binding = 1) readonly buffer S { float sc[]; };
 layout(std430, binding = 2) readonly buffer B { float bi[]; };
-layout(std430, binding = 3) writeonly buffer Y { float y[]; };
+FLOAT_OUT(3, y)
 layout(push_constant) uniform Push {
     uint x_off;
     uint s_off;
@@ -267,7 +268,7 @@ void main() {
         float v[CACHE];
         for (uint j = 0u; j < CACHE; ++j) {
             uint k = r + j * LR;
-            v[j] = (live && k < red) ? x[base + k] : 0.0;
+            v[j] = (live && k < red) ? x_ld(base + k) : 0.0;
             acc += v[j];
         }
         const float mean = group_sum(acc) / n;
@@ -280,21 +281,21 @@ void main() {
         if (!live) return;
         for (uint j = 0u; j < CACHE; ++j) {
             uint k = r + j * LR;
-            if (k < red) y[out_ + k] = affine_((v[j] - mean) * inv, k);
+            if (k < red) y_st(out_ + k, affine_((v[j] - mean) * inv, k));
         }
     } else { /* rows longer than the registers hold: three passes over x */
         if (live)
-            for (uint k = r; k < red; k += LR) acc += x[base + k];
+            for (uint k = r; k < red; k += LR) acc += x_ld(base + k);
         const float mean = group_sum(acc) / n;
         acc = 0.0;
         if (live)
             for (uint k = r; k < red; k += LR) {
-                float d = x[base + k] - mean;
+                float d = x_ld(base + k) - mean;
                 acc += d * d;
             }
         const float inv = 1.0 / sqrt(group_sum(acc) / n + pc.eps);
         if (!live) return;
-        for (uint k = r; k < red; k += LR) y[out_ + k] = affine_((x[base + k] - mean) * inv, k);
+        for (uint k = r; k < red; k += LR) y_st(out_ + k, affine_((x_ld(base + k) - mean) * inv, k));
     }
 }
 #endif
@@ -302,9 +303,9 @@ void main() {
 #ifdef AFFINE
 /* Bindings: 0 x (read), 1 st (read: C scales then C shifts), 2 y (written).
  * Push: n, inner, C, x_off, st_off, y_off. Dispatch as in unary.comp. */
-layout(std430, binding = 0) readonly buffer X { float x[]; };
+FLOAT_IN(0, x)
 layout(std430, binding = 1) readonly buffer ST { float st[]; };
-layout(std430, binding = 2) writeonly buffer Y { float y[]; };
+FLOAT_OUT(2, y)
 layout(push_constant) uniform Push {
     uint n;
     uint inner;
@@ -318,7 +319,7 @@ void main() {
     uint i = gl_GlobalInvocationID.y * (gl_NumWorkGroups.x * gl_WorkGroupSize.x) + gl_GlobalInvocationID.x;
     if (i >= pc.n) return;
     uint c = (i / pc.inner) % pc.C;
-    precise float v = x[pc.x_off + i] * st[pc.st_off + c];
-    y[pc.y_off + i] = v + st[pc.st_off + pc.C + c];
+    precise float v = x_ld(pc.x_off + i) * st[pc.st_off + c];
+    y_st(pc.y_off + i, v + st[pc.st_off + pc.C + c]);
 }
 #endif

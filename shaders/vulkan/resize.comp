@@ -14,12 +14,14 @@
  * Push constants: n (= P*OH*OW), x_off, tab_off, y_off, IH, IW, OH, OW.
  * Bindings: 0 x (read), 1 tab (read), 2 y (written). One output per invocation, 1-D dispatch.
  */
+#extension GL_GOOGLE_include_directive : require
+#include "storage.glsl"
 
 layout(local_size_x_id = 0, local_size_y_id = 10, local_size_z_id = 11) in;
 
-layout(std430, binding = 0) readonly buffer X { float x[]; };
+FLOAT_IN(0, x)
 layout(std430, binding = 1) readonly buffer T { int tab[]; };
-layout(std430, binding = 2) writeonly buffer Y { float y[]; };
+FLOAT_OUT(2, y)
 layout(push_constant) uniform Push {
     uint n;
     uint x_off;
@@ -42,7 +44,7 @@ void main() {
 #if defined(NEAREST)
     uint r = uint(tab[pc.tab_off + h]);
     uint c = uint(tab[pc.tab_off + pc.oh + w]);
-    y[pc.y_off + j] = x[plane + r * pc.iw + c];
+    y_st(pc.y_off + j, x_ld(plane + r * pc.iw + c));
 #elif defined(LINEAR)
     uint th = pc.tab_off + 4u * h;
     uint tw = pc.tab_off + 4u * (pc.oh + w);
@@ -50,9 +52,9 @@ void main() {
     uint c0 = uint(tab[tw]), c1 = uint(tab[tw + 1u]);
     float hl = intBitsToFloat(tab[th + 2u]), hr = intBitsToFloat(tab[th + 3u]);
     float wl = intBitsToFloat(tab[tw + 2u]), wr = intBitsToFloat(tab[tw + 3u]);
-    float top = wl * x[r0 + c0] + wr * x[r0 + c1];
-    float bot = wl * x[r1 + c0] + wr * x[r1 + c1];
-    y[pc.y_off + j] = hl * top + hr * bot;
+    float top = wl * x_ld(r0 + c0) + wr * x_ld(r0 + c1);
+    float bot = wl * x_ld(r1 + c0) + wr * x_ld(r1 + c1);
+    y_st(pc.y_off + j, hl * top + hr * bot);
 #else
 #error "resize.comp: define NEAREST or LINEAR"
 #endif

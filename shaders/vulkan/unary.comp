@@ -11,14 +11,15 @@
  * NaN propagates as in numpy.
  */
 #extension GL_GOOGLE_include_directive : require
+#include "storage.glsl"
 #include "common.glsl"
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const float P0 = 0.0;
 layout(constant_id = 2) const float P1 = 0.0;
 
-layout(std430, binding = 0) readonly buffer X { float x[]; };
-layout(std430, binding = 1) writeonly buffer Y { float y[]; };
+FLOAT_IN(0, x)
+FLOAT_OUT(1, y)
 layout(push_constant) uniform Push { uint n; uint x_off; uint y_off; } pc;
 
 float clip_(float v, float lo, float hi) {
@@ -73,5 +74,5 @@ float F(float v) {
 void main() {
     uint i = gl_GlobalInvocationID.y * (gl_NumWorkGroups.x * gl_WorkGroupSize.x) + gl_GlobalInvocationID.x;
     if (i >= pc.n) return;
-    y[pc.y_off + i] = F(x[pc.x_off + i]);
+    y_st(pc.y_off + i, F(x_ld(pc.x_off + i)));
 }
