@@ -53,3 +53,44 @@ def partitioned_model(rng):
         helper.make_node("Sigmoid", ["a"], ["y"]),
     ]
     return make_model(nodes, {"x": x, "z": z}, ["y"], input_shapes={"x": [1, 3, "h", "w"]})
+
+
+# -- GPU backends as test parameters ------------------------------------------------------
+
+GPU_API = {"opencl": "OpenCL", "vulkan": "Vulkan"}
+
+
+def _unavailable(backend: str):
+    """A ``skipif`` mark: skipped, with the reason, where ``backend`` is unusable."""
+    import pytest
+
+    from mnnpy.backend import backend_availability
+
+    ok, why = backend_availability(backend)
+    return pytest.mark.skipif(not ok, reason=f"{GPU_API[backend]} unavailable: {why}")
+
+
+def gpu_backends(*names: str):
+    """``pytest.param`` per GPU backend (all by default), id the backend's name, each skipped
+    with the reason where it is unusable: ``@pytest.mark.parametrize("backend", gpu_backends())``."""
+    import pytest
+
+    return [pytest.param(b, id=b, marks=_unavailable(b)) for b in names or GPU_API]
+
+
+def gpu_cases(table: dict, ids=None):
+    """Cases that differ per backend: ``table`` maps a backend to its list of cases (tuples,
+    or single values); gives ``pytest.param(backend, *case)`` with ids ``"<backend>-<id>"``
+    (``ids``: a function of the case, a dict of id lists like ``table``, or ``None`` for the
+    case's position), each skipped with the reason where its backend is unusable.
+    Parametrize ``"backend,<case names>"``."""
+    import pytest
+
+    params = []
+    for b, cases in table.items():
+        mark = _unavailable(b)
+        for i, case in enumerate(cases):
+            values = case if isinstance(case, tuple) else (case,)
+            name = i if ids is None else ids[b][i] if isinstance(ids, dict) else ids(case)
+            params.append(pytest.param(b, *values, id=f"{b}-{name}", marks=mark))
+    return params

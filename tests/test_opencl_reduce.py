@@ -1,4 +1,5 @@
-"""OpenCL reductions, Softmax/LogSoftmax and LayerNormalization against the CPU backend.
+"""OpenCL-only checks of reductions, Softmax/LogSoftmax and LayerNormalization: fp16 storage
+(``precision="low"``). What both GPU backends do is in tests/test_gpu_reduce.py.
 
 Skipped, with the reason, where no OpenCL device is usable.
 """
@@ -10,7 +11,6 @@ import pytest
 from onnx import helper
 
 from mnnpy.backend import backend_availability
-from mnnpy.ops.reductions import REDUCTIONS
 from tests.backend_compare import ACCUMULATE, HALF, compare
 from tests.oracle import make_model, rand
 
@@ -18,78 +18,13 @@ _OK, _WHY = backend_availability("opencl")
 if not _OK:
     pytest.skip(f"OpenCL unavailable: {_WHY}", allow_module_level=True)
 
-from mnnpy.backends.opencl.reduce import CACHE_MAX, GROUP_MAX, collapse_axes, group_shape, split_count  # noqa: E402
-
-OPS = ["ReduceMean", *REDUCTIONS]
-SHAPE = (3, 5, 7, 13)
-
-
-def _data(rng, op, shape, scale=1.0):
-    x = rand(rng, *shape, scale=scale)
-    if op == "ReduceLogSum":
-        x = np.abs(x) + np.float32(0.25)  # log of a positive sum
-    if op == "ReduceProd":
-        x = (np.float32(1) + x * np.float32(0.05)).astype(np.float32)  # products stay near 1
-    return x
-
 
 def _reduce(rng, op, shape, axes, keepdims=1, noop=0, x=None, **kw):
-    x = _data(rng, op, shape) if x is None else x
+    x = rand(rng, *shape) if x is None else x
     inits = {} if axes is None else {"axes": np.array(axes, np.int64)}
     node = helper.make_node(op, ["x", "axes" if axes is not None else ""], ["y"], keepdims=keepdims, noop_with_empty_axes=noop)
     model = make_model([node], {"x": x}, ["y"], inits, opset=18)
     return compare(model, {"x": x}, kw.pop("tol", ACCUMULATE), **kw)
-
-
-AXES = [[1], [2, 3], [0], [-1], [0, 1], [1, 2], None]
-
-
-@pytest.mark.parametrize("op", OPS)
-@pytest.mark.parametrize("axes", AXES, ids=[str(a) for a in AXES])
-def test_reduce(rng, op, axes):
-    _reduce(rng, op, SHAPE, axes, keepdims=int(axes is None or len(axes) != 2))
-
-
-BOUNDED = [op for op in OPS if op != "ReduceProd"]  # a product of thousands of values under- or overflows
-
-
-@pytest.mark.parametrize("op", BOUNDED)
-def test_reduce_long_rows(rng, op):
-    """Rows long enough for a full work-group (inner == 1) and a strided reduction (inner > 1)."""
-    _reduce(rng, op, (2, 3001), [1])
-    _reduce(rng, op, (1031, 6), [0])
-
-
-@pytest.mark.parametrize("op", BOUNDED)
-@pytest.mark.parametrize("shape,axes", [((1, 3, 211, 199), None), ((70001, 3), [0])], ids=["row", "column"])
-def test_reduce_split(rng, op, shape, axes):
-    """Few very long rows: two passes through fp32 partial results (LogSumExp: one pass)."""
-    s = _reduce(rng, op, shape, axes, x=_data(rng, op, shape, scale=0.5))
-    (exe,) = s._plan.executions.values()
-    assert len(exe.launches) == (1 if op == "ReduceLogSumExp" else 2)
-
-
-@pytest.mark.parametrize("op", OPS)
-def test_reduce_noop_with_empty_axes(rng, op):
-    _reduce(rng, op, SHAPE, [], noop=1)
-
-
-@pytest.mark.parametrize("op", OPS)
-def test_reduce_empty_set(rng, op):
-    """An empty reduced axis gives the identity (0, 1, -inf, inf; the mean of nothing is 0)."""
-    _reduce(rng, op, (2, 0, 5), [1], x=np.zeros((2, 0, 5), np.float32))
-
-
-@pytest.mark.parametrize("op", OPS)
-def test_reduce_nan_inf(rng, op):
-    x = _data(rng, op, (4, 6, 9))
-    x[0, 1, 2], x[1, 2, 3], x[2, 0, 0], x[3] = np.nan, np.inf, -np.inf, np.inf
-    _reduce(rng, op, x.shape, [2], x=x)
-
-
-def test_reduce_size_one_axes_merge(rng):
-    """Size-1 dims between reduced axes do not break the (outer, red, inner) view."""
-    _reduce(rng, "ReduceSum", (3, 1, 5, 1, 7), [0, 2])
 
 
 @pytest.mark.parametrize("op", ["ReduceMean", "ReduceMax", "ReduceLogSumExp", "ReduceL2"])
@@ -99,91 +34,9 @@ def test_reduce_fp16(rng, op, shape):
     assert s.backends[0].storage == np.float16
 
 
-def test_reduce_axes_not_contiguous_fall_back(rng):
-    s = _reduce(rng, "ReduceMean", SHAPE, [1, 3], on_device=False)
-    assert "ReduceMean axes [1, 3] of shape [3, 5, 7, 13] are not one contiguous block" in s.partitions()
-
-
-def test_reduce_axes_as_input(rng):
-    """``axes`` fed as a graph input: its value is known at resize, so OpenCL runs it."""
-    x, axes = rand(rng, *SHAPE), np.array([2, 3], np.int64)
-    model = make_model([helper.make_node("ReduceSum", ["x", "axes"], ["y"])], {"x": x, "axes": axes}, ["y"], opset=18)
-    compare(model, {"x": x, "axes": axes}, ACCUMULATE)
-
-
-def test_collapse_axes():
-    assert collapse_axes((3, 5, 7, 13), (1, 2)) == (3, 35, 13)
-    assert collapse_axes((3, 1, 5, 1, 7), (0, 2)) == (1, 15, 7)
-    assert collapse_axes((3, 5, 7), ()) == (105, 1, 1)
-    assert collapse_axes((3, 5, 7), (0, 2)) is None
-
-
-GROUPS = [(1, 25600, 1), (96, 25600, 1), (40, 6625, 1), (1 << 20, 21, 1), (7, 3, 1), (0, 5, 1), (1024, 4096, 1024), (5, 7, 5)]
-
-
-@pytest.mark.parametrize("p,red,inner", GROUPS)
-def test_group_shape(p, red, inner):
-    lp, lr = group_shape(p, red, inner)
-    assert lp * lr <= GROUP_MAX and lr & (lr - 1) == 0 and lp & (lp - 1) == 0
-    assert lr <= max(red, 1) and lp <= max(p, 1)
-    if p <= 100 and red >= 1000:
-        assert lr == GROUP_MAX  # few long rows: a full group per row
-    if inner == 1 and red >= 8:
-        assert lr >= 8  # a row is read in runs of a 32-byte sector or more
-    if inner >= 8 and p >= 8:
-        assert lp >= 8  # across p: neighbouring inner positions form the runs
-
-
-def test_split_count():
-    assert split_count(1, 1228800) > 1 and split_count(3, 70001) > 1
-    assert split_count(96, 25600) == 1  # a 160x160 map per row: one pass
-    assert split_count(4096, 100000) == 1  # rows enough to fill the device
-
-
-# -- Softmax / LogSoftmax ----------------------------------------------------------------
-
-
 def _softmax(rng, op, x, axis, opset=17, **kw):
     model = make_model([helper.make_node(op, ["x"], ["y"], axis=axis)], {"x": x}, ["y"], opset=opset)
     return compare(model, {"x": x}, kw.pop("tol", ACCUMULATE), **kw)
-
-
-@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
-@pytest.mark.parametrize("axis", [0, 1, 2, 3, -1, -3])
-def test_softmax(rng, op, axis):
-    _softmax(rng, op, rand(rng, *SHAPE, scale=3), axis)
-
-
-@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
-@pytest.mark.parametrize("shape", [(1, 40, 6625), (3, 4096), (3, 4097), (2049, 3), (1, 1), (5, 1)])
-def test_softmax_shapes(rng, op, shape):
-    """PP-OCR's 6625-class rows and rows about the register-cache limit (3 passes over x
-    beyond it); many short rows (several rows per work-group); single elements."""
-    s = _softmax(rng, op, rand(rng, *shape, scale=4), -1)
-    (exe,) = s._plan.executions.values()
-    assert ("-D CACHE=" in exe.launch.key) == (shape[-1] <= CACHE_MAX * GROUP_MAX)
-
-
-@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
-def test_softmax_numerically_stable(rng, op):
-    x = rand(rng, 3, 17, scale=3) + np.float32(1000)
-    x[1] -= np.float32(3000)
-    _softmax(rng, op, x, 1)
-
-
-@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
-def test_softmax_nan_inf(rng, op):
-    x = rand(rng, 5, 11)
-    x[0, 3], x[1, 4], x[2, 5], x[3, :] = np.nan, np.inf, -np.inf, -np.inf
-    _softmax(rng, op, x, 1)
-
-
-@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
-def test_softmax_opset11(rng, op):
-    """Opset < 13 (coerce to 2-D at ``axis``): the converter rewrites it; OpenCL runs the result."""
-    x = rand(rng, 2, 3, 5, 7, scale=2)
-    model = make_model([helper.make_node(op, ["x"], ["y"], axis=1)], {"x": x}, ["y"], opset=11)
-    compare(model, {"x": x}, ACCUMULATE)  # Flatten -> Softmax -> Reshape, all on OpenCL
 
 
 @pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
@@ -192,60 +45,14 @@ def test_softmax_fp16(rng, op):
     assert s.backends[0].storage == np.float16
 
 
-# -- LayerNormalization ---------------------------------------------------------------------
-
-
-def _layernorm(rng, x, axis, scale_shape=None, bias=True, dynamic=(), outputs=("y",), **kw):
-    """``dynamic``: names of Scale/B fed as graph inputs instead of constants."""
-    shape = x.shape[axis:] if scale_shape is None else scale_shape
-    params = {"s": rand(rng, *shape)}
-    if bias:
-        params["b"] = rand(rng, *shape)
-    node = helper.make_node("LayerNormalization", ["x", *params], list(outputs), axis=axis, epsilon=1e-3)
-    feeds = {"x": x, **{k: v for k, v in params.items() if k in dynamic}}
-    inits = {k: v for k, v in params.items() if k not in dynamic}
-    model = make_model([node], feeds, list(outputs), inits)
-    return compare(model, feeds, kw.pop("tol", ACCUMULATE), **kw)
-
-
-@pytest.mark.parametrize("axis", [-1, 1, 2, 0, -3])
-@pytest.mark.parametrize("bias", [True, False])
-def test_layernorm(rng, axis, bias):
-    _layernorm(rng, rand(rng, 3, 5, 7, 13, scale=2) + np.float32(3), axis, bias=bias)
-
-
-@pytest.mark.parametrize("shape", [(1, 40, 120), (2, 25, 3001), (2, 3, 5003), (1031, 7)])
-def test_layernorm_shapes(rng, shape):
-    """PP-OCRv4 rec's (1, 40, 120) rows; long rows (with and without the register cache);
-    many short rows (several per group)."""
-    _layernorm(rng, rand(rng, *shape), -1)
-
-
-def test_layernorm_scale_broadcast(rng):
-    """Constant Scale/B of a smaller shape broadcast to X.shape[axis:] (expanded at resize)."""
-    _layernorm(rng, rand(rng, 2, 5, 7, 13), 1, scale_shape=(7, 1))
-
-
-def test_layernorm_dynamic_params(rng):
-    _layernorm(rng, rand(rng, 2, 7, 13), -2, dynamic=("s", "b"))
-
-
-def test_layernorm_nan_inf(rng):
-    x = rand(rng, 4, 9)
-    x[0, 1], x[1, 2], x[2, 3] = np.nan, np.inf, -np.inf
-    _layernorm(rng, x, -1)
+def _layernorm(rng, x, axis, **kw):
+    shape = x.shape[axis:]
+    params = {"s": rand(rng, *shape), "b": rand(rng, *shape)}
+    node = helper.make_node("LayerNormalization", ["x", *params], ["y"], axis=axis, epsilon=1e-3)
+    model = make_model([node], {"x": x}, ["y"], params)
+    return compare(model, {"x": x}, kw.pop("tol", ACCUMULATE), **kw)
 
 
 def test_layernorm_fp16(rng):
     s = _layernorm(rng, rand(rng, 2, 31, 120), -1, tol=HALF, precision="low")
     assert s.backends[0].storage == np.float16
-
-
-def test_layernorm_dynamic_broadcast_falls_back(rng):
-    s = _layernorm(rng, rand(rng, 2, 7, 13), -2, scale_shape=(1, 13), dynamic=("s",), on_device=False)
-    assert "LayerNormalization Scale [1, 13] broadcast at run time (OpenCL takes it full size)" in s.partitions()
-
-
-def test_layernorm_statistics_outputs_fall_back(rng):
-    s = _layernorm(rng, rand(rng, 3, 11), -1, outputs=("y", "mean", "inv"), on_device=False)
-    assert "LayerNormalization Mean/InvStdDev outputs requested (OpenCL computes Y only)" in s.partitions()

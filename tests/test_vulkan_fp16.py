@@ -20,7 +20,7 @@ from onnx import helper
 import mnnpy
 from mnnpy.backend import backend_availability, get_runtime
 from mnnpy.converter import convert
-from tests.backend_compare import HALF, compare
+from tests.backend_compare import HALF, compare, partitioned_model
 from tests.oracle import make_model, rand
 
 _OK, _WHY = backend_availability("vulkan")
@@ -74,6 +74,9 @@ def test_matmul_of_two_activations_and_gemm_with_weights(rng):
     m = make_model([helper.make_node("MatMul", ["a", "b"], ["y"])], {"a": a, "b": b}, ["y"])
     _low(m, {"a": a, "b": b})
     x, w, c = rand(rng, 5, 37), rand(rng, 13, 37, scale=0.2), rand(rng, 13)
+    m = make_model([helper.make_node("Gemm", ["x", "w", "c"], ["y"], transB=1)], {"x": x}, ["y"], {"w": w, "c": c})
+    _low(m, {"x": x})
+    x, w, c = rand(rng, 1, 300), rand(rng, 10, 300, scale=0.06), rand(rng, 10)  # the GEMV shader
     m = make_model([helper.make_node("Gemm", ["x", "w", "c"], ["y"], transB=1)], {"x": x}, ["y"], {"w": w, "c": c})
     _low(m, {"x": x})
 
@@ -199,3 +202,22 @@ def test_without_16bit_storage_says_so_and_stores_fp32(rng, monkeypatch):
     with pytest.warns(RuntimeWarning, match="storageBuffer16BitAccess"):
         s = mnnpy.Interpreter(convert(m)).create_session(backend="vulkan", precision="low")
     np.testing.assert_array_equal(s.run({"x": x})["y"], np.maximum(x, 0))
+
+
+def test_partition_borders_cross_as_float32(rng):
+    """GPU -> CPU -> GPU partitions: each border tensor is staged as float32 and cast on the
+    device (the host converts nothing), over two input shapes."""
+    model = partitioned_model(rng)
+    interp = mnnpy.Interpreter(convert(model))
+    s = interp.create_session(backend=["vulkan", "cpu"], precision="low")
+    cpu = interp.create_session(backend="cpu")
+    z = rand(rng, 3, 1, 1)
+    for shape in [(1, 3, 13, 7), (1, 3, 5, 9)]:
+        x = rand(rng, *shape)
+        got, want = s.run({"x": x, "z": z})["y"], cpu.run({"x": x, "z": z})["y"]
+        np.testing.assert_allclose(got, want, atol=HALF[0], rtol=HALF[1])
+    assert s.partitions().splitlines()[0].startswith("3 partitions"), s.partitions()
+    staged = [t for part in s.backends[0]._last_parts for t in part.uploads + part.downloads]
+    assert staged and all(t.dtype == np.float32 for t in staged)
+    casts = [d.label for part in s.backends[0]._last_parts for d in part.dispatches if d.label == "Cast"]
+    assert len(casts) == len(staged)

@@ -136,11 +136,38 @@ def test_gemm_run_time_operands(rng, dispatches, beta):
     assert dispatches[0][1][4] is (beta != 0.0)
 
 
-def test_gemm_classifier(rng):
-    """MobileNetV2/ResNet-18 head: (1, 1280) x (1000, 1280)^T + bias."""
+def test_gemm_classifier(rng, dispatches):
+    """MobileNetV2/ResNet-18 head: (1, 1280) x (1000, 1280)^T + bias, on the GEMV shader."""
     a, b, c = rand(rng, 1, 1280), rand(rng, 1000, 1280, scale=0.03), rand(rng, 1000)
     node = helper.make_node("Gemm", ["a", "b", "c"], ["y"], transB=1)
     _compare(make_model([node], {"a": a}, ["y"], {"b": b, "c": c}), {"a": a})
+    assert dispatches[0][0] == "gemm_gemv" and dispatches[0][2] == (1000, 1, 1)
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 64, 1), (3, 1001, 17), (8, 65, 300), (2, 4000, 5)])
+@pytest.mark.parametrize("cshape", [None, (1,), "n", "mn"])
+def test_gemv(rng, dispatches, m, k, n, cshape):
+    """Few rows with B stored (N, K): one work group per output, K split over its invocations
+    (K not a multiple of the group, shorter than two groups, long), alpha/beta, C broadcast."""
+    a, b = rand(rng, m, k), rand(rng, n, k, scale=1 / np.sqrt(k))
+    inits, names = {"b": b}, ["a", "b"]
+    if cshape is not None:
+        inits["c"] = rand(rng, *{"n": (n,), "mn": (m, n)}.get(cshape, cshape))
+        names.append("c")
+    node = helper.make_node("Gemm", names, ["y"], transB=1, alpha=0.75, beta=-1.5)
+    _compare(make_model([node], {"a": a}, ["y"], inits), {"a": a})
+    assert [d[0] for d in dispatches] == ["gemm_gemv"]
+
+
+@pytest.mark.parametrize("m,k,trans", [(9, 100, (0, 1)), (1, 63, (0, 1)), (1, 100, (0, 0)), (1, 100, (1, 1))])
+def test_gemv_only_where_it_pays(rng, dispatches, m, k, trans):
+    """More than 8 rows, K shorter than a group, or B not stored (N, K): the tiled shader."""
+    n = 7
+    a = rand(rng, *((k, m) if trans[0] else (m, k)))
+    b = rand(rng, *((n, k) if trans[1] else (k, n)))
+    node = helper.make_node("Gemm", ["a", "b"], ["y"], transA=trans[0], transB=trans[1])
+    _compare(make_model([node], {"a": a}, ["y"], {"b": b}), {"a": a})
+    assert dispatches[0][0] == f"gemm_{'nt'[trans[0]]}{'nt'[trans[1]]}"
 
 
 def test_integer_matmul_falls_back(rng):

@@ -1,5 +1,7 @@
-"""Vulkan reductions, Softmax/LogSoftmax, LayerNormalization and BatchNormalization against
-the CPU backend (seeded random inputs, odd sizes, every shader variant, fallbacks).
+"""Vulkan-only checks of reductions, Softmax/LogSoftmax, LayerNormalization and
+BatchNormalization: reductions of every axis, attribute axes (opset 13), check() reasons,
+the shader manifest, the register cache, the folded BatchNorm dispatch, the row limit. What
+both GPU backends do is in tests/test_gpu_reduce.py (BatchNormalization: tests/test_gpu_misc.py).
 
 Skipped, with the reason, where Vulkan is unusable (CI installs Mesa's lavapipe).
 """
@@ -19,7 +21,7 @@ _OK, _WHY = backend_availability("vulkan")
 if not _OK:
     pytest.skip(f"Vulkan unavailable: {_WHY}", allow_module_level=True)
 
-from mnnpy.backends.vulkan.reduce import CACHE_MAX, GROUP_MAX, collapse_axes, group_shape, split_count  # noqa: E402
+from mnnpy.backends.vulkan.reduce import CACHE_MAX, GROUP_MAX  # noqa: E402
 
 OPS = ["ReduceMean", *REDUCTIONS]
 SHAPE = (3, 5, 7, 13)
@@ -51,73 +53,9 @@ def _reduce(rng, op, shape, axes, keepdims=1, noop=0, x=None, **kw):
     return _compare(model, {"x": x}, kw.pop("tol", ACCUMULATE), **kw)
 
 
-AXES = [[1], [2, 3], [0], [-1], [0, 1], [1, 2], None]
-
-
-@pytest.mark.parametrize("op", OPS)
-@pytest.mark.parametrize("axes", AXES, ids=[str(a) for a in AXES])
-def test_reduce(rng, op, axes):
-    _reduce(rng, op, SHAPE, axes, keepdims=int(axes is None or len(axes) != 2))
-
-
-BOUNDED = [op for op in OPS if op != "ReduceProd"]  # a product of thousands of values under- or overflows
-
-
-@pytest.mark.parametrize("op", BOUNDED)
-def test_reduce_long_rows(rng, op):
-    """Rows longer than a work group (inner == 1) and a strided reduction (inner > 1)."""
-    _reduce(rng, op, (2, 1001), [1])
-    _reduce(rng, op, (331, 6), [0])
-
-
-@pytest.mark.parametrize("op", BOUNDED)
-@pytest.mark.parametrize("shape,axes", [((1, 2, 73, 71), None), ((9001, 3), [0])], ids=["row", "column"])
-def test_reduce_split(rng, op, shape, axes):
-    """Few long rows: two passes through float32 partial results (LogSumExp: one pass)."""
-    s = _reduce(rng, op, shape, axes, x=_data(rng, op, shape, scale=0.5))
-    assert _only_execution(s).passes == (1 if op == "ReduceLogSumExp" else 2)
-
-
-@pytest.mark.parametrize("op", OPS)
-def test_reduce_noop_with_empty_axes(rng, op):
-    """Empty axes with noop_with_empty_axes: the elementwise part only (rows of one)."""
-    _reduce(rng, op, SHAPE, [], noop=1)
-
-
 @pytest.mark.parametrize("op", OPS)
 def test_reduce_empty_axes_reduce_all(rng, op):
     _reduce(rng, op, (3, 5, 7), [], noop=0, keepdims=0)
-
-
-@pytest.mark.parametrize("op", OPS)
-def test_reduce_empty_set(rng, op):
-    """An empty reduced axis gives the identity (0, 1, -inf, inf; the mean of nothing is 0)."""
-    _reduce(rng, op, (2, 0, 5), [1], x=np.zeros((2, 0, 5), np.float32))
-
-
-@pytest.mark.parametrize("op", OPS)
-def test_reduce_nan_inf(rng, op):
-    x = _data(rng, op, (4, 6, 9))
-    x[0, 1, 2], x[1, 2, 3], x[2, 0, 0], x[3] = np.nan, np.inf, -np.inf, np.inf
-    _reduce(rng, op, x.shape, [2], x=x)
-    _reduce(rng, op, x.shape, [1], x=x)  # strided
-
-
-def test_reduce_size_one_axes_merge(rng):
-    """Size-1 dims between reduced axes do not break the (outer, red, inner) view."""
-    _reduce(rng, "ReduceSum", (3, 1, 5, 1, 7), [0, 2])
-
-
-def test_reduce_axes_not_contiguous_fall_back(rng):
-    s = _reduce(rng, "ReduceMean", SHAPE, [1, 3], on_device=False)
-    assert "ReduceMean axes [1, 3] of shape [3, 5, 7, 13] are not one contiguous block" in s.partitions()
-
-
-def test_reduce_axes_as_input(rng):
-    """``axes`` fed as a graph input: its value is known at resize, so Vulkan runs it."""
-    x, axes = rand(rng, *SHAPE), np.array([2, 3], np.int64)
-    model = make_model([helper.make_node("ReduceSum", ["x", "axes"], ["y"])], {"x": x, "axes": axes}, ["y"], opset=18)
-    _compare(model, {"x": x, "axes": axes})
 
 
 def test_reduce_axes_unknown_at_resize_fall_back():
@@ -140,29 +78,6 @@ def test_reduce_opset13_attribute_axes(rng, op):
     _compare(model, {"x": x})
 
 
-def test_collapse_axes():
-    assert collapse_axes((3, 5, 7, 13), (1, 2)) == (3, 35, 13)
-    assert collapse_axes((3, 1, 5, 1, 7), (0, 2)) == (1, 15, 7)
-    assert collapse_axes((3, 5, 7), ()) == (105, 1, 1)
-    assert collapse_axes((3, 5, 7), (0, 2)) is None
-
-
-GROUPS = [(1, 25600, 1), (96, 25600, 1), (40, 6625, 1), (1 << 20, 21, 1), (7, 3, 1), (0, 5, 1), (1024, 4096, 1024), (5, 7, 5)]
-
-
-@pytest.mark.parametrize("p,red,inner", GROUPS)
-def test_group_shape(p, red, inner):
-    lp, lr = group_shape(p, red, inner)
-    assert lp * lr <= GROUP_MAX and lr & (lr - 1) == 0 and lp & (lp - 1) == 0
-    assert lr <= max(red, 1) and lp <= max(p, 1)
-    if p <= 100 and red >= 1000:
-        assert lr == GROUP_MAX  # few long rows: a whole group per row
-    if inner == 1 and red >= 32:
-        assert lr >= 32  # a row is read in coalesced runs
-    if inner >= 32 and p >= 32:
-        assert lp >= 32  # across p: neighbouring inner positions form the runs
-
-
 def test_every_execution_names_existing_variants():
     import json
     from pathlib import Path
@@ -176,59 +91,12 @@ def test_every_execution_names_existing_variants():
     assert used == names and all((here / f"{v}.spv").is_file() for v in used)
 
 
-def test_split_count():
-    assert split_count(1, 1228800) > 1 and split_count(3, 70001) > 1
-    assert split_count(8, 3000) == 1  # short rows: one pass
-    assert split_count(4096, 100000) == 1  # rows enough to fill the device
-
-
-# -- Softmax / LogSoftmax ----------------------------------------------------------------
+# -- Softmax / LayerNormalization: the register cache, the row limit -----------------------
 
 
 def _softmax(rng, op, x, axis, opset=17, **kw):
     model = make_model([helper.make_node(op, ["x"], ["y"], axis=axis)], {"x": x}, ["y"], opset=opset)
     return _compare(model, {"x": x}, kw.pop("tol", ACCUMULATE), **kw)
-
-
-@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
-@pytest.mark.parametrize("axis", [0, 1, 2, 3, -1, -3])
-def test_softmax(rng, op, axis):
-    _softmax(rng, op, rand(rng, *SHAPE, scale=3), axis)
-
-
-@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
-@pytest.mark.parametrize("shape", [(1, 6625), (3, 4096), (3, 4097), (2, 4099), (513, 3), (1, 1), (5, 1), (3, 0)])
-def test_softmax_shapes(rng, op, shape):
-    """A PP-OCR-sized class row and rows about the register-cache limit (three passes over x
-    beyond it); many short rows (several rows per work group); single elements; empty rows."""
-    _softmax(rng, op, rand(rng, *shape, scale=4), -1)
-
-
-@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
-def test_softmax_numerically_stable(rng, op):
-    x = rand(rng, 3, 17, scale=3) + np.float32(1000)
-    x[1] -= np.float32(3000)
-    _softmax(rng, op, x, 1)
-    _softmax(rng, op, x.T.copy(), 0)  # strided rows
-
-
-@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
-def test_softmax_nan_inf(rng, op):
-    x = rand(rng, 5, 11)
-    x[0, 3], x[1, 4], x[2, 5], x[3, :] = np.nan, np.inf, -np.inf, -np.inf
-    _softmax(rng, op, x, 1)
-
-
-@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
-def test_softmax_opset11(rng, op):
-    """Opset < 13 (coerce to 2-D at ``axis``): the converter rewrites it; the softmax runs on Vulkan."""
-    x = rand(rng, 2, 3, 5, 7, scale=2)
-    model = make_model([helper.make_node(op, ["x"], ["y"], axis=1)], {"x": x}, ["y"], opset=11)
-    s = compare(model, {"x": x}, ACCUMULATE, on_device=False, backend="vulkan")
-    assert f"{op} '" in s.partitions()
-
-
-# -- LayerNormalization ---------------------------------------------------------------------
 
 
 def _layernorm(rng, x, axis, scale_shape=None, bias=True, dynamic=(), outputs=("y",), **kw):
@@ -242,44 +110,6 @@ def _layernorm(rng, x, axis, scale_shape=None, bias=True, dynamic=(), outputs=("
     inits = {k: v for k, v in params.items() if k not in dynamic}
     model = make_model([node], feeds, list(outputs), inits)
     return _compare(model, feeds, kw.pop("tol", ACCUMULATE), **kw)
-
-
-@pytest.mark.parametrize("axis", [-1, 1, 2, 0, -3])
-@pytest.mark.parametrize("bias", [True, False])
-def test_layernorm(rng, axis, bias):
-    _layernorm(rng, rand(rng, 3, 5, 7, 13, scale=2) + np.float32(3), axis, bias=bias)
-
-
-@pytest.mark.parametrize("shape", [(1, 40, 120), (2, 3, 4099), (2, 5003), (301, 7), (4, 1)])
-def test_layernorm_shapes(rng, shape):
-    """PP-OCRv4 rec's (1, 40, 120) rows; long rows (with and without the register cache);
-    many short rows (several per group); rows of one."""
-    _layernorm(rng, rand(rng, *shape), -1)
-
-
-def test_layernorm_scale_broadcast(rng):
-    """Constant Scale/B of a smaller shape broadcast to X.shape[axis:] (expanded at resize)."""
-    _layernorm(rng, rand(rng, 2, 5, 7, 13), 1, scale_shape=(7, 1))
-
-
-def test_layernorm_dynamic_params(rng):
-    _layernorm(rng, rand(rng, 2, 7, 13), -2, dynamic=("s", "b"))
-
-
-def test_layernorm_nan_inf(rng):
-    x = rand(rng, 4, 9)
-    x[0, 1], x[1, 2], x[2, 3] = np.nan, np.inf, -np.inf
-    _layernorm(rng, x, -1)
-
-
-def test_layernorm_dynamic_broadcast_falls_back(rng):
-    s = _layernorm(rng, rand(rng, 2, 7, 13), -2, scale_shape=(1, 13), dynamic=("s",), on_device=False)
-    assert "LayerNormalization Scale [1, 13] broadcast at run time (Vulkan takes it full size)" in s.partitions()
-
-
-def test_layernorm_statistics_outputs_fall_back(rng):
-    s = _layernorm(rng, rand(rng, 3, 11), -1, outputs=("y", "mean", "inv"), on_device=False)
-    assert "LayerNormalization Mean/InvStdDev outputs requested (Vulkan computes Y only)" in s.partitions()
 
 
 @pytest.mark.parametrize("op", ["Softmax", "LayerNormalization"])
@@ -309,25 +139,6 @@ def _batchnorm(rng, shape, epsilon=1e-5, training=None, dynamic=False, **kw):
     feeds = {"x": x, **(params if dynamic else {})}
     model = make_model([node], feeds, ["y"], {} if dynamic else params, opset=15 if training is not None else 14)
     return _compare(model, feeds, kw.pop("tol", ELEMENTWISE), **kw)
-
-
-@pytest.mark.parametrize("shape", [(2, 3, 13, 7), (1, 5, 31), (3, 7), (1, 1, 1, 1), (2, 3, 4, 5, 3), (1, 130, 1, 1)])
-def test_batchnorm(rng, shape):
-    _batchnorm(rng, shape)
-
-
-def test_batchnorm_epsilon(rng):
-    _batchnorm(rng, (2, 4, 5, 5), epsilon=0.5)
-
-
-def test_batchnorm_run_time_params_fall_back(rng):
-    s = _batchnorm(rng, (2, 3, 5, 5), dynamic=True, on_device=False)
-    assert "BatchNormalization scale/B/mean/var computed at run time (Vulkan folds constants)" in s.partitions()
-
-
-def test_batchnorm_training_mode_falls_back(rng):
-    s = _batchnorm(rng, (2, 3, 5, 5), training=1, on_device=False, tol=ACCUMULATE)
-    assert "BatchNormalization training_mode=1 (Vulkan runs inference only)" in s.partitions()
 
 
 def test_batchnorm_folds_to_one_affine_dispatch(rng):

@@ -21,6 +21,7 @@ earlier input shape reuses its recording.
 
 from __future__ import annotations
 
+import struct
 import warnings
 import weakref
 from collections.abc import Sequence
@@ -29,7 +30,13 @@ import numpy as np
 
 from mnnpy.backend import Backend, BackendConfig, Execution, TensorInfo
 from mnnpy.backends.vulkan import profile
-from mnnpy.backends.vulkan.commands import PartitionRecord, record_partition, submit_and_wait, write_descriptor_sets
+from mnnpy.backends.vulkan.commands import (
+    PartitionRecord,
+    binding_range,
+    record_partition,
+    submit_and_wait,
+    write_descriptor_sets,
+)
 from mnnpy.backends.vulkan.device import FORK, VulkanError
 from mnnpy.backends.vulkan.memory import ResizeMemory, VkTensor
 from mnnpy.errors import BackendUnavailableError
@@ -60,6 +67,7 @@ class VulkanBackend(Backend):
         self.pending: PartitionRecord | None = None
         self._memory: ResizeMemory | None = None
         self._parts: list[PartitionRecord] = []
+        self._borders: dict[int, tuple[VkTensor, VkTensor]] = {}
         self.profiling = profile.requested() and runtime.timestamp_period > 0
         self.profile: dict[str, float] = {}  # op type -> GPU ms summed over runs (profile.py)
         self.half = config.precision == "low" and runtime.storage16
@@ -97,6 +105,7 @@ class VulkanBackend(Backend):
     # -- resize -------------------------------------------------------------------------
     def on_resize_begin(self) -> None:
         self._memory, self._parts = None, []
+        self._borders = {}  # id(fp16 handle) -> (it, its fp32 scratch)
 
     def allocate_arena(self, nbytes: int) -> None:
         self._memory = ResizeMemory(self.runtime, nbytes)
@@ -122,11 +131,38 @@ class VulkanBackend(Backend):
         return self._memory.constant(np.ascontiguousarray(value))
 
     def on_resize_partition(self, uploads: list, downloads: list) -> None:
-        """A new partition: staging slots for what is uploaded before / downloaded after it."""
-        part = PartitionRecord(list(uploads), list(downloads))
+        """A new partition: staging slots for what is uploaded before / downloaded after it.
+
+        With fp16 storage, a float tensor crosses the border as float32: its staging slot
+        and a float32 scratch copy on the device are fp32, and the partition begins with a
+        cast of each upload to fp16 and ends with a cast of each download to fp32
+        (``unary_identity``), so the host never converts and the graph's inputs and outputs
+        are not rounded to fp16."""
+        part = PartitionRecord([self._border(t) for t in uploads], [self._border(t) for t in downloads])
+        for t, s in zip(uploads, part.uploads):
+            if s is not t:
+                self._cast(part.dispatches, s, t)
         for t in part.uploads + part.downloads:
             self._memory.stage(t)
+        part.casts = [(t, s) for t, s in zip(downloads, part.downloads) if s is not t]
         self._parts.append(part)
+
+    def _border(self, t: VkTensor) -> VkTensor:
+        """``t``, or for an fp16 tensor its float32 scratch copy (one per tensor and resize)."""
+        if t.dtype != np.float16:
+            return t
+        if id(t) not in self._borders:
+            self._borders[id(t)] = (t, self._memory.scratch(t.shape, np.float32))
+        return self._borders[id(t)][1]
+
+    def _cast(self, dispatches: list, src: VkTensor, dst: VkTensor) -> None:
+        from mnnpy.backends.vulkan.execution import describe
+
+        n = src.size
+        push = struct.pack("<3I", n, binding_range(src, self.align)[2], binding_range(dst, self.align)[2])
+        d = describe(self, "unary_identity", [src, dst], (1,), push, n, label="Cast")
+        if d is not None:
+            dispatches.append(d)
 
     def current_partition(self) -> PartitionRecord:
         """The partition whose Executions are being resized (one is opened if the session
@@ -136,13 +172,19 @@ class VulkanBackend(Backend):
         return self._parts[-1]
 
     def on_resize_end(self) -> None:
-        memory, parts = self._memory, self._parts
-        self._memory, self._parts = None, []
+        memory, parts, borders = self._memory, self._parts, self._borders
+        self._memory, self._parts, self._borders = None, [], {}
+        self._last_parts = parts  # for tests and diagnostics
         if memory is None or (not parts and not memory.constants):
             return
         vk, rt = self.vk, self.runtime
+        for part in parts:  # after every op of the partition: its downloads cast to fp32
+            for t, s in part.casts:
+                self._cast(part.dispatches, t, s)
         try:
             memory.materialize()
+            for t, s in borders.values():
+                t.host = s.host  # run() uploads into / downloads from the fp32 staging slot
             pool_info = vk.VkCommandPoolCreateInfo(
                 sType=vk.VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, queueFamilyIndex=rt.family
             )
@@ -221,8 +263,7 @@ class VulkanBackend(Backend):
             if dst.nbytes == 0:
                 return
             raise VulkanError(f"{dst} has no staging slot: its upload was not announced at resize (on_resize_partition)")
-        with np.errstate(over="ignore"):  # beyond fp16's range: inf, as the device would store it
-            dst.host[...] = src
+        dst.host[...] = src
 
     def download(self, src: VkTensor) -> np.ndarray:
         """A new host array with ``src``'s contents (its staging slot, filled at the end of
@@ -231,7 +272,7 @@ class VulkanBackend(Backend):
             if src.nbytes == 0:
                 return np.empty(src.shape, np.float32 if src.dtype == np.float16 else src.dtype)
             raise VulkanError(f"{src} has no staging slot: its download was not announced at resize (on_resize_partition)")
-        return src.host.astype(np.float32) if src.dtype == np.float16 else src.host.copy()
+        return src.host.astype(np.float32)  # a copy (float32 tensors are staged as float32)
 
     def on_execute_begin(self) -> None:
         if FORK.forked():  # a session inherited through fork(): the driver would hang

@@ -56,23 +56,31 @@ class VulkanExecution(Execution):
         ``spec``: the shader's other specialization constants (ids 1..9, 12..19). With fp16
         storage the variant's ``_f16`` twin runs, and every float32 binding (weights,
         constants, scratch) gets specialization constant ``20 + k`` = true."""
-        if n <= 0 or (groups is not None and min(groups) <= 0):
-            return
-        if local is None:
-            local_spec = ((0, LOCAL_SIZE),)
-        else:
-            local_spec = ((0, int(local[0])), (10, int(local[1])), (11, int(local[2])))
-        if self.backend.half:  # the fp16-storage twin; bindings holding float32 say so (storage.glsl)
-            shader += F16
-            spec = (*spec, *((F32_SPEC + k, True) for k, t in enumerate(bindings) if t.dtype == np.float32))
-        pipeline = self.backend.runtime.pipelines.get(shader, len(bindings), len(push), (*local_spec, *spec))
-        if groups is None:
-            count = -(-int(n) // LOCAL_SIZE)
-            max_x = self.backend.runtime.limits["maxComputeWorkGroupCount"][0]
-            gx = min(count, max_x)
-            groups = (gx, -(-count // gx), 1)
-        groups = tuple(int(g) for g in groups)
-        self.partition.dispatches.append(Dispatch(pipeline, list(bindings), tuple(writes), push, groups, label=self.op.type))
+        d = describe(self.backend, shader, bindings, writes, push, n, spec, groups, local, self.op.type)
+        if d is not None:
+            self.partition.dispatches.append(d)
 
     def on_execute(self, inputs, outputs):
         self.backend.pending = self.partition
+
+
+def describe(backend, shader, bindings, writes, push, n, spec=(), groups=None, local=None, label="") -> Dispatch | None:
+    """The ``Dispatch`` that ``VulkanExecution.dispatch`` describes (same arguments, for
+    ``backend``), or None when there is no work; ``label`` names it in profiles."""
+    if n <= 0 or (groups is not None and min(groups) <= 0):
+        return None
+    if local is None:
+        local_spec = ((0, LOCAL_SIZE),)
+    else:
+        local_spec = ((0, int(local[0])), (10, int(local[1])), (11, int(local[2])))
+    if backend.half:  # the fp16-storage twin; bindings holding float32 say so (storage.glsl)
+        shader += F16
+        spec = (*spec, *((F32_SPEC + k, True) for k, t in enumerate(bindings) if t.dtype == np.float32))
+    pipeline = backend.runtime.pipelines.get(shader, len(bindings), len(push), (*local_spec, *spec))
+    if groups is None:
+        count = -(-int(n) // LOCAL_SIZE)
+        max_x = backend.runtime.limits["maxComputeWorkGroupCount"][0]
+        gx = min(count, max_x)
+        groups = (gx, -(-count // gx), 1)
+    groups = tuple(int(g) for g in groups)
+    return Dispatch(pipeline, list(bindings), tuple(writes), push, groups, label=label)

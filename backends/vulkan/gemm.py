@@ -103,11 +103,25 @@ def gemm_dispatch(
     eo = exe.elem_offset
     push = struct.pack("<16I", eo(a), eo(b), eo(cc), eo(tt), eo(y), m, n, k, lda, ldb, ldy, *strides, *c_strides)
     spec = (*act_spec(*act), (4, c is not None), (5, table is not None), (6, float(alpha)), (7, float(beta)))
-    name = f"gemm_{'t' if trans_a else 'n'}{'t' if trans_b else 'n'}"
-    exe.dispatch(name, [a, b, cc, tt, y], (4,), push, m * n * batch, spec=spec, groups=grid(m, n, batch), local=(lx, ly, 1))
+    if use_gemv(m, n, k, batch, trans_a, trans_b):
+        groups, local, name = (n, m, 1), (GEMV_LOCAL, 1, 1), "gemm_gemv"
+    else:
+        groups, local, name = grid(m, n, batch), (lx, ly, 1), f"gemm_{'t' if trans_a else 'n'}{'t' if trans_b else 'n'}"
+    exe.dispatch(name, [a, b, cc, tt, y], (4,), push, m * n * batch, spec=spec, groups=groups, local=local)
 
 
-GEMM_VARIANTS = ("gemm_nn", "gemm_nt", "gemm_tn", "gemm_tt")  # manifest_gemm.json: transposes of A, B
+GEMV_LOCAL = 64  # invocations per output in gemm.comp's GEMV (a power of two)
+
+
+def use_gemv(m: int, n: int, k: int, batch: int, trans_a: bool, trans_b: bool) -> bool:
+    """Whether a GEMM runs as GEMV: few rows (classifier heads), B stored (N, K) (Gemm with
+    transB=1, contiguous dot products), one batch, K long enough to share among a group, and
+    N within the group-count limit. The tiled form would run ceil(N / 128) work groups, each
+    looping over all of K (8 groups for a 1000-class head: most of a big GPU idle)."""
+    return m <= 8 and trans_b and not trans_a and batch == 1 and k >= GEMV_LOCAL and n <= MAX_GROUPS
+
+
+GEMM_VARIANTS = ("gemm_nn", "gemm_nt", "gemm_tn", "gemm_tt", "gemm_gemv")  # manifest_gemm.json: transposes of A, B; GEMV
 
 
 @vulkan_execution("MatMul")

@@ -99,6 +99,13 @@ class ResizeMemory:
         self.constants.append((t, value))
         return t
 
+    def scratch(self, shape, dtype) -> VkTensor:
+        """A handle for device memory of this resize placed after the arena, like a constant,
+        but with no contents uploaded."""
+        t = VkTensor(self, self.top, shape, dtype)
+        self.top = _align(self.top + max(t.nbytes, 1), CONSTANT_ALIGN)
+        return t
+
     def stage(self, t: VkTensor) -> None:
         """Give ``t`` a staging slot (once; empty tensors need none)."""
         if t.staging is None and t.nbytes:

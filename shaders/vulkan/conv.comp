@@ -37,29 +37,8 @@ layout(constant_id = 5) const uint KW = 1;
 
 #define VW 4 /* output pixels along W per invocation */
 
-float clip_(float v, float lo, float hi) {
-    float t = v < lo ? lo : v;
-    return t > hi ? hi : t;
-}
-/* ACT: 0 none, 1 Relu, 2 Clip(A0, A1), 3 LeakyRelu(A0), 4 Sigmoid, 5 HardSigmoid(A0, A1),
- * 6 HardSwish, 7 Tanh (as gemm.comp's act_). NaN propagates. */
-float act_(float v) {
-    if (ACT == 1u) return v < 0.0 ? 0.0 : v;
-    if (ACT == 2u) return clip_(v, A0, A1);
-    if (ACT == 3u) return v < 0.0 ? v * A0 : v;
-    if (ACT == 4u) {
-        float e = exp(-abs(v));
-        float s = 1.0 / (1.0 + e);
-        return v >= 0.0 ? s : e * s;
-    }
-    if (ACT == 5u) return clip_(v * A0 + A1, 0.0, 1.0);
-    if (ACT == 6u) return v * clip_(v * (1.0 / 6.0) + 0.5, 0.0, 1.0);
-    if (ACT == 7u) {
-        float t = 1.0 - 2.0 / (exp(2.0 * abs(v)) + 1.0);
-        return isnan(v) ? v : (v < 0.0 ? -t : t);
-    }
-    return v;
-}
+#define FUSED_ACTIVATION
+#include "activation.glsl"
 
 FLOAT_IN(0, x)
 FLOAT_OUT(3, y)

@@ -6,7 +6,7 @@
  * Operands row-major with leading dimensions lda, ldb, ldy (elements). Variant macros
  * (shaders/vulkan/manifest_gemm.json): GEMM_NN (neither operand transposed), TRANS_A (A
  * stored (K, M): element (i, k) at A[k*lda + i]), TRANS_B (B stored (N, K): element (k, j)
- * at B[j*ldb + k]), or both.
+ * at B[j*ldb + k]), or both; GEMV (B stored (N, K), one batch, few rows: see its main()).
  * Specialization constants: 0, 10, 11 local size (LX, LY, 1); 1 ACT (fused activation, see
  *   act_), 2 A0, 3 A1 (its scalars); 4 HAS_C (C term: C(i, j) = C[c_off + i*csm + j*csn],
  *   strides 0 where broadcast; Conv bias: csm = 1, csn = 0); 5 BATCH_TABLE (batch b reads A
@@ -56,32 +56,12 @@ layout(push_constant) uniform Push {
     uint sa, sb, sy, csm, csn;
 } pc;
 
+#define FUSED_ACTIVATION
+#include "activation.glsl"
+
+#ifndef GEMV
 shared float As[TK * TMP]; /* As[kk*TMP + r] = A(row0 + r, k0 + kk) */
 shared float Bs[TK * TNP]; /* Bs[kk*TNP + j] = B(k0 + kk, col0 + j) */
-
-/* Fused activation (Conv's `activation` attribute), ACT: 0 none, 1 Relu, 2 Clip(A0, A1),
- * 3 LeakyRelu(A0), 4 Sigmoid, 5 HardSigmoid(A0, A1), 6 HardSwish, 7 Tanh. NaN propagates. */
-float clip_(float v, float lo, float hi) {
-    float t = v < lo ? lo : v;
-    return t > hi ? hi : t;
-}
-float act_(float v) {
-    if (ACT == 1u) return v < 0.0 ? 0.0 : v;
-    if (ACT == 2u) return clip_(v, A0, A1);
-    if (ACT == 3u) return v < 0.0 ? v * A0 : v;
-    if (ACT == 4u) {
-        float e = exp(-abs(v));
-        float s = 1.0 / (1.0 + e);
-        return v >= 0.0 ? s : e * s;
-    }
-    if (ACT == 5u) return clip_(v * A0 + A1, 0.0, 1.0);
-    if (ACT == 6u) return v * clip_(v * (1.0 / 6.0) + 0.5, 0.0, 1.0);
-    if (ACT == 7u) {
-        float t = 1.0 - 2.0 / (exp(2.0 * abs(v)) + 1.0);
-        return isnan(v) ? v : (v < 0.0 ? -t : t);
-    }
-    return v;
-}
 
 void main() {
     const uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;
@@ -150,3 +130,28 @@ void main() {
         }
     }
 }
+#else
+/* GEMV (M <= 8, B transposed, one batch: classifier heads): one work group of LX invocations
+ * per output (i, j) = (group y, group x); each invocation sums every LX-th k of
+ * A(i, :) . B(:, j) (both contiguous rows), then a shared-memory tree reduction. */
+shared float partial[LX];
+
+void main() {
+    const uint lid = gl_LocalInvocationID.x;
+    const uint col = gl_WorkGroupID.x, r = gl_WorkGroupID.y;
+    const uint a_row = pc.a_off + r * pc.lda, b_row = pc.b_off + col * pc.ldb;
+    float acc = 0.0;
+    for (uint k = lid; k < pc.K; k += LX) acc = fma(a_ld(a_row + k), b_ld(b_row + k), acc);
+    partial[lid] = acc;
+    barrier();
+    for (uint h = LX / 2u; h > 0u; h >>= 1u) {
+        if (lid < h) partial[lid] += partial[lid + h];
+        barrier();
+    }
+    if (lid == 0u) {
+        float v = ALPHA * partial[0];
+        if (HAS_C) v += BETA * c_ld(pc.c_off + r * pc.csm + col * pc.csn);
+        y_st(pc.y_off + r * pc.ldy + col, act_(v));
+    }
+}
+#endif

@@ -2,7 +2,8 @@
 /* Elementwise unary ops of mnnpy's Vulkan backend: y[i] = F(x[i]) for i < n (float32).
  *
  * Variant macro (shaders/vulkan/manifest.json): OP_RELU | OP_SIGMOID | OP_TANH | OP_HARDSWISH
- *   | OP_HARDSIGMOID | OP_LEAKYRELU | OP_CLIP | OP_SQRT | OP_ABS | OP_NEG | OP_EXP | OP_SWISH.
+ *   | OP_HARDSIGMOID | OP_LEAKYRELU | OP_CLIP | OP_SQRT | OP_ABS | OP_NEG | OP_EXP | OP_SWISH
+ *   | OP_IDENTITY (a copy; with fp16 storage the backend's fp32 <-> fp16 cast at partition borders).
  * Specialization constants: 0 local size x; 1, 2 the op's scalars P0, P1 (HardSigmoid alpha,
  *   beta; LeakyRelu alpha; Clip min, max).
  * Push constants: n (elements), x_off, y_off (offsets in elements from each binding's start).
@@ -22,38 +23,21 @@ FLOAT_IN(0, x)
 FLOAT_OUT(1, y)
 layout(push_constant) uniform Push { uint n; uint x_off; uint y_off; } pc;
 
-float clip_(float v, float lo, float hi) {
-    float t = v < lo ? lo : v; /* NaN stays NaN */
-    return t > hi ? hi : t;
-}
-
-/* sigmoid(v) = 1 / (1 + exp(-v)), evaluated on the side where exp does not overflow */
-float sigmoid_(float v) {
-    float e = exp(-abs(v));
-    float s = 1.0 / (1.0 + e);
-    return v >= 0.0 ? s : e * s;
-}
-
-/* tanh(v) = sign(v) * (1 - 2 / (exp(2|v|) + 1)); exact 0 at 0, +-1 for large |v| */
-float tanh_(float v) {
-    float a = abs(v);
-    float t = a < 0.0625 ? a * (1.0 - a * a * (1.0 / 3.0 - a * a * (2.0 / 15.0))) : 1.0 - 2.0 / (exp(2.0 * a) + 1.0);
-    return isnan(v) ? v : (v < 0.0 ? -t : t);
-}
+#include "activation.glsl"
 
 float F(float v) {
 #if defined(OP_RELU)
-    return v < 0.0 ? 0.0 : v;
+    return relu_(v);
 #elif defined(OP_SIGMOID)
     return sigmoid_(v);
 #elif defined(OP_TANH)
     return tanh_(v);
 #elif defined(OP_HARDSWISH)
-    return v * clip_(v * (1.0 / 6.0) + 0.5, 0.0, 1.0);
+    return hard_swish_(v);
 #elif defined(OP_HARDSIGMOID)
-    return clip_(v * P0 + P1, 0.0, 1.0);
+    return hard_sigmoid_(v, P0, P1);
 #elif defined(OP_LEAKYRELU)
-    return v < 0.0 ? v * P0 : v;
+    return leaky_relu_(v, P0);
 #elif defined(OP_CLIP)
     return clip_(v, P0, P1);
 #elif defined(OP_SQRT)
@@ -64,6 +48,8 @@ float F(float v) {
     return -v;
 #elif defined(OP_EXP)
     return exp_accurate(v);
+#elif defined(OP_IDENTITY)
+    return v;
 #elif defined(OP_SWISH)
     return v * sigmoid_(v);
 #else
