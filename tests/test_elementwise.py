@@ -75,8 +75,16 @@ def test_clip(rng, opset):
 
 
 def test_clip_no_bounds(rng):
+    """Absent bounds are float32's lowest / highest: +-inf clamp to +-FLT_MAX (as in
+    onnxruntime), NaN stays NaN; one bound absent likewise."""
     x = rand(rng, 4, 9)
-    check(make_model([helper.make_node("Clip", ["x"], ["y"])], {"x": x}, ["y"]), {"x": x}, **EXACT)
+    x.flat[:3] = [np.inf, -np.inf, np.nan]
+    out = check(make_model([helper.make_node("Clip", ["x"], ["y"])], {"x": x}, ["y"]), {"x": x}, **EXACT)[0]
+    big = np.finfo(np.float32).max
+    assert out.flat[0] == big and out.flat[1] == -big and np.isnan(out.flat[2])
+    lo = {"lo": np.array(-1.0, np.float32)}
+    out = check(make_model([helper.make_node("Clip", ["x", "lo"], ["y"])], {"x": x}, ["y"], lo), {"x": x}, **EXACT)[0]
+    assert out.flat[0] == big and out.flat[1] == -1.0
 
 
 @pytest.mark.parametrize("op", ["Add", "Mul", "Div"])

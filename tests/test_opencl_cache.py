@@ -62,7 +62,7 @@ def test_memory_then_disk_hit(rt, folder):
     c = ProgramCache(rt)
     p1 = c.get("t.cl", SOURCE, ["-D B=1.0f"])
     assert c.get("t.cl", SOURCE, ["-D B=1.0f"]) is p1
-    assert c.stats == dict(memory_hits=1, disk_hits=0, built=1, rejected=0, written=1)
+    assert c.stats == dict(memory_hits=1, disk_hits=0, built=1, rejected=0, written=1, evicted=0)
     assert _entry(c).is_file() and len(os.listdir(folder)) == 1
     c2 = ProgramCache(rt)
     _run(rt, c2.get("t.cl", SOURCE, ["-D B=1.0f"]))
@@ -165,7 +165,31 @@ def test_devices_reports_the_cache(folder, capsys, monkeypatch):
     from mnnpy.cli import main
 
     assert main(["devices"]) == 0
-    assert f"cache: {folder} (" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"cache: {folder} (" in out and "tuning.json absent" in out
+    (folder / "tuning.json").mkdir(parents=True)  # a folder where the tuning file belongs
+    assert main(["devices"]) == 0
+    assert "tuning.json unusable (not a file)" in capsys.readouterr().out
     monkeypatch.setenv(pc.CACHE_ENV, "off")
     assert main(["devices"]) == 0
     assert "cache: off" in capsys.readouterr().out
+
+
+def test_least_recently_used_entries_evicted(rt, folder, monkeypatch):
+    """Beyond ``MAX_ENTRIES`` files, writing a new entry deletes the least recently used; a
+    disk hit counts as a use."""
+    import os
+    import time
+
+    monkeypatch.setattr(pc, "MAX_ENTRIES", 2)
+    cache = pc.ProgramCache(rt, folder)
+    sources = [f"__kernel void k{i}(__global float *x) {{ x[0] = {i}; }}" for i in range(3)]
+    cache.get("a.cl", sources[0], [])
+    cache.get("b.cl", sources[1], [])
+    paths = [cache.path(cache.key(s, [])) for s in sources]
+    old = time.time() - 100
+    os.utime(paths[0], (old, old))
+    os.utime(paths[1], (old + 10, old + 10))
+    pc.ProgramCache(rt, folder).get("a.cl", sources[0], [])  # a disk hit: entry 0 is now the newest
+    cache.get("c.cl", sources[2], [])
+    assert [p.exists() for p in paths] == [True, False, True] and cache.stats["evicted"] == 1

@@ -25,13 +25,15 @@ def unary_check(op, inputs, backend: str) -> tuple[bool, str]:
 
 def unary_params(op_type: str, attrs, input_infos) -> tuple[float, float]:
     """The two scalars of a unary op: HardSigmoid ``(alpha, beta)``, LeakyRelu ``(alpha, 0)``,
-    Clip ``(min, max)`` from its constant inputs (absent = -inf / +inf), else ``(0, 0)``."""
+    Clip ``(min, max)`` from its constant inputs (absent = -FLT_MAX / +FLT_MAX, ONNX's
+    ``numeric_limits`` defaults: +-inf clamp to them), else ``(0, 0)``."""
     if op_type == "HardSigmoid":
         return float(attrs["alpha"]), float(attrs["beta"])
     if op_type == "LeakyRelu":
         return float(attrs["alpha"]), 0.0
     if op_type == "Clip":
-        bounds = [-np.inf, np.inf]
+        big = float(np.finfo(np.float32).max)
+        bounds = [-big, big]
         for k in (1, 2):
             info = input_infos[k] if len(input_infos) > k else None
             if info is not None:

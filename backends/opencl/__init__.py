@@ -212,7 +212,8 @@ class OpenCLRuntime(Runtime):
         if d.exists() and not d.is_dir():
             return f"cache: unusable, {d} is not a folder (${CACHE_ENV}); programs are built in memory"
         binaries = sum(1 for f in d.glob("*.clbin") if f.is_file()) if d.is_dir() else 0
-        tuned = "present" if (d / FILE).is_file() else "absent"
+        f = d / FILE
+        tuned = "present" if f.is_file() else ("unusable (not a file)" if f.exists() else "absent")
         return f"cache: {d} ({binaries} program binaries; {FILE} {tuned}; ${CACHE_ENV} moves it, 0 turns it off)"
 
     def program(self, file: str, options: Sequence[str] = ()):

@@ -24,7 +24,7 @@ MAX_RANK = 8  # kernel's index decomposition; ONNX models here need at most 6
 )
 class Unary(Execution):
     """``Y = F(X)``, X and Y float32 of one shape. Scalars: HardSigmoid ``alpha, beta``;
-    LeakyRelu ``alpha``; Clip ``min, max`` (constant inputs, absent = unbounded)."""
+    LeakyRelu ``alpha``; Clip ``min, max`` (constant inputs, absent = -+FLT_MAX)."""
 
     @staticmethod
     def check(op, inputs, attrs) -> tuple[bool, str]:

@@ -12,7 +12,10 @@ the source, build options), named by the sha256 of the key text. A file is::
 very bytes before the payload goes to ``clCreateProgramWithBinary`` (time-of-check/time-of-use
 safe). Any mismatch, or a binary the driver will not build, deletes the file; the program
 is then built from source and written afresh (temporary file + ``os.replace``, atomic).
-The hash detects corruption and accidental edits; it is not a signature: whoever may
+A disk hit refreshes the file's modification time; after each write, files beyond
+``MAX_ENTRIES`` are deleted, least recently used first (the folder stays bounded as sources,
+options and drivers change). The hash detects corruption and accidental edits; it is not a
+signature: whoever may
 write the directory may also write a consistent file (the directory is the user's own).
 A directory that cannot be created or written disables the disk cache with one warning.
 Folder resolution, file format, bounded reads and atomic writes: ``mnnpy.cache_file``.
@@ -21,6 +24,7 @@ Folder resolution, file format, bounded reads and atomic writes: ``mnnpy.cache_f
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 import warnings
 from pathlib import Path
@@ -37,6 +41,7 @@ MAGIC = b"MNNPYCLB"
 FORMAT = 1
 SUFFIX = ".clbin"
 MAX_FILE = cache_file.MAX_FILE  # bytes (256 MiB): a larger file is not read (no unbounded allocation)
+MAX_ENTRIES = 1000  # program binaries kept in the folder: beyond it, the least recently used are deleted
 
 
 def cache_directory() -> Path | None:
@@ -76,14 +81,15 @@ class ProgramCache:
     and reloaded from a verified device binary on disk across processes.
 
     ``stats``: ``memory_hits``, ``disk_hits``, ``built`` (from source), ``rejected`` (disk entries
-    discarded), ``written``; ``last_rejection``: why the last entry was discarded (None if none);
-    ``directory``: the disk cache folder, None when off or unusable."""
+    discarded), ``written``, ``evicted`` (deleted beyond ``MAX_ENTRIES``); ``last_rejection``:
+    why the last entry was discarded (None if none); ``directory``: the disk cache folder,
+    None when off or unusable."""
 
     def __init__(self, runtime, directory: Path | None | bool = True):
         self.runtime = runtime
         self.directory = usable_directory(cache_directory() if directory is True else directory or None)
         self.identity = device_identity(runtime.device)
-        self.stats = dict(memory_hits=0, disk_hits=0, built=0, rejected=0, written=0)
+        self.stats = dict(memory_hits=0, disk_hits=0, built=0, rejected=0, written=0, evicted=0)
         self.last_rejection: str | None = None
         self._built: dict[tuple[str, tuple[str, ...]], object] = {}
         self._lock = threading.RLock()
@@ -132,6 +138,10 @@ class ProgramCache:
         except Exception as e:  # cl.Error: the driver refuses the binary
             return self._reject(path, f"binary does not build: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
         self.stats["disk_hits"] += 1
+        try:
+            os.utime(path)  # recently used: kept by eviction
+        except OSError:
+            pass
         return prg
 
     def _reject(self, path: Path, reason: str) -> None:
@@ -143,6 +153,23 @@ class ProgramCache:
             pass
         return None
 
+    def _evict(self) -> None:
+        """Delete the least recently used entries beyond ``MAX_ENTRIES`` (other processes may
+        delete or write files meanwhile: errors are ignored)."""
+        entries = []
+        for f in self.directory.glob("*" + SUFFIX):
+            try:
+                entries.append((f.stat().st_mtime, f))
+            except OSError:
+                pass
+        entries.sort()
+        for _, f in entries[: max(0, len(entries) - MAX_ENTRIES)]:
+            try:
+                f.unlink()
+                self.stats["evicted"] += 1
+            except OSError:
+                pass
+
     def _store(self, path: Path, key: str, prg, file: str) -> None:
         try:
             binaries = prg.get_info(self.runtime.cl.program_info.BINARIES)
@@ -150,6 +177,7 @@ class ProgramCache:
                 return
             atomic_write(path, pack(key, bytes(binaries[0])))
             self.stats["written"] += 1
+            self._evict()
         except Exception as e:  # OSError (read-only, full disk), or a driver without binaries
             if not self._warned:
                 self._warned = True

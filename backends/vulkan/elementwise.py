@@ -23,7 +23,7 @@ MAX_RANK = 8  # binary.comp's push-constant arrays
 class Unary(VulkanExecution):
     """``Y = F(X)``, X and Y float32 of one shape. Scalars (specialization constants 1, 2):
     HardSigmoid ``alpha, beta``; LeakyRelu ``alpha``; Clip ``min, max`` (constant inputs,
-    absent = -inf / +inf)."""
+    absent = -FLT_MAX / +FLT_MAX)."""
 
     @staticmethod
     def check(op, inputs, attrs) -> tuple[bool, str]:

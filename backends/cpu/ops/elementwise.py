@@ -162,12 +162,13 @@ def _pow(a, b, out):
 
 @cpu_execution("Clip")
 class Clip(Execution):
-    """``output = min(max(input, min), max)``; absent bounds are unbounded."""
+    """``output = min(max(input, min), max)``; an absent bound is the dtype's lowest / highest
+    value (ONNX Clip-11+: ``numeric_limits::lowest()`` / ``max()``, so +-inf become +-FLT_MAX
+    in float32, as onnxruntime does). NaN stays NaN."""
 
     def on_execute(self, inputs, outputs):
-        lo = inputs[1] if len(inputs) > 1 and inputs[1] is not None else None
-        hi = inputs[2] if len(inputs) > 2 and inputs[2] is not None else None
-        if lo is None and hi is None:
-            np.copyto(outputs[0], inputs[0])
-        else:
-            np.clip(inputs[0], lo, hi, out=outputs[0])
+        x = inputs[0]
+        info = np.finfo(x.dtype) if np.issubdtype(x.dtype, np.floating) else np.iinfo(x.dtype)
+        lo = inputs[1] if len(inputs) > 1 and inputs[1] is not None else info.min
+        hi = inputs[2] if len(inputs) > 2 and inputs[2] is not None else info.max
+        np.clip(x, lo, hi, out=outputs[0])
