@@ -88,6 +88,7 @@ def test_matmul_of_two_activations_and_gemm_with_weights(rng):
         ((1, 6, 10, 9), (6, 1, 3, 3), {"group": 6, "pads": [1, 1, 1, 1], "strides": [2, 2]}),  # depthwise
         ((1, 9, 7, 5), (11, 9, 1, 1), {}),  # 1x1: the GEMM shader
         ((1, 6, 8, 7), (10, 3, 3, 3), {"group": 2, "pads": [1, 0, 1, 0]}),  # grouped
+        ((1, 16, 9, 10), (32, 16, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 1]}),  # wider, strided
     ],
 )
 def test_conv_with_fused_relu(rng, xs, ws, attrs):
