@@ -100,6 +100,25 @@ def test_gemm_classifier(rng):
     compare(make_model([node], {"a": a}, ["y"], {"b": b, "c": c}), {"a": a}, ACCUMULATE)
 
 
+@pytest.mark.parametrize("tiles", [True, False], ids=["local-tiles", "direct"])
+@pytest.mark.parametrize("m,k,n,cshape", [(1, 1280, 1000, (1000,)), (3, 1001, 17, (3, 17)), (8, 64, 5, None), (2, 4000, 3, (1,))])
+@pytest.mark.parametrize("precision", ["normal", "low"])
+def test_gemv(rng, monkeypatch, tiles, m, k, n, cshape, precision):
+    """Few rows with B stored (N, K) on GPUs (local-memory devices): the gemv kernel, one work
+    group per output; on CPU devices (direct loads) the tiled kernel."""
+    from mnnpy.backends.opencl import gemm
+
+    monkeypatch.setattr(gemm, "LOCAL_TILES", tiles)
+    a, b = rand(rng, m, k), rand(rng, n, k, scale=1 / np.sqrt(k))
+    inits, names = {"b": b}, ["a", "b"]
+    if cshape is not None:
+        inits["c"], names = rand(rng, *cshape), names + ["c"]
+    node = helper.make_node("Gemm", names, ["y"], transB=1, alpha=0.75, beta=-1.5)
+    tol = HALF if precision == "low" else ACCUMULATE
+    s = compare(make_model([node], {"a": a}, ["y"], inits), {"a": a}, tol, precision=precision)
+    assert (":gemv:" in _options(s)) == tiles
+
+
 def test_fp16_storage(rng):
     a, b, c = rand(rng, 2, 3, 19, 40), rand(rng, 2, 3, 40, 23, scale=0.15), rand(rng, 23, 29, scale=0.2)
     nodes = [helper.make_node("MatMul", ["a", "b"], ["m"]), helper.make_node("MatMul", ["m", "c"], ["y"])]

@@ -1,6 +1,6 @@
 """OpenCL MatMul and Gemm (ONNX operators.md #MatMul, #Gemm) on one tiled GEMM kernel.
 
-Kernel: ``shaders/opencl/gemm.cl`` (``gemm``), variants by build options (``TRANS_A``,
+Kernels: ``shaders/opencl/gemm.cl`` (``gemm``; ``gemv`` for classifier heads), variants by build options (``TRANS_A``,
 ``TRANS_B``, ``HAS_C``, ``BATCH_TABLE``, tile sizes ``LX LY RM RN``, ``DIRECT`` on CPU
 devices, a fused ``ACT_*``).
 ``gemm_launch`` is shared with the 1x1 Conv (``conv.py``). Everything (tile choice, batch
@@ -101,6 +101,10 @@ def gemm_launch(
         act[1],
         act[2],
     )
+    if use_gemv(backend, m, n, k, batch, trans_a, trans_b, "-D BATCH_TABLE" in opts):
+        la = backend.launch(SOURCE, "gemv", opts, args, (n * GEMV_LOCAL, m, 1), (GEMV_LOCAL, 1, 1))
+        if la.local == (GEMV_LOCAL, 1, 1):  # the kernel requires exactly this work-group size
+            return la, table
     for lx, ly, rm, rn in [tile_config(m, n), *FALLBACK_TILES]:
         tiles = [f"-D LX={lx}", f"-D LY={ly}", f"-D RM={rm}", f"-D RN={rn}"]
         work = (math.ceil(n / (lx * rn)) * lx, math.ceil(m / (ly * rm)) * ly, batch)
@@ -108,6 +112,16 @@ def gemm_launch(
         if la.local == (lx, ly, 1):  # the kernel requires exactly this work-group size
             return la, table
     raise RuntimeError("no work-group size fits the OpenCL gemm kernel")  # (1, 1, 1) always fits
+
+
+GEMV_LOCAL = 64  # work items per output in gemm.cl's gemv (its GV)
+
+
+def use_gemv(backend, m: int, n: int, k: int, batch: int, trans_a: bool, trans_b: bool, batched: bool) -> bool:
+    """Whether a GEMM runs on the ``gemv`` kernel: few rows (classifier heads), B stored
+    (N, K) (Gemm with transB=1), one batch, K long enough to share among a work group, on a
+    device with local-memory tiles (not PoCL: barriers are costly there)."""
+    return m <= 8 and trans_b and not trans_a and batch == 1 and not batched and k >= GEMV_LOCAL and use_local_tiles(backend)
 
 
 def _float_only(op, inputs) -> tuple[bool, str]:

@@ -145,3 +145,33 @@ __kernel __attribute__((reqd_work_group_size(LX, LY, 1))) void gemm(
         }
     }
 }
+
+/* GEMV (few rows, -D TRANS_B, one batch: classifier heads): one work group of GV items per
+ * output (i, j) = (group 1, group 0); each item sums every GV-th k of A(i, :) . B(:, j), both
+ * contiguous rows, then a local-memory tree reduction. The tiled kernel would run
+ * ceil(N / TN) work groups, each over all of K: a 1000-class head leaves most of a GPU idle. */
+#ifndef GV
+#define GV 64
+#endif
+__kernel __attribute__((reqd_work_group_size(GV, 1, 1))) void gemv(
+    __global const a_t *A, int a_off, __global const b_t *B, int b_off, __global const c_t *C, int c_off,
+    __global store_t *Y, int y_off, int M, int N, int K, int lda, int ldb, int ldy, int sa, int sb, int sy, int csm, int csn,
+    float alpha, float beta, __global const int *table, float a0, float a1) {
+    __local float part[GV];
+    const int lid = get_local_id(0), c = get_group_id(0), r = get_group_id(1);
+    float acc = 0.0f;
+    for (int k = lid; k < K; k += GV) acc = mad(LOAD_A(A, a_off + r * lda + k), LOAD_B(B, b_off + c * ldb + k), acc);
+    part[lid] = acc;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int h = GV / 2; h > 0; h >>= 1) {
+        if (lid < h) part[lid] += part[lid + h];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0) {
+        float v = alpha * part[0];
+#ifdef HAS_C
+        v += beta * LOAD_C(C, c_off + r * csm + c * csn);
+#endif
+        STORE(ACT(v), Y, y_off + r * ldy + c);
+    }
+}
