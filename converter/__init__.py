@@ -44,13 +44,17 @@ def serialize(net: Net) -> bytes:
     """``net`` -> ``.mnnpy`` bytes, checked by loading them back with ``model_file.load``.
 
     Raises ``ModelFormatError`` (naming what the loader rejects) instead of returning
-    bytes the loader would refuse: such a failure is a converter bug.
+    bytes the loader would refuse: an invalid ONNX graph (a tensor nothing defines, a cycle,
+    two producers of one tensor) or a converter bug.
     """
     data = model_file.serialize(net)
     try:
         model_file.load(data)
     except ModelFormatError as e:
-        raise ModelFormatError(f"the converted model does not load back (a converter bug): {e}") from e
+        raise ModelFormatError(
+            f"the converted model does not load back: {e} (the ONNX graph itself may be invalid: "
+            "onnx.checker.check_model tells; otherwise this is a converter bug)"
+        ) from e
     return data
 
 

@@ -104,6 +104,12 @@ class Backend:
         """Whether this backend runs ``op`` with these inputs and resolved attributes; else why not."""
         raise NotImplementedError
 
+    def supports_outputs(self, op: Op, outputs: Sequence[TensorInfo]) -> tuple[bool, str]:
+        """Asked by the Schedule after ``supports`` said yes: whether this backend can hold
+        ``op``'s outputs (their inferred shapes: a device's buffer-size limit); else why not.
+        Default: yes."""
+        return True, ""
+
     def can_alias(self, op: Op) -> bool:
         """Whether output 0 of a reshape-like op may share its input's buffer on this backend."""
         return False

@@ -123,6 +123,8 @@ def build_schedule(
         for k, backend in enumerate(backends):
             ok, why = backend.supports(op, ins, attrs[i])
             if ok:
+                ok, why = backend.supports_outputs(op, [infos[t] for t in op.outputs if t >= 0 and t in infos])
+            if ok:
                 b_index = k
                 break
             reasons.append(f"{backend.name}: {why}")

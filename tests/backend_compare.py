@@ -94,3 +94,70 @@ def gpu_cases(table: dict, ids=None):
             name = i if ids is None else ids[b][i] if isinstance(ids, dict) else ids(case)
             params.append(pytest.param(b, *values, id=f"{b}-{name}", marks=mark))
     return params
+
+
+def he_weights(rng, *shape):
+    """He-like scale (1/sqrt(fan-in)) so that outputs stay O(1), as in trained nets."""
+    from tests.oracle import rand
+
+    return rand(rng, *shape, scale=1 / np.sqrt(np.prod(shape[1:])))
+
+
+def conv_model(rng, xs, ws, attrs, bias=True, after=()):
+    """A model ``x -> Conv(w, b) -> after...`` (``after``: (op, attrs, extra constant inputs))."""
+    from tests.oracle import make_model, rand
+
+    x, inits = rand(rng, *xs), {"w": he_weights(rng, *ws)}
+    names = ["x", "w"]
+    if bias:
+        inits["b"] = rand(rng, ws[0], scale=0.5)
+        names.append("b")
+    nodes, prev = [helper.make_node("Conv", names, ["c0"], **attrs)], "c0"
+    for i, (op, a, extra) in enumerate(after):
+        ins = [prev]
+        for j, v in enumerate(extra):
+            inits[f"k{i}_{j}"] = np.asarray(v, np.float32)
+            ins.append(f"k{i}_{j}")
+        nodes.append(helper.make_node(op, ins, [f"c{i + 1}"], **a))
+        prev = f"c{i + 1}"
+    return make_model(nodes, {"x": x}, [prev], inits), {"x": x}
+
+
+def resize_model(x, scales=None, sizes=None, **attrs):
+    """A model ``x -> Resize(scales or sizes) -> y`` with ``attrs``."""
+    from tests.oracle import make_model
+
+    inits = {}
+    names = ["x", ""]
+    if scales is not None:
+        inits["sc"] = np.array(scales, np.float32)
+        names.append("sc")
+    else:
+        inits["sz"] = np.array(sizes, np.int64)
+        names += ["", "sz"]
+    return make_model([helper.make_node("Resize", names, ["y"], **attrs)], {"x": x}, ["y"], inits)
+
+
+def deconv_model(rng, xs, ws, attrs, bias):
+    """``(model, x)``: ``x -> ConvTranspose(w[, b]) -> y`` with ``attrs``."""
+    from tests.oracle import make_model, rand
+
+    x, w = rand(rng, *xs), rand(rng, *ws)
+    m = ws[1] * attrs.get("group", 1)
+    inits, names = {"w": w}, ["x", "w"]
+    if bias:
+        inits["b"] = rand(rng, m)
+        names.append("b")
+    return make_model([helper.make_node("ConvTranspose", names, ["y"], **attrs)], {"x": x}, ["y"], inits), x
+
+
+def only_execution(session):
+    """The single Execution of a one-op session."""
+    (exe,) = session._plan.executions.values()
+    return exe
+
+
+def passes(session, backend: str) -> int:
+    """Passes of a one-op session's Execution: OpenCL launches, Vulkan ``passes``."""
+    exe = only_execution(session)
+    return len(exe.launches) if backend == "opencl" else exe.passes

@@ -321,3 +321,17 @@ def test_devices_lists_every_backend_with_its_availability(capsys):
     assert out.startswith("cpu: available\n")
     ok, reason = backend_availability("opencl")
     assert ("opencl: available" if ok else f"opencl: unavailable: {reason}") in out
+
+
+def test_invalid_onnx_graph_is_not_blamed_on_the_converter(tmp_path):
+    """A graph reading a tensor nothing defines: ModelFormatError naming the tensor and
+    pointing at the ONNX file, not only at the converter."""
+    g = helper.make_graph(
+        [helper.make_node("Relu", ["q"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+    )
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(mnnpy.ModelFormatError, match=r"'q'.*the ONNX graph itself may be invalid"):
+        convert(model)

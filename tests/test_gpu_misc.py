@@ -10,6 +10,7 @@ import pytest
 from onnx import helper
 
 from tests.backend_compare import ACCUMULATE, ELEMENTWISE, GPU_API, compare, gpu_backends, gpu_cases
+from tests.backend_compare import deconv_model as _deconv_model
 from tests.oracle import make_model, rand
 
 # (x shape, W shape (C, M/G, KH, KW), attrs, with bias)
@@ -30,16 +31,6 @@ DECONVS = [
     ((3, 9, 2, 1), (9, 6, 1, 1), {"group": 3, "strides": [4, 5]}, False),  # 1x1, outputs reading no input
     ((1, 2, 3, 3), (2, 2, 3, 3), {"strides": [2, 2], "output_shape": [9, 8]}, True),  # negative pads
 ]
-
-
-def _deconv_model(rng, xs, ws, attrs, bias):
-    x, w = rand(rng, *xs), rand(rng, *ws)
-    m = ws[1] * attrs.get("group", 1)
-    inits, names = {"w": w}, ["x", "w"]
-    if bias:
-        inits["b"] = rand(rng, m)
-        names.append("b")
-    return make_model([helper.make_node("ConvTranspose", names, ["y"], **attrs)], {"x": x}, ["y"], inits), x
 
 
 @pytest.mark.parametrize("xs,ws,attrs,bias", DECONVS, ids=[str(i) for i in range(len(DECONVS))])

@@ -11,6 +11,8 @@ import pytest
 from onnx import helper
 
 from tests.backend_compare import ACCUMULATE, GPU_API, compare, gpu_backends, gpu_cases
+from tests.backend_compare import only_execution as _only_execution
+from tests.backend_compare import passes as _passes
 from tests.oracle import make_model, rand
 
 
@@ -20,17 +22,6 @@ def _pool(rng, backend, op, shape, attrs, opset=17, special=False, **kw):
         x.flat[[0, 5, 40, 77]] = [np.nan, np.inf, -np.inf, np.nan]
     model = make_model([helper.make_node(op, ["x"], ["y"], **attrs)], {"x": x}, ["y"], opset=opset)
     return compare(model, {"x": x}, kw.pop("tol", ACCUMULATE), backend=backend, **kw)
-
-
-def _only_execution(session):
-    (exe,) = session._plan.executions.values()
-    return exe
-
-
-def _passes(session, backend):
-    """Passes of the single pooling: OpenCL launches, Vulkan ``passes``."""
-    exe = _only_execution(session)
-    return len(exe.launches) if backend == "opencl" else exe.passes
 
 
 WINDOWS = [

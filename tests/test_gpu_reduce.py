@@ -13,6 +13,8 @@ from onnx import helper
 
 from mnnpy.ops.reductions import REDUCTIONS
 from tests.backend_compare import ACCUMULATE, GPU_API, compare, gpu_backends, gpu_cases
+from tests.backend_compare import only_execution as _only_execution
+from tests.backend_compare import passes as _passes
 from tests.oracle import make_model, rand
 
 OPS = ["ReduceMean", *REDUCTIONS]
@@ -22,17 +24,6 @@ SHAPE = (3, 5, 7, 13)
 def _module(backend):
     """The backend's ``reduce`` module (``collapse_axes``, ``group_shape``, ``split_count``, limits)."""
     return importlib.import_module(f"mnnpy.backends.{backend}.reduce")
-
-
-def _only_execution(session):
-    (exe,) = session._plan.executions.values()
-    return exe
-
-
-def _passes(session, backend):
-    """Passes of the single reduction: OpenCL launches, Vulkan ``passes``."""
-    exe = _only_execution(session)
-    return len(exe.launches) if backend == "opencl" else exe.passes
 
 
 def _data(rng, op, shape, scale=1.0):

@@ -10,22 +10,11 @@ import pytest
 from onnx import helper
 
 from tests.backend_compare import ACCUMULATE, compare, gpu_backends
+from tests.backend_compare import resize_model as _model
 from tests.oracle import make_model, rand
 
 EXACT = (0.0, 0.0)
 CTMS = ["half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel", "half_pixel_symmetric"]
-
-
-def _model(x, scales=None, sizes=None, **attrs):
-    inits = {}
-    names = ["x", ""]
-    if scales is not None:
-        inits["sc"] = np.array(scales, np.float32)
-        names.append("sc")
-    else:
-        inits["sz"] = np.array(sizes, np.int64)
-        names += ["", "sz"]
-    return make_model([helper.make_node("Resize", names, ["y"], **attrs)], {"x": x}, ["y"], inits)
 
 
 @pytest.mark.parametrize("ctm", CTMS)

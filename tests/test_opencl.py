@@ -233,3 +233,27 @@ def test_plan_larger_than_one_device_allocation(rng, monkeypatch):
     x = rand(rng, 20, 30)
     with pytest.raises(ShapeError, match=r"needs one buffer of \d+ bytes .* than the 1000 bytes .* in one allocation"):
         sessions(make_model([helper.make_node("Relu", ["x"], ["y"])], {"x": x}, ["y"]))
+
+
+def test_outputs_beyond_32_bit_indices_fall_back(rng, monkeypatch):
+    """An op whose output has more elements than the kernels' indices reach runs on the CPU
+    with the reason, though its inputs are small (the limit lowered here to test it)."""
+    import mnnpy.backends.opencl as ocl
+
+    monkeypatch.setattr(ocl, "MAX_ELEMENTS", 1000)
+    a, b = rand(rng, 100, 1), rand(rng, 1, 100)
+    m = make_model([helper.make_node("Add", ["a", "b"], ["y"])], {"a": a, "b": b}, ["y"])
+    s = compare(m, {"a": a, "b": b}, ELEMENTWISE, on_device=False)
+    assert "an output has more than 1000 elements" in s.partitions()
+
+
+def test_fp16_upload_beyond_half_range_is_inf_without_warning(rng):
+    import warnings
+
+    x = np.array([1e5, -7e4, 6e4, 1.0], np.float32)
+    model = make_model([helper.make_node("Relu", ["x"], ["y"])], {"x": x}, ["y"])
+    s = mnnpy.Interpreter(convert(model)).create_session(backend="opencl", precision="low")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        y = s.run({"x": x})["y"]
+    np.testing.assert_array_equal(y, [np.inf, 0.0, float(np.float16(6e4)), 1.0])

@@ -13,56 +13,17 @@ from onnx import helper
 
 from mnnpy.backend import backend_availability
 from tests.backend_compare import ACCUMULATE, HALF, compare
+from tests.backend_compare import conv_model as _conv
+from tests.backend_compare import he_weights as _weights
 from tests.oracle import make_model, rand
+from tests.test_gpu_conv import CASES as GPU_CASES
 
 _OK, _WHY = backend_availability("opencl")
 if not _OK:
     pytest.skip(f"OpenCL unavailable: {_WHY}", allow_module_level=True)
 
 
-def _weights(rng, *shape):
-    """He-like scale (1/sqrt(fan-in)) so that outputs stay O(1), as in trained nets."""
-    return rand(rng, *shape, scale=1 / np.sqrt(np.prod(shape[1:])))
-
-
-def _conv(rng, xs, ws, attrs, bias=True, after=()):
-    """A model ``x -> Conv(w, b) -> after...`` (``after``: (op, attrs, extra constant inputs))."""
-    x, inits = rand(rng, *xs), {"w": _weights(rng, *ws)}
-    names = ["x", "w"]
-    if bias:
-        inits["b"] = rand(rng, ws[0], scale=0.5)
-        names.append("b")
-    nodes, prev = [helper.make_node("Conv", names, ["c0"], **attrs)], "c0"
-    for i, (op, a, extra) in enumerate(after):
-        ins = [prev]
-        for j, v in enumerate(extra):
-            inits[f"k{i}_{j}"] = np.asarray(v, np.float32)
-            ins.append(f"k{i}_{j}")
-        nodes.append(helper.make_node(op, ins, [f"c{i + 1}"], **a))
-        prev = f"c{i + 1}"
-    return make_model(nodes, {"x": x}, [prev], inits), {"x": x}
-
-
-# (x shape, w shape, attrs, kernel the Execution picks)
-CASES = [
-    ((2, 5, 13, 11), (7, 5, 3, 3), {"pads": [1, 1, 1, 1]}, "conv2d"),
-    ((1, 3, 31, 29), (13, 3, 7, 7), {"pads": [3, 3, 3, 3], "strides": [2, 2]}, "conv2d"),  # ResNet stem
-    ((1, 8, 12, 13), (17, 8, 1, 1), {"strides": [2, 2]}, "conv2d"),  # ResNet downsample
-    ((2, 6, 9, 10), (9, 2, 3, 3), {"group": 3, "pads": [1, 0, 2, 1], "dilations": [2, 1]}, "conv2d"),
-    ((1, 6, 12, 12), (10, 3, 1, 1), {"group": 2}, "conv2d"),  # grouped 1x1: not the GEMM
-    ((1, 5, 7, 9), (6, 5, 2, 3), {"auto_pad": "SAME_UPPER", "strides": [2, 1]}, "conv2d"),
-    ((1, 5, 7, 9), (6, 5, 3, 2), {"auto_pad": "SAME_LOWER", "strides": [1, 2]}, "conv2d"),
-    ((1, 5, 9, 9), (3, 5, 3, 3), {"auto_pad": "VALID", "dilations": [2, 2]}, "conv2d"),
-    ((1, 4, 5, 23), (4, 4, 1, 5), {"pads": [0, 2, 0, 2]}, "conv2d"),  # 1x5 kernel
-    ((1, 7, 9, 11), (14, 1, 3, 3), {"group": 7, "pads": [1, 1, 1, 1]}, "conv2d"),  # channel multiplier 2
-    ((2, 7, 13, 11), (9, 7, 1, 1), {}, "gemm"),
-    ((1, 33, 10, 10), (70, 33, 1, 1), {}, "gemm"),  # more than one 64x64 tile
-    ((1, 16, 3, 3), (3, 16, 1, 1), {}, "gemm"),  # M <= 4: the thin tile
-    ((1, 8, 13, 11), (8, 1, 3, 3), {"group": 8, "pads": [1, 1, 1, 1]}, "depthwise"),
-    ((2, 9, 14, 15), (9, 1, 5, 5), {"group": 9, "strides": [2, 2], "auto_pad": "SAME_UPPER"}, "depthwise"),
-    ((1, 5, 16, 17), (5, 1, 3, 3), {"group": 5, "dilations": [2, 3], "pads": [2, 3, 2, 3]}, "depthwise"),
-    ((1, 3, 8, 40), (3, 1, 3, 3), {"group": 3, "dilations": [1, 15], "pads": [1, 15, 1, 15]}, "conv2d"),  # row too long
-]
+CASES = GPU_CASES["opencl"]  # (x shape, w shape, attrs, kernel the Execution picks)
 
 
 ACTS = [

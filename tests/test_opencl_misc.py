@@ -10,21 +10,12 @@ from onnx import helper
 
 from mnnpy.backend import backend_availability
 from tests.backend_compare import ACCUMULATE, HALF, compare
+from tests.backend_compare import deconv_model as _deconv_model
 from tests.oracle import make_model, rand
 
 _OK, _WHY = backend_availability("opencl")
 if not _OK:
     pytest.skip(f"OpenCL unavailable: {_WHY}", allow_module_level=True)
-
-
-def _deconv_model(rng, xs, ws, attrs, bias):
-    x, w = rand(rng, *xs), rand(rng, *ws)
-    m = ws[1] * attrs.get("group", 1)
-    inits, names = {"w": w}, ["x", "w"]
-    if bias:
-        inits["b"] = rand(rng, m)
-        names.append("b")
-    return make_model([helper.make_node("ConvTranspose", names, ["y"], **attrs)], {"x": x}, ["y"], inits), x
 
 
 def test_conv_transpose_fp16(rng):

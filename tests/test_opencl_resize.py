@@ -4,29 +4,16 @@ device is usable."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
-from onnx import helper
 
 from mnnpy.backend import backend_availability
 from tests.backend_compare import HALF, compare
-from tests.oracle import make_model, rand
+from tests.backend_compare import resize_model as _model
+from tests.oracle import rand
 
 _OK, _WHY = backend_availability("opencl")
 if not _OK:
     pytest.skip(f"OpenCL unavailable: {_WHY}", allow_module_level=True)
-
-
-def _model(x, scales=None, sizes=None, **attrs):
-    inits = {}
-    names = ["x", ""]
-    if scales is not None:
-        inits["sc"] = np.array(scales, np.float32)
-        names.append("sc")
-    else:
-        inits["sz"] = np.array(sizes, np.int64)
-        names += ["", "sz"]
-    return make_model([helper.make_node("Resize", names, ["y"], **attrs)], {"x": x}, ["y"], inits)
 
 
 def test_nearest_fp16(rng):

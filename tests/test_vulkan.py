@@ -423,3 +423,15 @@ def test_profile_times_each_dispatch_by_op_type(rng, monkeypatch):
     np.testing.assert_allclose(y, 1 / (1 + np.exp(-np.maximum(x, 0))), rtol=1e-6)
     prof = s.backends[0].profile
     assert set(prof) == {"Relu", "Sigmoid"} and all(v >= 0 for v in prof.values()) and sum(prof.values()) > 0, prof
+
+
+def test_outputs_beyond_the_storage_buffer_range_fall_back(rng, monkeypatch):
+    """An op whose output would not fit one descriptor (``maxStorageBufferRange``) runs on the
+    CPU with the reason, though its inputs fit."""
+    from mnnpy.backend import get_runtime
+
+    monkeypatch.setitem(get_runtime("vulkan").limits, "maxStorageBufferRange", 16384)
+    a, b = rand(rng, 100, 1), rand(rng, 1, 100)  # 400-byte inputs, a 40000-byte output
+    m = make_model([helper.make_node("Add", ["a", "b"], ["y"])], {"a": a, "b": b}, ["y"])
+    s = _compare(m, {"a": a, "b": b}, on_device=False)
+    assert "an output is larger than the device's storage-buffer range" in s.partitions()

@@ -13,6 +13,8 @@ from onnx import helper
 from mnnpy.backend import backend_availability
 from mnnpy.backends.vulkan.execution import VulkanExecution
 from tests.backend_compare import ACCUMULATE, compare
+from tests.backend_compare import conv_model as _conv
+from tests.backend_compare import he_weights as _weights
 from tests.oracle import make_model, rand
 
 _OK, _WHY = backend_availability("vulkan")
@@ -31,29 +33,6 @@ def shaders(monkeypatch):
 
     monkeypatch.setattr(VulkanExecution, "dispatch", spy)
     return names
-
-
-def _weights(rng, *shape):
-    """He-like scale (1/sqrt(fan-in)) so that outputs stay O(1), as in trained nets."""
-    return rand(rng, *shape, scale=1 / np.sqrt(np.prod(shape[1:])))
-
-
-def _conv(rng, xs, ws, attrs, bias=True, after=()):
-    """A model ``x -> Conv(w, b) -> after...`` (``after``: (op, attrs, extra constant inputs))."""
-    x, inits = rand(rng, *xs), {"w": _weights(rng, *ws)}
-    names = ["x", "w"]
-    if bias:
-        inits["b"] = rand(rng, ws[0], scale=0.5)
-        names.append("b")
-    nodes, prev = [helper.make_node("Conv", names, ["c0"], **attrs)], "c0"
-    for i, (op, a, extra) in enumerate(after):
-        ins = [prev]
-        for j, v in enumerate(extra):
-            inits[f"k{i}_{j}"] = np.asarray(v, np.float32)
-            ins.append(f"k{i}_{j}")
-        nodes.append(helper.make_node(op, ins, [f"c{i + 1}"], **a))
-        prev = f"c{i + 1}"
-    return make_model(nodes, {"x": x}, [prev], inits), {"x": x}
 
 
 def _compare(model, feeds, on_device=True):

@@ -11,6 +11,7 @@ from onnx import helper
 
 from mnnpy.backend import backend_availability
 from tests.backend_compare import ACCUMULATE, compare
+from tests.backend_compare import resize_model as _resize_model
 from tests.oracle import make_model, rand
 
 _OK, _WHY = backend_availability("vulkan")
@@ -21,18 +22,6 @@ EXACT = (0.0, 0.0)
 
 def _compare(model, feeds, tol, on_device=True):
     return compare(model, feeds, tol, on_device, backend="vulkan")
-
-
-def _resize_model(x, scales=None, sizes=None, **attrs):
-    inits = {}
-    names = ["x", ""]
-    if scales is not None:
-        inits["sc"] = np.array(scales, np.float32)
-        names.append("sc")
-    else:
-        inits["sz"] = np.array(sizes, np.int64)
-        names += ["", "sz"]
-    return make_model([helper.make_node("Resize", names, ["y"], **attrs)], {"x": x}, ["y"], inits)
 
 
 def test_resize_rank1(rng):

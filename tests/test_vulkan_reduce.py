@@ -16,6 +16,7 @@ from mnnpy.backend import backend_availability
 from mnnpy.ops.reductions import REDUCTIONS
 from tests.backend_compare import ACCUMULATE, ELEMENTWISE, compare
 from tests.oracle import make_model, rand
+from tests.test_gpu_reduce import _layernorm as gpu_layernorm
 
 _OK, _WHY = backend_availability("vulkan")
 if not _OK:
@@ -99,17 +100,8 @@ def _softmax(rng, op, x, axis, opset=17, **kw):
     return _compare(model, {"x": x}, kw.pop("tol", ACCUMULATE), **kw)
 
 
-def _layernorm(rng, x, axis, scale_shape=None, bias=True, dynamic=(), outputs=("y",), **kw):
-    """``dynamic``: names of Scale/B fed as graph inputs instead of constants."""
-    shape = x.shape[axis:] if scale_shape is None else scale_shape
-    params = {"s": rand(rng, *shape)}
-    if bias:
-        params["b"] = rand(rng, *shape)
-    node = helper.make_node("LayerNormalization", ["x", *params], list(outputs), axis=axis, epsilon=1e-3)
-    feeds = {"x": x, **{k: v for k, v in params.items() if k in dynamic}}
-    inits = {k: v for k, v in params.items() if k not in dynamic}
-    model = make_model([node], feeds, list(outputs), inits)
-    return _compare(model, feeds, kw.pop("tol", ACCUMULATE), **kw)
+def _layernorm(rng, x, axis, **kw):
+    return gpu_layernorm(rng, "vulkan", x, axis, **kw)
 
 
 @pytest.mark.parametrize("op", ["Softmax", "LayerNormalization"])

@@ -331,9 +331,15 @@ class OpenCLBackend(Backend):
         if bad:
             return False, f"dtype {', '.join(bad)} (OpenCL runs float32 only)"
         if any(int(np.prod(t.shape, dtype=np.int64)) > MAX_ELEMENTS for t in inputs):
-            return False, f"size limit: a tensor has more than {MAX_ELEMENTS} elements"
+            return False, f"size limit: an input has more than {MAX_ELEMENTS} elements"
         check = getattr(cls, "check", None)
         return check(op, inputs, attrs) if check else (True, "")
+
+    def supports_outputs(self, op: Op, outputs: Sequence[TensorInfo]) -> tuple[bool, str]:
+        """Outputs within 32-bit element indices, as inputs."""
+        if any(int(np.prod(t.shape, dtype=np.int64)) > MAX_ELEMENTS for t in outputs):
+            return False, f"size limit: an output has more than {MAX_ELEMENTS} elements"
+        return True, ""
 
     def create_execution(self, op, attrs, inputs, outputs) -> Execution | None:
         from mnnpy.backends.opencl.registry import executions
@@ -360,7 +366,8 @@ class OpenCLBackend(Backend):
     def upload(self, src: np.ndarray, dst: CLTensor) -> None:
         if FORK.forked():  # a session inherited through fork(): the driver would hang
             raise BackendUnavailableError(FORK.reason)
-        host = np.ascontiguousarray(src, dtype=dst.dtype)
+        with np.errstate(over="ignore"):  # beyond fp16's range: inf, as a device conversion gives
+            host = np.ascontiguousarray(src, dtype=dst.dtype)
         if host.nbytes:
             self.cl.enqueue_copy(self.queue, dst.buffer, host, dst_offset=dst.offset, is_blocking=True)
 

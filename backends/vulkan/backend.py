@@ -90,11 +90,25 @@ class VulkanBackend(Backend):
         bad = sorted({str(t.dtype) for t in inputs if t.dtype != np.float32 and t.value is None})
         if bad:
             return False, f"dtype {', '.join(bad)} (Vulkan runs float32 only)"
-        limit = self.runtime.limits["maxStorageBufferRange"] - self.align
-        if any(t.nbytes > limit or int(np.prod(t.shape, dtype=np.int64)) > MAX_ELEMENTS for t in inputs):
-            return False, f"size limit: a tensor is larger than the device's storage-buffer range ({limit} bytes)"
+        if not self._fits(inputs):
+            return False, f"size limit: an input is larger than the device's storage-buffer range ({self._limit} bytes)"
         check = getattr(cls, "check", None)
         return check(op, inputs, attrs) if check else (True, "")
+
+    def supports_outputs(self, op: Op, outputs: Sequence[TensorInfo]) -> tuple[bool, str]:
+        """Outputs within the storage-buffer range, as inputs (a descriptor cannot cover more)."""
+        if not self._fits(outputs):
+            return False, f"size limit: an output is larger than the device's storage-buffer range ({self._limit} bytes)"
+        return True, ""
+
+    @property
+    def _limit(self) -> int:
+        return self.runtime.limits["maxStorageBufferRange"] - self.align
+
+    def _fits(self, tensors: Sequence[TensorInfo]) -> bool:
+        """Every tensor (float32-sized: fp16 storage stages borders as float32) within one
+        descriptor's range and 32-bit element indices."""
+        return not any(t.nbytes > self._limit or int(np.prod(t.shape, dtype=np.int64)) > MAX_ELEMENTS for t in tensors)
 
     def create_execution(self, op, attrs, inputs, outputs) -> Execution | None:
         from mnnpy.backends.vulkan.registry import executions

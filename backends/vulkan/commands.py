@@ -67,9 +67,11 @@ class PartitionRecord:
 def binding_range(t: VkTensor, align: int) -> tuple[int, int, int]:
     """``(descriptor offset, descriptor range, element offset)`` for tensor ``t``: the
     descriptor starts at ``t.offset`` rounded down to ``align`` (the device's
-    ``minStorageBufferOffsetAlignment``); the shader adds the element offset."""
+    ``minStorageBufferOffsetAlignment``) and ends with the tensor (1 byte for an empty one:
+    a range cannot be 0), so that it claims no bytes after the tensor, where the barriers,
+    which cover tensors' bytes, would not reach; the shader adds the element offset."""
     base = t.offset - t.offset % align
-    return base, t.offset - base + max(t.nbytes, 4), (t.offset - base) // t.dtype.itemsize
+    return base, t.offset - base + max(t.nbytes, 1), (t.offset - base) // t.dtype.itemsize
 
 
 def _overlaps(a: tuple[int, int], ranges: list[tuple[int, int]]) -> bool:
