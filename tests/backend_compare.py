@@ -161,3 +161,15 @@ def passes(session, backend: str) -> int:
     """Passes of a one-op session's Execution: OpenCL launches, Vulkan ``passes``."""
     exe = only_execution(session)
     return len(exe.launches) if backend == "opencl" else exe.passes
+
+
+def subprocess_env(**extra: str) -> dict[str, str]:
+    """The environment for a child Python that imports this checkout (and ``tests``): the
+    repository root ahead of any ``PYTHONPATH`` already set (kept: a machine may install
+    packages through it), plus ``extra``."""
+    import os
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[1])
+    path = os.environ.get("PYTHONPATH", "")
+    return dict(os.environ, PYTHONPATH=root + (os.pathsep + path if path else ""), **extra)

@@ -15,9 +15,8 @@ import mnnpy
 from mnnpy import model_file
 from mnnpy.cli import COMMANDS, command, main
 from mnnpy.converter import convert
+from tests.backend_compare import subprocess_env
 from tests.oracle import make_model
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @pytest.fixture
@@ -128,7 +127,7 @@ def test_subcommand_table_is_extensible(capsys):
 
 
 def test_python_dash_m(model_path):
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = subprocess_env()
     r = subprocess.run(
         [sys.executable, "-m", "mnnpy", "info", str(model_path)],
         capture_output=True,
@@ -215,7 +214,7 @@ def test_run_scalar_shape_and_pickle_free_load(model_path, bad_inputs, capsys):
 
 def _run_with_stdout_closed(argv: list[str]) -> subprocess.CompletedProcess:
     """``python -m mnnpy ARGV`` whose stdout is a pipe with no reader (as in ``| head -1``)."""
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = subprocess_env()
     r, w = os.pipe()
     os.close(r)
     try:

@@ -20,7 +20,7 @@ import pytest
 from onnx import helper
 
 from mnnpy.backend import backend_availability
-from tests.backend_compare import ELEMENTWISE, compare
+from tests.backend_compare import ELEMENTWISE, compare, subprocess_env
 from tests.oracle import make_model, rand
 
 _OK, _WHY = backend_availability("vulkan")
@@ -235,7 +235,7 @@ compare(model, {"x": x}, ELEMENTWISE, True, backend="vulkan")
 
 def test_saved_at_exit_then_loaded(vrt, vfolder, monkeypatch, rng):
     """A process that ran a session leaves the file at exit; the next Runtime's cache loads it."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = subprocess_env()
     env.pop("MNNPY_VULKAN_VALIDATION", None)
     done = subprocess.run([sys.executable, "-c", EXIT_SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -8,7 +8,6 @@ validation, in fp32 and fp16 storage. Skipped, with the reason, where Vulkan is 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +18,7 @@ import pytest
 from mnnpy import models
 from mnnpy.backend import backend_availability, get_runtime
 from mnnpy.converter import convert
+from tests.backend_compare import subprocess_env
 from tests.test_real_models import Pair, _bench_models, _rand, real_image_diffs
 
 _OK, _WHY = backend_availability("vulkan")
@@ -85,7 +85,7 @@ import numpy as np
 from mnnpy import models
 from mnnpy.backends.vulkan import validation
 from mnnpy.backends.vulkan.device import probe
-from tests.test_real_models import Pair, _bench_models, _rand, real_image_diffs
+from tests.test_real_models import Pair, _bench_models, _rand
 from mnnpy.converter import convert
 
 if not validation.layer_available(probe().vk):
@@ -112,7 +112,7 @@ print(json.dumps(probe().messages))
     + [pytest.param(k, "low", marks=PRECISIONS[1].marks) for k in ("det", "rec", "mobilenet_v2")],
 )
 def test_validation_layer_reports_nothing(kind, precision):
-    env = dict(os.environ, MNNPY_VULKAN_VALIDATION="1", PYTHONPATH=str(ROOT))
+    env = subprocess_env(MNNPY_VULKAN_VALIDATION="1")
     args = [sys.executable, "-c", SCRIPT, kind, precision]
     done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -11,7 +11,6 @@ where Vulkan or the layer (Debian ``vulkan-validationlayers``) is missing.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from mnnpy.backend import backend_availability
+from tests.backend_compare import subprocess_env
 
 _OK, _WHY = backend_availability("vulkan")
 pytestmark = pytest.mark.skipif(not _OK, reason=f"Vulkan unavailable: {_WHY}")
@@ -65,7 +65,7 @@ print(json.dumps(probe().messages))
 def _messages(mode: str, printed: list | None = None):
     """The messages the layer reported (``probe().messages``); ``printed`` gets the stderr
     of the run."""
-    env = dict(os.environ, MNNPY_VULKAN_VALIDATION="1", PYTHONPATH=str(ROOT))
+    env = subprocess_env(MNNPY_VULKAN_VALIDATION="1")
     done = subprocess.run([sys.executable, "-c", SCRIPT, mode], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads(done.stdout.strip().splitlines()[-1])
