@@ -100,3 +100,11 @@ def test_bias_at_run_time_falls_back(rng):
     model = make_model([helper.make_node("Conv", ["x", "w", "b"], ["y"])], {"x": x, "b": b}, ["y"], {"w": w})
     s = _compare(model, {"x": x, "b": b}, on_device=False)
     assert "Conv bias computed at run time" in s.partitions()
+
+
+def test_pointwise_conv_on_a_small_map_splits_k(rng, shaders):
+    """MobileNetV2's 1x1 convolutions on 7x7 maps: few work groups over K = 960, so split-K;
+    the fused ReLU6 and the bias are applied once, in the second pass."""
+    model, feeds = _conv(rng, (1, 960, 7, 7), (320, 960, 1, 1), {}, after=[("Clip", {}, (0.0, 6.0))])
+    _compare(model, feeds)
+    assert shaders == ["gemm_nn", "gemm_splitk"]

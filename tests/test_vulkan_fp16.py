@@ -76,6 +76,9 @@ def test_matmul_of_two_activations_and_gemm_with_weights(rng):
     x, w, c = rand(rng, 5, 37), rand(rng, 13, 37, scale=0.2), rand(rng, 13)
     m = make_model([helper.make_node("Gemm", ["x", "w", "c"], ["y"], transB=1)], {"x": x}, ["y"], {"w": w, "c": c})
     _low(m, {"x": x})
+    a, b = rand(rng, 9, 1000), rand(rng, 1000, 20, scale=0.03)  # split-K: fp16 operands, fp32 partials
+    m = make_model([helper.make_node("MatMul", ["a", "b"], ["y"])], {"a": a, "b": b}, ["y"])
+    _low(m, {"a": a, "b": b})
     x, w, c = rand(rng, 1, 300), rand(rng, 10, 300, scale=0.06), rand(rng, 10)  # the GEMV shader
     m = make_model([helper.make_node("Gemm", ["x", "w", "c"], ["y"], transB=1)], {"x": x}, ["y"], {"w": w, "c": c})
     _low(m, {"x": x})

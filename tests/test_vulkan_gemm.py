@@ -170,6 +170,47 @@ def test_gemv_only_where_it_pays(rng, dispatches, m, k, trans):
     assert dispatches[0][0] == f"gemm_{'nt'[trans[0]]}{'nt'[trans[1]]}"
 
 
+SPLIT_K = [
+    ((9, 1000), (1000, 20), "nn"),  # one work group, K = 1000: 7 slices
+    ((3, 2, 17, 700), (3, 2, 700, 9), "nn"),  # batched: slices per batch
+    ((2, 1, 7, 520), (1, 3, 520, 5), "table"),  # broadcast batch dims (offset table)
+    ((300, 2000), (2000, 1), "nn"),  # a column: 10 x 1 groups
+]
+
+
+@pytest.mark.parametrize("sa,sb,kind", SPLIT_K, ids=[f"{a}x{b}" for a, b, _ in SPLIT_K])
+def test_matmul_split_k(rng, dispatches, sa, sb, kind):
+    """Few work groups over a long K: float32 partial products of K slices, then their sum
+    (gemm_splitk)."""
+    a, b = rand(rng, *sa), rand(rng, *sb, scale=1 / np.sqrt(sa[-1]))
+    _compare(make_model([helper.make_node("MatMul", ["a", "b"], ["y"])], {"a": a, "b": b}, ["y"]), {"a": a, "b": b})
+    (s1, spec1, groups, _), (s2, spec2, _, _) = dispatches
+    assert s1 == "gemm_nn" and s2 == "gemm_splitk" and spec1[18] == spec2[18] > 1 and spec1[5] is (kind == "table")
+    assert groups[2] % spec1[18] == 0
+
+
+@pytest.mark.parametrize("trans", list(itertools.product([0, 1], [0, 1])), ids=lambda t: f"tA{t[0]}tB{t[1]}")
+@pytest.mark.parametrize("cshape", [None, (1,), (13,), (11, 1), (11, 13)], ids=lambda c: "noC" if c is None else f"C{c}")
+def test_gemm_split_k(rng, dispatches, trans, cshape):
+    """alpha, beta and C (every broadcast) applied once, after the slices are added."""
+    m, k, n = 11, 900, 13
+    a = rand(rng, *((k, m) if trans[0] else (m, k)))
+    b = rand(rng, *((n, k) if trans[1] else (k, n)), scale=1 / np.sqrt(k))
+    inits, names = {"b": b}, ["a", "b"]
+    if cshape is not None:
+        inits["c"], names = rand(rng, *cshape), names + ["c"]
+    node = helper.make_node("Gemm", names, ["y"], transA=trans[0], transB=trans[1], alpha=0.75, beta=-1.5)
+    _compare(make_model([node], {"a": a}, ["y"], inits), {"a": a})
+    assert [d[0] for d in dispatches] == [f"gemm_{'nt'[trans[0]]}{'nt'[trans[1]]}", "gemm_splitk"]
+
+
+def test_split_k_choice():
+    """Enough slices to reach about SPLIT_TARGET groups, each of at least SPLIT_MIN_K of K."""
+    assert gemm.split_k(gemm.SPLIT_TARGET, 10_000) == 1 and gemm.split_k(0, 10_000) == 1
+    assert gemm.split_k(1, 100) == 1 and gemm.split_k(1, 300) == 2 and gemm.split_k(1, 10_000) == gemm.SPLIT_MAX
+    assert gemm.split_k(100, 10_000) == 3
+
+
 def test_integer_matmul_falls_back(rng):
     a, b = rng.integers(-4, 4, (3, 5)).astype(np.int32), rng.integers(-4, 4, (5, 2)).astype(np.int32)
     model = make_model([helper.make_node("MatMul", ["a", "b"], ["y"])], {"a": a, "b": b}, ["y"])

@@ -144,6 +144,11 @@ class VulkanBackend(Backend):
         once at the end of the resize with the graph's constants. Call it from ``prepare``."""
         return self._memory.constant(np.ascontiguousarray(value))
 
+    def scratch(self, shape) -> VkTensor:
+        """Float32 device memory of this resize for intermediate results of one op (split-K
+        partials, two-pass reductions), nothing uploaded. Call it from ``prepare``."""
+        return self._memory.scratch(tuple(int(d) for d in shape), np.float32)
+
     def on_resize_partition(self, uploads: list, downloads: list) -> None:
         """A new partition: staging slots for what is uploaded before / downloaded after it.
 

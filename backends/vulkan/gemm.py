@@ -103,11 +103,38 @@ def gemm_dispatch(
     eo = exe.elem_offset
     push = struct.pack("<16I", eo(a), eo(b), eo(cc), eo(tt), eo(y), m, n, k, lda, ldb, ldy, *strides, *c_strides)
     spec = (*act_spec(*act), (4, c is not None), (5, table is not None), (6, float(alpha)), (7, float(beta)))
+    name = f"gemm_{'t' if trans_a else 'n'}{'t' if trans_b else 'n'}"
     if use_gemv(m, n, k, batch, trans_a, trans_b):
-        groups, local, name = (n, m, 1), (GEMV_LOCAL, 1, 1), "gemm_gemv"
-    else:
-        groups, local, name = grid(m, n, batch), (lx, ly, 1), f"gemm_{'t' if trans_a else 'n'}{'t' if trans_b else 'n'}"
-    exe.dispatch(name, [a, b, cc, tt, y], (4,), push, m * n * batch, spec=spec, groups=groups, local=local)
+        exe.dispatch("gemm_gemv", [a, b, cc, tt, y], (4,), push, m * n, spec=spec, groups=(n, m, 1), local=(GEMV_LOCAL, 1, 1))
+        return
+    gx, gy, gz = grid(m, n, batch)
+    split = split_k(gx * gy * gz, k)
+    if split == 1:
+        exe.dispatch(name, [a, b, cc, tt, y], (4,), push, m * n * batch, spec=spec, groups=(gx, gy, gz), local=(lx, ly, 1))
+        return
+    # split-K: float32 partial products of the K slices, then their sum with alpha, C and the activation
+    parts = exe.backend.scratch((batch, split, m, n))
+    p1 = struct.pack("<16I", eo(a), eo(b), eo(cc), eo(tt), eo(parts), m, n, k, lda, ldb, ldy, *strides, *c_strides)
+    spec = (*spec, (18, split))
+    groups = (gx, gy, gz * split)
+    exe.dispatch(name, [a, b, cc, tt, parts], (4,), p1, m * n * batch, spec=spec, groups=groups, local=(lx, ly, 1))
+    p2 = struct.pack("<16I", eo(parts), 0, eo(cc), 0, eo(y), m, n, k, 0, 0, ldy, 0, batch * m * n, strides[2], *c_strides)
+    exe.dispatch("gemm_splitk", [parts, parts, cc, parts, y], (4,), p2, batch * m * n, spec=spec)
+
+
+SPLIT_TARGET = 256  # work groups a GEMM should have (a big GPU runs over a hundred at once)
+SPLIT_MIN_K = 128  # K per slice at least (8 steps of the K tile)
+SPLIT_MAX = 16
+
+
+def split_k(groups: int, k: int) -> int:
+    """Slices of K for a GEMM of ``groups`` work groups: 1, or enough to reach about
+    ``SPLIT_TARGET`` groups with at least ``SPLIT_MIN_K`` of K each (at most ``SPLIT_MAX``).
+    Few groups over a long K (the 1x1 convolutions of 7x7 and 14x14 maps, MatMul of few rows)
+    otherwise leave most of a big GPU idle."""
+    if groups == 0 or groups >= SPLIT_TARGET:
+        return 1
+    return max(1, min(SPLIT_MAX, -(-SPLIT_TARGET // groups), k // SPLIT_MIN_K))
 
 
 GEMV_LOCAL = 64  # invocations per output in gemm.comp's GEMV (a power of two)
@@ -121,7 +148,8 @@ def use_gemv(m: int, n: int, k: int, batch: int, trans_a: bool, trans_b: bool) -
     return m <= 8 and trans_b and not trans_a and batch == 1 and k >= GEMV_LOCAL and n <= MAX_GROUPS
 
 
-GEMM_VARIANTS = ("gemm_nn", "gemm_nt", "gemm_tn", "gemm_tt", "gemm_gemv")  # manifest_gemm.json: transposes of A, B; GEMV
+# manifest_gemm.json: transposes of A, B; GEMV; split-K's second pass
+GEMM_VARIANTS = ("gemm_nn", "gemm_nt", "gemm_tn", "gemm_tt", "gemm_gemv", "gemm_splitk")
 
 
 @vulkan_execution("MatMul")

@@ -14,8 +14,6 @@ from __future__ import annotations
 import math
 import struct
 
-import numpy as np
-
 from mnnpy.backends.gpu.pow2 import pow2_ceil, pow2_floor
 from mnnpy.backends.gpu.reduce_axes import collapse_axes, reduce_check, reduced_axes
 from mnnpy.backends.vulkan.execution import VulkanExecution
@@ -109,7 +107,7 @@ def reduce_dispatches(exe: VulkanExecution, kind: str, x, y, outer: int, red: in
     chunk = -(-red // splits)
     splits = -(-red // chunk)
     parts = outer * splits * inner
-    exe.scratch = exe.backend.constant(np.zeros(parts, np.float32))  # partial results, written by pass 1
+    exe.scratch = exe.backend.scratch((parts,))  # partial results, written by pass 1
     so = exe.elem_offset(exe.scratch)
     push1 = struct.pack("<8I", xo, so, parts, red, inner, splits, chunk, red)
     row_dispatch(exe, shader, [x, exe.scratch], (1,), push1, parts, chunk, inner, spec=((6, False),))

@@ -6,7 +6,12 @@
  * Operands row-major with leading dimensions lda, ldb, ldy (elements). Variant macros
  * (shaders/vulkan/manifest_gemm.json): GEMM_NN (neither operand transposed), TRANS_A (A
  * stored (K, M): element (i, k) at A[k*lda + i]), TRANS_B (B stored (N, K): element (k, j)
- * at B[j*ldb + k]), or both; GEMV (B stored (N, K), one batch, few rows: see its main()).
+ * at B[j*ldb + k]), or both; GEMV (B stored (N, K), one batch, few rows: see its main());
+ * SPLITK_SUM (the second pass of split-K, below).
+ * Split-K (specialization constant 18 SPLIT > 1, grids too small for the GPU): work group z
+ * = b*SPLIT + s sums the s-th TK-aligned slice of K and stores its raw float32 partial tile
+ * at Y[((b*SPLIT + s)*M + i)*N + j] (Y bound to a float32 scratch; no ALPHA, C or ACT);
+ * gemm_splitk then adds the slices.
  * Specialization constants: 0, 10, 11 local size (LX, LY, 1); 1 ACT (fused activation, see
  *   act_), 2 A0, 3 A1 (its scalars); 4 HAS_C (C term: C(i, j) = C[c_off + i*csm + j*csn],
  *   strides 0 where broadcast; Conv bias: csm = 1, csn = 0); 5 BATCH_TABLE (batch b reads A
@@ -33,6 +38,7 @@ layout(constant_id = 4) const bool HAS_C = false;
 layout(constant_id = 5) const bool BATCH_TABLE = false;
 layout(constant_id = 6) const float ALPHA = 1.0;
 layout(constant_id = 7) const float BETA = 1.0;
+layout(constant_id = 18) const uint SPLIT = 1; /* split-K: slices of K (see below) */
 
 #define RM 4
 #define RN 4
@@ -59,7 +65,7 @@ layout(push_constant) uniform Push {
 #define FUSED_ACTIVATION
 #include "activation.glsl"
 
-#ifndef GEMV
+#if !defined(GEMV) && !defined(SPLITK_SUM)
 shared float As[TK * TMP]; /* As[kk*TMP + r] = A(row0 + r, k0 + kk) */
 shared float Bs[TK * TNP]; /* Bs[kk*TNP + j] = B(k0 + kk, col0 + j) */
 
@@ -67,7 +73,7 @@ void main() {
     const uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;
     const uint lid = ty * LX + tx;
     const uint col0 = gl_WorkGroupID.x * TN, row0 = gl_WorkGroupID.y * TM;
-    const uint bz = gl_WorkGroupID.z;
+    const uint bz = gl_WorkGroupID.z / SPLIT, slice = gl_WorkGroupID.z % SPLIT;
     uint a_off = pc.a_off, b_off = pc.b_off;
     if (BATCH_TABLE) {
         a_off += table[pc.t_off + 2u * bz];
@@ -76,13 +82,16 @@ void main() {
         a_off += bz * pc.sa;
         b_off += bz * pc.sb;
     }
-    const uint M = pc.M, N = pc.N, K = pc.K;
+    const uint M = pc.M, N = pc.N;
+    /* split-K: this group sums k in [k_begin, K) of slice `slice` (TK-aligned slices) */
+    const uint KC = ((pc.K + SPLIT - 1u) / SPLIT + TK - 1u) / TK * TK;
+    const uint k_begin = min(pc.K, slice * KC), K = min(pc.K, k_begin + KC);
 
     float acc[RM][RN];
     for (uint i = 0; i < RM; ++i)
         for (uint j = 0; j < RN; ++j) acc[i][j] = 0.0;
 
-    for (uint k0 = 0; k0 < K; k0 += TK) {
+    for (uint k0 = k_begin; k0 < K; k0 += TK) {
         for (uint e = lid; e < TM * TK; e += GROUP) {
 #ifdef TRANS_A
             const uint kk = e / TM, r = e % TM; /* neighbours read neighbouring rows (contiguous) */
@@ -122,13 +131,30 @@ void main() {
         if (r >= M) break;
         for (uint j = 0; j < RN; ++j) {
             const uint col = col0 + tx + j * LX;
-            if (col < N) {
+            if (col < N && SPLIT > 1u) { /* a float32 partial sum; gemm_splitk adds the slices */
+                y_st(pc.y_off + ((gl_WorkGroupID.z * M) + r) * N + col, acc[i][j]);
+            } else if (col < N) {
                 float v = ALPHA * acc[i][j];
                 if (HAS_C) v += BETA * c_ld(pc.c_off + r * pc.csm + col * pc.csn);
                 y_st(y_off + r * pc.ldy + col, act_(v));
             }
         }
     }
+}
+#elif defined(SPLITK_SUM)
+/* Second pass of split-K: Y[b](i, j) = ACT(ALPHA * sum_s P[b, s](i, j) + BETA * C(i, j)) over
+ * the SPLIT float32 partial products P (binding 0, (batch, SPLIT, M, N) from a_off), one
+ * invocation per output, 1-D dispatch (groups split over x and y past the x limit). */
+void main() {
+    const uint i = gl_GlobalInvocationID.y * (gl_NumWorkGroups.x * gl_WorkGroupSize.x) + gl_GlobalInvocationID.x;
+    const uint M = pc.M, N = pc.N;
+    if (i >= pc.sb) return; /* sb: batch * M * N outputs */
+    const uint col = i % N, r = (i / N) % M, bz = i / (M * N);
+    float acc = 0.0;
+    for (uint s = 0u; s < SPLIT; ++s) acc += a_ld(pc.a_off + ((bz * SPLIT + s) * M + r) * N + col);
+    float v = ALPHA * acc;
+    if (HAS_C) v += BETA * c_ld(pc.c_off + r * pc.csm + col * pc.csn);
+    y_st(pc.y_off + bz * pc.sy + r * pc.ldy + col, act_(v));
 }
 #else
 /* GEMV (M <= 8, B transposed, one batch: classifier heads): one work group of LX invocations
