@@ -121,6 +121,23 @@ def _check_old_opset(model: onnx.ModelProto, opset: int) -> None:
         )
 
 
+def _check_attributes(model: onnx.ModelProto, opset: int) -> None:
+    """``ModelFormatError`` for a node attribute that its op does not define at the model's
+    opset (ONNX operators.md per version; onnxruntime refuses such a model too), e.g.
+    ReduceSum-13's ``axes``, an input since opset 13: ignoring it would reduce other axes."""
+    for n in _all_nodes(model.graph):
+        if n.domain not in ("", "ai.onnx"):
+            continue
+        schema = onnx.defs.get_schema(n.op_type, opset)
+        unknown = sorted({a.name for a in n.attribute} - set(schema.attributes))
+        if unknown:
+            label = n.name or (n.output[0] if n.output else n.op_type)
+            raise ModelFormatError(
+                f"node '{label}' ({n.op_type}): attribute(s) {unknown} are not "
+                f"defined by {n.op_type}-{schema.since_version}, the version of opset {opset}"
+            )
+
+
 def import_onnx(model: onnx.ModelProto) -> Net:
     """Convert a ModelProto to a Net (no optimisation passes; see ``optimize``)."""
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
@@ -139,6 +156,7 @@ def import_onnx(model: onnx.ModelProto) -> Net:
     )
     if missing:
         raise UnsupportedOperatorError(missing, where=f"ONNX model '{model.graph.name}'")
+    _check_attributes(model, opset)
     ctx = ConvertContext(opset)
     g = model.graph
     for init in list(g.initializer):

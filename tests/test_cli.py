@@ -334,3 +334,17 @@ def test_invalid_onnx_graph_is_not_blamed_on_the_converter(tmp_path):
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
     with pytest.raises(mnnpy.ModelFormatError, match=r"'q'.*the ONNX graph itself may be invalid"):
         convert(model)
+
+
+def test_attribute_the_opset_does_not_define_is_refused():
+    """ReduceSum-13 takes ``axes`` as an input: the old attribute is refused (onnxruntime does
+    too), never ignored (which would reduce every axis)."""
+    g = helper.make_graph(
+        [helper.make_node("ReduceSum", ["x"], ["y"], axes=[1], keepdims=0)],
+        "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2])],
+    )
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    with pytest.raises(mnnpy.ModelFormatError, match=r"\['axes'\] are not defined by ReduceSum-13"):
+        convert(model)

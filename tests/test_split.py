@@ -33,11 +33,19 @@ def test_split(rng, opset, axis, split):
     check(_split(x, n, opset, split, **attrs), {"x": x}, **EXACT)
 
 
-@pytest.mark.parametrize("d,n", [(13, 4), (10, 3), (8, 2)])
+@pytest.mark.parametrize("d,n", [(13, 4), (10, 3), (8, 2), (4, 3), (7, 3), (0, 2)])
 def test_split_num_outputs_uneven(rng, d, n):
-    """Opset 18: chunks of ceil(d / n), the last one smaller."""
+    """Opset 18: chunks of ceil(d / n), the last one smaller, possibly empty (4 into 3: 2, 2, 0)."""
     x = rand(rng, 2, d)
     check(_split(x, n, 18, axis=1, num_outputs=n), {"x": x}, **EXACT)
+
+
+@pytest.mark.parametrize("d,n", [(5, 4), (2, 4)])
+def test_split_num_outputs_negative_last_chunk(rng, d, n):
+    """ceil(d / n) chunks that leave the last one negative (5 into 4: 2, 2, 2, -1): refused, as by onnxruntime."""
+    x = rand(rng, 2, d)
+    with pytest.raises(mnnpy.ShapeError, match="cannot be split into"):
+        mnnpy.Interpreter(convert(_split(x, n, 18, axis=1, num_outputs=n))).create_session().run({"x": x})
 
 
 def test_split_int64_and_unused_output(rng):

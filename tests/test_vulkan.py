@@ -435,3 +435,19 @@ def test_outputs_beyond_the_storage_buffer_range_fall_back(rng, monkeypatch):
     m = make_model([helper.make_node("Add", ["a", "b"], ["y"])], {"a": a, "b": b}, ["y"])
     s = _compare(m, {"a": a, "b": b}, on_device=False)
     assert "an output is larger than the device's storage-buffer range" in s.partitions()
+
+
+def test_allocation_beyond_the_device_limit_is_a_shape_error(rng, monkeypatch):
+    """A memory plan larger than one allocation may be (``maxMemoryAllocationSize``, the heap):
+    ``ShapeError`` with the sizes, before anything is allocated; smaller shapes still run."""
+    from mnnpy.backend import get_runtime
+
+    monkeypatch.setitem(get_runtime("vulkan").limits, "maxMemoryAllocationSize", 1 << 20)
+    x = rand(rng, 1, 64, 64, 64)  # 1 MiB per tensor: the plan holds two
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Sigmoid", ["r"], ["y"])]
+    model = make_model(nodes, {"x": x}, ["y"], input_shapes={"x": [1, 64, "h", 64]})
+    s = mnnpy.Interpreter(convert(model)).create_session(backend="vulkan")
+    with pytest.raises(mnnpy.ShapeError, match=r"needs one allocation of \d+ bytes .* more than the 1048576 bytes"):
+        s.run({"x": x})
+    small = x[:, :, :8]
+    np.testing.assert_allclose(s.run({"x": small})["y"], 1 / (1 + np.exp(-np.maximum(small, 0))), rtol=1e-6)

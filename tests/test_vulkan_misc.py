@@ -38,7 +38,7 @@ def test_resize_axes_attribute(rng):
     """``axes=[2, 3]`` with two scales: the same H, W resize."""
     x = rand(rng, 1, 3, 6, 5)
     node = helper.make_node("Resize", ["x", "", "sc"], ["y"], mode="linear", axes=[2, 3])
-    model = make_model([node], {"x": x}, ["y"], {"sc": np.array([1.5, 2.2], np.float32)})
+    model = make_model([node], {"x": x}, ["y"], {"sc": np.array([1.5, 2.2], np.float32)}, opset=18)  # axes: opset 18+
     _compare(model, {"x": x}, ACCUMULATE)
 
 

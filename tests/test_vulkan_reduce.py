@@ -71,11 +71,12 @@ def test_reduce_axes_unknown_at_resize_fall_back():
     assert not ok and why == "ReduceSum axes computed at run time (Vulkan takes axes known at resize)"
 
 
-@pytest.mark.parametrize("op", ["ReduceSum", "ReduceMax"])
-def test_reduce_opset13_attribute_axes(rng, op):
-    """Axes as an attribute (opset 13): the converter turns it into a constant input."""
+@pytest.mark.parametrize("op,opset", [("ReduceSum", 11), ("ReduceMax", 13)])
+def test_reduce_attribute_axes(rng, op, opset):
+    """Axes as an attribute (ReduceSum before opset 13, the others before 18): the converter
+    turns it into a constant input."""
     x = rand(rng, *SHAPE)
-    model = make_model([helper.make_node(op, ["x"], ["y"], axes=[1, 2], keepdims=0)], {"x": x}, ["y"], opset=13)
+    model = make_model([helper.make_node(op, ["x"], ["y"], axes=[1, 2], keepdims=0)], {"x": x}, ["y"], opset=opset)
     _compare(model, {"x": x})
 
 

@@ -54,6 +54,11 @@ if sys.argv[1] == "fp16-scalars":  # 2-byte tensors next to each other: (1,) and
     nodes += [helper.make_node("ReduceSum", ["s"], ["y"], keepdims=0), helper.make_node("Neg", ["y"], ["n"])]
     model, feeds = make_model(nodes, {"a": a, "b": b}, ["n", "s"]), {"a": a, "b": b}
     session = compare(model, feeds, (1e-2, 1e-2), True, backend="vulkan", precision="low")
+elif sys.argv[1] == "empty-op":  # an op on an empty tensor dispatches nothing; a later output reuses an upload's bytes
+    x, b, d = np.zeros((0, 3), np.float32), np.ones((1, 3), np.float32), -np.ones((2, 3), np.float32)
+    nodes = [helper.make_node("Add", ["x", "b"], ["c"]), helper.make_node("Relu", ["d"], ["e"])]
+    model, feeds = make_model(nodes, {"x": x, "b": b, "d": d}, ["e", "c"]), {"x": x, "b": b, "d": d}
+    session = compare(model, feeds, (0, 0), True, backend="vulkan")
 else:
     session = compare(model, feeds, (1e-4, 1e-5), False, backend="vulkan")
 for _ in range(2):
@@ -84,6 +89,12 @@ def test_fp16_one_element_tensors_are_clean():
     """fp16 storage: 2-byte tensors, each descriptor ending with its tensor (no hazard on the
     bytes after it, which no barrier covers)."""
     assert _messages("fp16-scalars") == []
+
+
+def test_op_on_an_empty_tensor_is_clean():
+    """A later output planned into an uploaded tensor's bytes, with no dispatch reading the
+    upload in between: the upload barrier orders shader writes too."""
+    assert _messages("empty-op") == []
 
 
 def test_validation_catches_missing_barriers():

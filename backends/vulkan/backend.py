@@ -38,7 +38,7 @@ from mnnpy.backends.vulkan.commands import (
     write_descriptor_sets,
 )
 from mnnpy.backends.vulkan.device import FORK, VulkanError
-from mnnpy.backends.vulkan.memory import ResizeMemory, VkTensor
+from mnnpy.backends.vulkan.memory import ResizeMemory, VkTensor, check_allocation
 from mnnpy.errors import BackendUnavailableError
 from mnnpy.ir import Op
 
@@ -122,6 +122,7 @@ class VulkanBackend(Backend):
         self._borders = {}  # id(fp16 handle) -> (it, its fp32 scratch)
 
     def allocate_arena(self, nbytes: int) -> None:
+        check_allocation(self.runtime, int(nbytes), what="the memory plan of this resize")  # early, before any Execution
         self._memory = ResizeMemory(self.runtime, nbytes)
 
     def acquire(self, tensor: TensorInfo, offset: int) -> VkTensor:

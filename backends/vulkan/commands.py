@@ -7,7 +7,7 @@ group counts. ``record_partition`` writes a partition's command buffer:
 1. a global memory barrier, so that this submission sees every earlier one (compute and
    transfer writes; submission order is the first synchronisation scope);
 2. staging -> device copies of the tensors uploaded before the partition, then a buffer
-   barrier (transfer write -> shader read);
+   barrier (transfer write -> shader read and write, transfer read);
 3. each dispatch: bind pipeline, bind its descriptor set, push constants,
    ``vkCmdDispatch``; before a dispatch that reads or overwrites a range written (or, for a
    write, read) by an earlier dispatch since the last barrier, one pipeline barrier
@@ -177,9 +177,11 @@ def record_partition(vk, part: PartitionRecord, memory: ResizeMemory) -> None:
     transfer, compute = vk.VK_PIPELINE_STAGE_TRANSFER_BIT, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
     landed = rec.copies(part.uploads, to_device=True)
     if landed:
-        # to shaders, and to the download copies (an aliased Identity/Reshape from input to output)
-        reads = vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_TRANSFER_READ_BIT
-        rec.barrier(landed, transfer, vk.VK_ACCESS_TRANSFER_WRITE_BIT, compute | transfer, reads)
+        # to shaders, to the download copies (an aliased Identity/Reshape from input to output),
+        # and before shader writes (a later tensor planned into an upload's bytes, with no
+        # dispatch reading the upload in between: an op on an empty tensor dispatches nothing)
+        after = vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT | vk.VK_ACCESS_TRANSFER_READ_BIT
+        rec.barrier(landed, transfer, vk.VK_ACCESS_TRANSFER_WRITE_BIT, compute | transfer, after)
     if stamps is not None:
         stamps.write(cmd, 0)
     for k, d in enumerate(part.dispatches):

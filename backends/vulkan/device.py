@@ -98,9 +98,12 @@ def _import_vulkan():
 def _device_info(vk, pd) -> DeviceInfo:
     ffi = vk.ffi
     props = vk.vkGetPhysicalDeviceProperties(pd)
-    subgroup, storage16, device_uuid = 0, False, b""
+    subgroup, storage16, device_uuid, max_alloc = 0, False, b"", 0
     if props.apiVersion >= vk.VK_MAKE_VERSION(1, 1, 0):
-        ids = ffi.new("VkPhysicalDeviceIDProperties*", {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES})
+        m3 = ffi.new(
+            "VkPhysicalDeviceMaintenance3Properties*", {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES}
+        )
+        ids = ffi.new("VkPhysicalDeviceIDProperties*", {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES, "pNext": m3})
         sub = ffi.new(
             "VkPhysicalDeviceSubgroupProperties*",
             {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES, "pNext": ids},
@@ -109,6 +112,7 @@ def _device_info(vk, pd) -> DeviceInfo:
         vk.vkGetPhysicalDeviceProperties2(pd, p2)
         subgroup = int(sub.subgroupSize)
         device_uuid = bytes(ffi.buffer(ids.deviceUUID))
+        max_alloc = int(m3.maxMemoryAllocationSize)
         f16 = ffi.new(
             "VkPhysicalDevice16BitStorageFeatures*", {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES}
         )
@@ -131,6 +135,7 @@ def _device_info(vk, pd) -> DeviceInfo:
         "minStorageBufferOffsetAlignment": int(lim.minStorageBufferOffsetAlignment),
         "nonCoherentAtomSize": int(lim.nonCoherentAtomSize),
         "timestampPeriod": float(lim.timestampPeriod),
+        "maxMemoryAllocationSize": max_alloc,  # 0: not reported (a Vulkan 1.0 device)
     }
     return DeviceInfo(
         handle=pd,

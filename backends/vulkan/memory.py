@@ -66,6 +66,29 @@ def _destroy(vk, device, owned: list[tuple[str, Any]]) -> None:
     owned.clear()
 
 
+def check_allocation(rt, nbytes: int, kind: int | None = None, what: str = "this resize (memory plan and constants)") -> None:
+    """``ShapeError`` when one allocation of ``nbytes`` exceeds what the device allows: its
+    ``maxMemoryAllocationSize`` and the size of the heap of memory type ``kind`` (by default
+    the largest device-local heap). Source: Vulkan 1.3 specification, "Memory Allocation"
+    (``VkPhysicalDeviceMaintenance3Properties``, ``VkMemoryHeap``)."""
+    from mnnpy.errors import ShapeError
+
+    mem = rt.memory
+    if kind is None:
+        heaps = [mem.memoryHeaps[i].size for i in range(mem.memoryHeapCount)]
+        heap = max(heaps) if heaps else 0
+    else:
+        heap = mem.memoryHeaps[mem.memoryTypes[kind].heapIndex].size
+    limits = [int(v) for v in (rt.limits.get("maxMemoryAllocationSize", 0), heap) if v]
+    limit = min(limits) if limits else None
+    if limit is not None and nbytes > limit:
+        raise ShapeError(
+            f"Vulkan: {what} needs one allocation of {nbytes} bytes ({nbytes / 2**30:.2f} GiB), more than the "
+            f"{limit} bytes ({limit / 2**30:.2f} GiB) {rt.info.name} allows in one allocation "
+            "(maxMemoryAllocationSize and heap size)"
+        )
+
+
 class ResizeMemory:
     """The device and staging memory of one resize of one session (see module docstring)."""
 
@@ -123,6 +146,7 @@ class ResizeMemory:
         req = vk.vkGetBufferMemoryRequirements(dev, buf)
         try:
             kind = self.rt.memory_type(req.memoryTypeBits, required, preferred)
+            check_allocation(self.rt, int(req.size), kind)
             alloc = vk.VkMemoryAllocateInfo(
                 sType=vk.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, allocationSize=req.size, memoryTypeIndex=kind
             )
