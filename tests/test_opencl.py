@@ -260,3 +260,19 @@ def test_fp16_upload_beyond_half_range_is_inf_without_warning(rng):
         warnings.simplefilter("error")
         y = s.run({"x": x})["y"]
     np.testing.assert_array_equal(y, [np.inf, 0.0, float(np.float16(6e4)), 1.0])
+
+
+def test_fp16_partition_borders_cross_as_float32(rng):
+    """precision="low": each border tensor has a float32 device buffer and a cast kernel
+    (the host converts nothing); GPU -> CPU -> GPU partitions over two input shapes."""
+    model = partitioned_model(rng)
+    interp = mnnpy.Interpreter(convert(model))
+    s, cpu = interp.create_session(backend=["opencl", "cpu"], precision="low"), interp.create_session(backend="cpu")
+    z = rand(rng, 3, 1, 1)
+    for shape in [(1, 3, 13, 7), (1, 3, 5, 9)]:
+        x = rand(rng, *shape)
+        got, want = s.run({"x": x, "z": z})["y"], cpu.run({"x": x, "z": z})["y"]
+        np.testing.assert_allclose(got, want, atol=HALF[0], rtol=HALF[1])
+    borders = s.backends[0]._borders
+    kinds = sorted(k for d in borders.values() for k in d)
+    assert kinds.count(True) >= 2 and kinds.count(False) >= 2, kinds  # uploads and downloads of both shapes

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import os
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -241,6 +242,9 @@ class OpenCLBackend(Backend):
         self.queue = runtime.queue
         self.arena = None
         self._new_launches: list = []
+        # fp16 handle -> {upload?: (float32 buffer, cast Launch)} (on_resize_partition); weak:
+        # a plan the session drops takes its border buffers with it
+        self._borders: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self.half = config.precision == "low"
         self.storage = np.dtype(np.float16 if self.half else np.float32)
         self.options = ["-D STORAGE_HALF"] if self.half else []
@@ -363,15 +367,46 @@ class OpenCLBackend(Backend):
     def acquire_constant(self, tensor: TensorInfo) -> CLTensor:
         return self.constant(np.asarray(tensor.value, dtype=tensor.dtype))
 
+    def on_resize_partition(self, uploads: list, downloads: list) -> None:
+        """With fp16 storage, each float tensor crossing a partition border gets a float32
+        device buffer and a cast launch (``to_storage`` after its upload, ``from_storage``
+        before its download): the host never converts (NumPy's fp16 conversion cost more
+        than the kernels, as measured on Vulkan), and inputs and outputs cross as float32."""
+        if not self.half:
+            return
+        i32 = np.int32
+        for t, up in [(t, True) for t in uploads] + [(t, False) for t in downloads]:
+            if t.dtype != np.float16 or not t.size or up in self._borders.get(t, {}):
+                continue
+            buf = self.cl.Buffer(self.runtime.context, self.cl.mem_flags.READ_WRITE, t.size * 4)
+            tensor = (t.buffer, i32(t.elem_offset))
+            args = (buf, *tensor, i32(t.size)) if up else (*tensor, buf, i32(t.size))
+            la = self.launch("elementwise.cl", "to_storage" if up else "from_storage", [], args, (t.size,))
+            self._borders.setdefault(t, {})[up] = (buf, la)
+
     def upload(self, src: np.ndarray, dst: CLTensor) -> None:
         if FORK.forked():  # a session inherited through fork(): the driver would hang
             raise BackendUnavailableError(FORK.reason)
+        border = self._borders.get(dst, {}).get(True)
+        if border is not None:  # fp16 storage: float32 to the device, converted there
+            buf, cast = border
+            host = np.ascontiguousarray(src, dtype=np.float32)
+            self.cl.enqueue_copy(self.queue, buf, host, is_blocking=True)
+            cast()
+            return
         with np.errstate(over="ignore"):  # beyond fp16's range: inf, as a device conversion gives
             host = np.ascontiguousarray(src, dtype=dst.dtype)
         if host.nbytes:
             self.cl.enqueue_copy(self.queue, dst.buffer, host, dst_offset=dst.offset, is_blocking=True)
 
     def download(self, src: CLTensor) -> np.ndarray:
+        border = self._borders.get(src, {}).get(False)
+        if border is not None:  # fp16 storage: converted on the device, float32 to the host
+            buf, cast = border
+            cast()
+            out = np.empty(src.shape, np.float32)
+            self.cl.enqueue_copy(self.queue, out, buf, is_blocking=True)
+            return out
         out = np.empty(src.shape, src.dtype)
         if out.nbytes:
             # blocking read on the in-order queue: every kernel enqueued before has finished

@@ -137,3 +137,14 @@ __kernel void binary(__global const a_t *a, int a_off, __global const b_t *b, in
 #endif
 }
 #endif
+
+/* Partition borders with fp16 storage: graph inputs and outputs cross to the host as float32
+ * and are converted here, on the device (one element per work item). */
+__kernel void to_storage(__global const float *x, __global store_t *y, int y_off, int n) {
+    int i = get_global_id(0);
+    if (i < n) STORE(x[i], y, y_off + i);
+}
+__kernel void from_storage(__global const store_t *x, int x_off, __global float *y, int n) {
+    int i = get_global_id(0);
+    if (i < n) y[i] = LOAD(x, x_off + i);
+}
