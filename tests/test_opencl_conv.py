@@ -16,6 +16,7 @@ from tests.backend_compare import ACCUMULATE, HALF, compare
 from tests.backend_compare import conv_model as _conv
 from tests.backend_compare import he_weights as _weights
 from tests.oracle import make_model, rand
+from tests.test_gpu_conv import ACTS as GPU_ACTS
 from tests.test_gpu_conv import CASES as GPU_CASES
 
 _OK, _WHY = backend_availability("opencl")
@@ -26,15 +27,7 @@ if not _OK:
 CASES = GPU_CASES["opencl"]  # (x shape, w shape, attrs, kernel the Execution picks)
 
 
-ACTS = [
-    ("Relu", {}, ()),
-    ("Clip", {}, (0.0, 6.0)),
-    ("HardSwish", {}, ()),
-    ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}, ()),
-    ("Sigmoid", {}, ()),
-    ("LeakyRelu", {"alpha": 0.1}, ()),
-    ("Tanh", {}, ()),
-]
+ACTS = GPU_ACTS["opencl"]  # (activation op, attrs, constant inputs)
 
 
 @pytest.mark.parametrize("case", [0, 1, 3, 10, 11, 14], ids=["conv2d", "stem", "grouped", "gemm", "gemm-tiles", "depthwise"])

@@ -16,6 +16,7 @@ from mnnpy.backend import backend_availability
 from mnnpy.ops.reductions import REDUCTIONS
 from tests.backend_compare import ACCUMULATE, ELEMENTWISE, compare
 from tests.oracle import make_model, rand
+from tests.test_gpu_reduce import _data
 from tests.test_gpu_reduce import _layernorm as gpu_layernorm
 
 _OK, _WHY = backend_availability("vulkan")
@@ -35,15 +36,6 @@ def _compare(model, feeds, tol=ACCUMULATE, on_device=True, **options):
 def _only_execution(session):
     (exe,) = session._plan.executions.values()
     return exe
-
-
-def _data(rng, op, shape, scale=1.0):
-    x = rand(rng, *shape, scale=scale)
-    if op == "ReduceLogSum":
-        x = np.abs(x) + np.float32(0.25)  # log of a positive sum
-    if op == "ReduceProd":
-        x = (np.float32(1) + x * np.float32(0.05)).astype(np.float32)  # products stay near 1
-    return x
 
 
 def _reduce(rng, op, shape, axes, keepdims=1, noop=0, x=None, **kw):
