@@ -81,3 +81,15 @@ def pointwise_conv_problem(x_shape, m: int) -> tuple[tuple[int, int, int], dict]
     hw = h * w
     kw = dict(lda=c, ldb=hw, ldy=hw, batch=n, strides=(0, c * hw, m * hw), c_strides=(1, 0))
     return (m, hw, c), kw
+
+
+GEMV_ROWS = 8  # at most this many rows of Y: classifier heads and 1-D operands
+
+
+def gemv_shape(m: int, k: int, batch: int, trans_a: bool, trans_b: bool, group: int) -> bool:
+    """Whether a GEMM has the shape both GPU backends' GEMV kernels take: at most
+    ``GEMV_ROWS`` rows, B stored (N, K) (Gemm with transB=1: every output a dot product of
+    two contiguous rows), one batch, and K at least one work group (``group`` items) long.
+    The tiled kernels would run ceil(N / 128) work groups, each looping over all of K (8 for a
+    1000-class head: most of a big GPU idle)."""
+    return m <= GEMV_ROWS and trans_b and not trans_a and batch == 1 and k >= group

@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from mnnpy.backend import Execution
-from mnnpy.backends.gpu.gemm_geometry import gemm_problem, matmul_batch, matmul_geometry
+from mnnpy.backends.gpu.gemm_geometry import gemm_problem, gemv_shape, matmul_batch, matmul_geometry
 from mnnpy.backends.opencl.registry import opencl_execution
 
 SOURCE = "gemm.cl"
@@ -118,10 +118,10 @@ GEMV_LOCAL = 64  # work items per output in gemm.cl's gemv (its GV)
 
 
 def use_gemv(backend, m: int, n: int, k: int, batch: int, trans_a: bool, trans_b: bool, batched: bool) -> bool:
-    """Whether a GEMM runs on the ``gemv`` kernel: few rows (classifier heads), B stored
-    (N, K) (Gemm with transB=1), one batch, K long enough to share among a work group, on a
-    device with local-memory tiles (not PoCL: barriers are costly there)."""
-    return m <= 8 and trans_b and not trans_a and batch == 1 and not batched and k >= GEMV_LOCAL and use_local_tiles(backend)
+    """Whether a GEMM runs on the ``gemv`` kernel: ``gemv_shape`` (few rows, B stored (N, K),
+    one batch, K of a work group or more), no batch-offset table, on a device with
+    local-memory tiles (not PoCL: barriers are costly there)."""
+    return gemv_shape(m, k, batch, trans_a, trans_b, GEMV_LOCAL) and not batched and use_local_tiles(backend)
 
 
 def _float_only(op, inputs) -> tuple[bool, str]:

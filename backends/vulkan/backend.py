@@ -68,6 +68,7 @@ class VulkanBackend(Backend):
         self._memory: ResizeMemory | None = None
         self._parts: list[PartitionRecord] = []
         self._borders: dict[int, tuple[VkTensor, VkTensor]] = {}
+        self._last_parts: list[PartitionRecord] = []  # the last resize's partitions (tests, diagnostics)
         self.profiling = profile.requested() and runtime.timestamp_period > 0
         self.profile: dict[str, float] = {}  # op type -> GPU ms summed over runs (profile.py)
         self.half = config.precision == "low" and runtime.storage16
@@ -156,8 +157,8 @@ class VulkanBackend(Backend):
         With fp16 storage, a float tensor crosses the border as float32: its staging slot
         and a float32 scratch copy on the device are fp32, and the partition begins with a
         cast of each upload to fp16 and ends with a cast of each download to fp32
-        (``unary_identity``), so the host never converts and the graph's inputs and outputs
-        are not rounded to fp16."""
+        (``unary_identity``), so the host never converts (NumPy's fp16 conversion cost more
+        than the whole run on the H200)."""
         part = PartitionRecord([self._border(t) for t in uploads], [self._border(t) for t in downloads])
         for t, s in zip(uploads, part.uploads):
             if s is not t:
@@ -172,7 +173,7 @@ class VulkanBackend(Backend):
         if t.dtype != np.float16:
             return t
         if id(t) not in self._borders:
-            self._borders[id(t)] = (t, self._memory.scratch(t.shape, np.float32))
+            self._borders[id(t)] = (t, self.scratch(t.shape))
         return self._borders[id(t)][1]
 
     def _cast(self, dispatches: list, src: VkTensor, dst: VkTensor) -> None:
@@ -194,7 +195,7 @@ class VulkanBackend(Backend):
     def on_resize_end(self) -> None:
         memory, parts, borders = self._memory, self._parts, self._borders
         self._memory, self._parts, self._borders = None, [], {}
-        self._last_parts = parts  # for tests and diagnostics
+        self._last_parts = parts
         if memory is None or (not parts and not memory.constants):
             return
         vk, rt = self.vk, self.runtime
@@ -292,7 +293,7 @@ class VulkanBackend(Backend):
             if src.nbytes == 0:
                 return np.empty(src.shape, np.float32 if src.dtype == np.float16 else src.dtype)
             raise VulkanError(f"{src} has no staging slot: its download was not announced at resize (on_resize_partition)")
-        return src.host.astype(np.float32)  # a copy (float32 tensors are staged as float32)
+        return src.host.copy()  # fp16 tensors are staged as float32 (on_resize_partition)
 
     def on_execute_begin(self) -> None:
         if FORK.forked():  # a session inherited through fork(): the driver would hang

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from mnnpy.backends.gpu.gemm_geometry import gemm_problem, matmul_batch, matmul_geometry
+from mnnpy.backends.gpu.gemm_geometry import gemm_problem, gemv_shape, matmul_batch, matmul_geometry
 from mnnpy.backends.vulkan.execution import VulkanExecution
 from mnnpy.backends.vulkan.registry import vulkan_execution
 
@@ -141,11 +141,9 @@ GEMV_LOCAL = 64  # invocations per output in gemm.comp's GEMV (a power of two)
 
 
 def use_gemv(m: int, n: int, k: int, batch: int, trans_a: bool, trans_b: bool) -> bool:
-    """Whether a GEMM runs as GEMV: few rows (classifier heads), B stored (N, K) (Gemm with
-    transB=1, contiguous dot products), one batch, K long enough to share among a group, and
-    N within the group-count limit. The tiled form would run ceil(N / 128) work groups, each
-    looping over all of K (8 groups for a 1000-class head: most of a big GPU idle)."""
-    return m <= 8 and trans_b and not trans_a and batch == 1 and k >= GEMV_LOCAL and n <= MAX_GROUPS
+    """Whether a GEMM runs on the GEMV shader: ``gemv_shape`` (few rows, B stored (N, K), one
+    batch, K of a group or more), with N within the group-count limit (one group per output)."""
+    return gemv_shape(m, k, batch, trans_a, trans_b, GEMV_LOCAL) and n <= MAX_GROUPS
 
 
 # manifest_gemm.json: transposes of A, B; GEMV; split-K's second pass
