@@ -1,5 +1,6 @@
-"""Vulkan backend: every Execution against the CPU backend, partitions with CPU fallback,
-recording once at resize, availability reasons, SPIR-V freshness.
+"""Vulkan backend: recording and allocating once at resize, plans and their Vulkan objects,
+availability reasons and device choice, ``auto``, timeouts, profiling, device limits. The
+elementwise ops on every GPU backend are in tests/test_gpu_elementwise.py.
 
 Skipped, with the reason, where Vulkan is unusable (CI installs Mesa's lavapipe); the
 SPIR-V freshness test needs only glslangValidator.
@@ -25,7 +26,6 @@ needs_vulkan = pytest.mark.skipif(not _OK, reason=f"Vulkan unavailable: {_WHY}")
 pytestmark = needs_vulkan
 
 ATOL, RTOL = ELEMENTWISE
-SHAPE = (13, 7, 127)
 
 
 def _compare(model, feeds, tol=ELEMENTWISE, on_device=True, **options):
@@ -34,166 +34,6 @@ def _compare(model, feeds, tol=ELEMENTWISE, on_device=True, **options):
 
 def _sessions(model):
     return sessions(model, backend="vulkan")
-
-
-UNARY = [
-    ("Relu", {}, 1.0),
-    ("Sigmoid", {}, 4.0),
-    ("Sigmoid", {}, 60.0),  # saturates on both sides
-    ("Tanh", {}, 3.0),
-    ("Tanh", {}, 0.05),  # the small-argument series
-    ("HardSwish", {}, 4.0),
-    ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}, 3.0),
-    ("HardSigmoid", {}, 3.0),
-    ("LeakyRelu", {"alpha": 0.07}, 1.0),
-    ("LeakyRelu", {}, 1.0),
-    ("Sqrt", {}, 1.0),  # negatives give NaN on both
-    ("Abs", {}, 1.0),
-    ("Neg", {}, 1.0),
-    ("Exp", {}, 3.0),
-    ("Exp", {}, 40.0),  # up to overflow: exp's argument reduction keeps a few ulp
-]
-
-
-@pytest.mark.parametrize("op,attrs,scale", UNARY, ids=[f"{u[0]}-{u[2]}{'-attrs' if u[1] else ''}" for u in UNARY])
-def test_unary(rng, op, attrs, scale):
-    x = rand(rng, *SHAPE, scale=scale)
-    x.flat[:5] = [0.0, -0.0, np.inf, -np.inf, np.nan]
-    model = make_model([helper.make_node(op, ["x"], ["y"], **attrs)], {"x": x}, ["y"])
-    _compare(model, {"x": x})
-
-
-@pytest.mark.parametrize("bounds", [(-0.5, 0.75), (-0.5, None), (None, 0.75), (None, None), (1.0, -1.0)])
-def test_clip(rng, bounds):
-    x = rand(rng, *SHAPE)
-    x.flat[0] = np.nan
-    names, inits = ["x"], {}
-    for name, v in zip(("lo", "hi"), bounds):
-        names.append("" if v is None else name)
-        if v is not None:
-            inits[name] = np.array(v, np.float32)
-    model = make_model([helper.make_node("Clip", names, ["y"])], {"x": x}, ["y"], inits)
-    _compare(model, {"x": x})
-
-
-def test_clip_bounds_at_run_time_fall_back(rng):
-    x, lo = rand(rng, 5, 7), np.array(-0.1, np.float32)
-    model = make_model([helper.make_node("Clip", ["x", "lo"], ["y"])], {"x": x, "lo": lo}, ["y"])
-    s = _compare(model, {"x": x, "lo": lo}, on_device=False)
-    assert "Clip min/max computed at run time" in s.partitions()
-
-
-def test_swish(rng):
-    x = rand(rng, *SHAPE, scale=4)
-    model = make_model([helper.make_node("Sigmoid", ["x"], ["s"]), helper.make_node("Mul", ["x", "s"], ["y"])], {"x": x}, ["y"])
-    s = _compare(model, {"x": x})
-    assert "Swish" in s.partitions()  # the converter fused x*sigmoid(x); Vulkan runs the fused op
-
-
-BINARY_SHAPES = [
-    (SHAPE, SHAPE),  # same shape: no index arithmetic
-    ((13, 1, 127), (7, 1)),  # both broadcast
-    (SHAPE, ()),  # scalar
-    ((1,), SHAPE),
-    ((127,), SHAPE),
-    ((3, 1, 5, 1, 7, 2), (1, 4, 1, 6, 1, 2)),  # rank 6, alternating
-    ((2, 3, 1, 5, 1, 7), (4, 1, 1, 1)),
-    ((2, 1, 3, 1, 2, 1, 3, 1), (1, 2, 1, 3, 1, 2, 1, 3)),  # rank 8, nothing merges
-    ((1,), (1,)),
-    ((5, 1), (1, 1)),
-]
-
-
-@pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div", "Max", "Min"])
-@pytest.mark.parametrize("shapes", BINARY_SHAPES, ids=[f"{a}x{b}" for a, b in BINARY_SHAPES])
-def test_binary(rng, op, shapes):
-    a, b = rand(rng, *shapes[0]), rand(rng, *shapes[1])
-    if op in ("Max", "Min") and a.size > 2 and b.size > 2:
-        a.flat[1], b.flat[2] = np.nan, np.nan
-    model = make_model([helper.make_node(op, ["a", "b"], ["c"])], {"a": a, "b": b}, ["c"])
-    _compare(model, {"a": a, "b": b})
-
-
-@pytest.mark.parametrize("shapes", BINARY_SHAPES[:3], ids=[f"{a}x{b}" for a, b in BINARY_SHAPES[:3]])
-def test_pow(rng, shapes):
-    a = np.abs(rand(rng, *shapes[0], scale=2)) + np.float32(0.05)
-    b = rand(rng, *shapes[1], scale=2)
-    model = make_model([helper.make_node("Pow", ["a", "b"], ["c"])], {"a": a, "b": b}, ["c"])
-    _compare(model, {"a": a, "b": b})
-
-
-def test_pow_large_results(rng):
-    """Results up to 1e38: 2^(y log2 x) with the exponent carried in two parts."""
-    a = np.abs(rand(rng, 4097, scale=40)) + np.float32(1)
-    b = rand(rng, 4097, scale=8)
-    model = make_model([helper.make_node("Pow", ["a", "b"], ["c"])], {"a": a, "b": b}, ["c"])
-    _compare(model, {"a": a, "b": b})
-
-
-def test_pow_special_values():
-    """C99 pow: negative bases with integer exponents, zeros, infinities, NaN."""
-    vals = np.array([-2.0, -1.0, -0.0, 0.0, 0.5, 1.0, 3.0, np.inf, -np.inf, np.nan], np.float32)
-    exps = np.array([-3.0, -2.0, -0.5, 0.0, 0.5, 1.0, 2.0, 3.0, np.inf, -np.inf, np.nan], np.float32)
-    a, b = vals[:, None], exps[None, :]
-    model = make_model([helper.make_node("Pow", ["a", "b"], ["c"])], {"a": a, "b": b}, ["c"])
-    _compare(model, {"a": a, "b": b})
-
-
-def test_pow_negative_base_integer_exponent(rng):
-    a = rand(rng, 7, 13, scale=2)
-    b = rng.integers(-3, 4, (13,)).astype(np.float32)
-    model = make_model([helper.make_node("Pow", ["a", "b"], ["c"])], {"a": a, "b": b}, ["c"])
-    _compare(model, {"a": a, "b": b})
-
-
-def test_binary_with_constant_operand(rng):
-    x, w = rand(rng, 2, 5, 9), rand(rng, 5, 1)
-    model = make_model([helper.make_node("Mul", ["x", "w"], ["y"])], {"x": x}, ["y"], {"w": w})
-    _compare(model, {"x": x})
-
-
-@pytest.mark.parametrize("shape", [(1,), (63,), (64,), (65,), (3, 0, 5), (0,), (1, 1, 1, 1), (300_007,)])
-def test_odd_and_empty_shapes(rng, shape):
-    """Sizes around the work-group size, empty tensors (no dispatch, no staging slot), a long vector."""
-    x = rand(rng, *shape)
-    model = make_model([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Add", ["r", "x"], ["y"])], {"x": x}, ["y"])
-    _compare(model, {"x": x})
-
-
-def test_chain_with_memory_reuse(rng):
-    """A chain long enough that the planner reuses arena ranges: the barriers between
-    dependent dispatches (read-after-write and write-after-read) keep the result exact."""
-    x = rand(rng, 4, 33, 17)
-    nodes, prev = [], "x"
-    for k in range(12):
-        op = ["Neg", "Abs", "Sqrt", "Exp", "Tanh", "Relu"][k % 6]
-        nodes.append(helper.make_node(op, [prev], [f"t{k}"]))
-        nodes.append(helper.make_node("Add", [f"t{k}", prev], [f"s{k}"]))
-        prev = f"s{k}"
-    model = make_model(nodes, {"x": x}, [prev])
-    _compare(model, {"x": x}, tol=(1e-4, 1e-5))
-
-
-def test_copies_only_at_partition_borders(rng, monkeypatch):
-    """vulkan [Relu] -> cpu [Erf] -> vulkan [Add z, Sigmoid]: per run, two submissions; the
-    uploads are the two inputs and one border tensor, the downloads one border tensor and
-    the output."""
-    vk_s, cpu_s = _sessions(partitioned_model(rng))
-    x, z = rand(rng, 1, 3, 13, 7), rand(rng, 3, 1, 1)
-    want = cpu_s.run({"x": x, "z": z})["y"]
-    vk_s.run({"x": x, "z": z})
-    backend = vk_s.backends[0]
-    calls = {"upload": 0, "download": 0, "submit": 0}
-    for name in calls:
-        real = getattr(backend, name)
-
-        def counted(*a, _real=real, _name=name):
-            calls[_name] += 1
-            return _real(*a)
-
-        monkeypatch.setattr(backend, name, counted)
-    np.testing.assert_allclose(vk_s.run({"x": x, "z": z})["y"], want, atol=ATOL, rtol=RTOL)
-    assert calls == {"upload": 3, "download": 2, "submit": 2}
 
 
 def test_second_run_records_and_allocates_nothing(rng, monkeypatch):
