@@ -23,6 +23,13 @@ def conv_geometry(exe, x_shape, vw: int):
     return wv, strides, dil, pads, row
 
 
+def conv_bias(exe, m: int) -> np.ndarray:
+    """Execution ``exe``'s Conv bias ``(M,)`` float32: its constant input, or zeros when the op
+    has none."""
+    info = exe.input_infos[2] if len(exe.input_infos) > 2 else None
+    return np.zeros(m, np.float32) if info is None else np.asarray(info.value, np.float32).reshape(m)
+
+
 def is_pointwise(kh: int, kw: int, g: int, strides, pads) -> bool:
     """1x1 kernel, stride 1, no pads, one group: the Conv is a GEMM per image."""
     return g == 1 and kh == kw == 1 and list(strides) == [1, 1] and not any(pads)

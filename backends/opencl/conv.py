@@ -23,7 +23,7 @@ import numpy as np
 
 from mnnpy.backend import Execution
 from mnnpy.backends.gpu.checks import conv_operands_check
-from mnnpy.backends.gpu.conv_geometry import conv_geometry, is_pointwise
+from mnnpy.backends.gpu.conv_geometry import conv_bias, conv_geometry, is_pointwise
 from mnnpy.backends.gpu.gemm_geometry import pointwise_conv_problem
 from mnnpy.backends.opencl.activation import ACTIVATIONS, activation
 from mnnpy.backends.opencl.gemm import gemm_launch, use_local_tiles
@@ -71,8 +71,7 @@ class Conv(Execution):
         wv, strides, dil, pads, row = conv_geometry(self, x.shape, VW)
         m, cg, kh, kw = wv.shape
         c = x.shape[1]
-        binfo = self.input_infos[2] if len(self.input_infos) > 2 else None
-        bias = np.zeros(m, np.float32) if binfo is None else np.asarray(binfo.value, np.float32).reshape(m)
+        bias = conv_bias(self, m)
         g = self.attrs["group"]
         act = activation(self.attrs["activation"], self.attrs["activation_params"])
         if is_pointwise(kh, kw, g, strides, pads):

@@ -28,7 +28,7 @@ import struct
 import numpy as np
 
 from mnnpy.backends.gpu.checks import conv_operands_check
-from mnnpy.backends.gpu.conv_geometry import conv_geometry, is_pointwise
+from mnnpy.backends.gpu.conv_geometry import conv_bias, conv_geometry, is_pointwise
 from mnnpy.backends.gpu.gemm_geometry import pointwise_conv_problem
 from mnnpy.backends.vulkan.execution import VulkanExecution
 from mnnpy.backends.vulkan.gemm import ACTIVATIONS, GEMM_VARIANTS, MAX_GROUPS, act_spec, gemm_dispatch, grid_fits
@@ -114,11 +114,6 @@ class Conv(VulkanExecution):
         else:
             self._general(x, wv, y, strides, dil, pads, act)
 
-    def _bias(self, m: int):
-        """Bias values ``(M,)`` float32: the constant input, or zeros when the op has none."""
-        info = self.input_infos[2] if len(self.input_infos) > 2 else None
-        return np.zeros(m, np.float32) if info is None else np.asarray(info.value, np.float32).reshape(m)
-
     def _depthwise(self, x, w, b, y, strides, dil, pads, act):
         n, c, h, wd = x.shape
         kh, kw = w.shape[2:]
@@ -144,7 +139,7 @@ class Conv(VulkanExecution):
         wp[:, :mg] = wv.reshape(g, mg, cg, kh, kw)
         wp = wp.reshape(g, mbg, 4, cg, kh, kw).transpose(0, 1, 3, 4, 5, 2)  # (G, MBg, Cg, KH, KW, 4)
         bp = np.zeros((g, mbg * 4), np.float32)
-        bp[:, :mg] = self._bias(m).reshape(g, mg)
+        bp[:, :mg] = conv_bias(self, m).reshape(g, mg)
         wt = self.backend.constant(np.ascontiguousarray(wp))
         bt = self.backend.constant(bp.reshape(g * mbg, 4))
         eo = self.elem_offset
