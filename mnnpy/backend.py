@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -62,22 +61,54 @@ class BackendConfig:
     tuning: str = "none"
 
 
-class Execution:
-    """One op on one backend for one session. Subclasses override both hooks.
+@dataclass(frozen=True)
+class OpInfo:
+    """Everything a backend is told about one op at resize, built once per op by the planner.
 
-    ``inputs``/``outputs`` are the backend's tensor handles (for the CPU backend,
-    ndarray views into the arena or constant arrays); they stay the same between
-    ``on_resize`` and every ``on_execute`` until the next resize.
+    ``index``: the op's position in its graph; ``attrs``: resolved attributes (defaults
+    filled, at load); ``inputs``/``outputs``: one ``TensorInfo`` per slot, ``None`` for an
+    absent optional input or unused output (so positions match the ONNX signature);
+    ``geometry``: what the op's shape function derived (pads after ``auto_pad``, strides,
+    Resize scales and coordinate tables, reduce axes...; see ``ShapeContext.derive``), so no
+    backend computes it again.
     """
 
-    def __init__(
-        self, backend: Backend, op: Op, attrs: dict[str, Any], inputs: Sequence[TensorInfo], outputs: Sequence[TensorInfo]
-    ):
+    index: int
+    op: Op
+    attrs: dict[str, Any]
+    inputs: tuple[TensorInfo | None, ...]
+    outputs: tuple[TensorInfo | None, ...]
+    geometry: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def type(self) -> str:
+        """The op type (ONNX name, canonical form)."""
+        return self.op.type
+
+    def present(self) -> list[TensorInfo]:
+        """The inputs that are there (absent optional inputs left out), in order."""
+        return [t for t in self.inputs if t is not None]
+
+
+class Execution:
+    """One op on one backend for one session (MNN's Execution; not an NNAPI execution, which
+    is one run call). Subclasses override both hooks.
+
+    ``info`` is the op's ``OpInfo``; ``op``, ``attrs``, ``input_infos``, ``output_infos``
+    (absent slots ``None``) and ``geometry`` are its fields. ``inputs``/``outputs`` of the
+    hooks are the backend's tensor handles (for the CPU backend, ndarray views into the arena
+    or constant arrays; ``None`` for absent slots); they stay the same between ``on_resize``
+    and every ``on_execute`` until the next resize.
+    """
+
+    def __init__(self, backend: Backend, info: OpInfo):
         self.backend = backend
-        self.op = op
-        self.attrs = attrs
-        self.input_infos = list(inputs)
-        self.output_infos = list(outputs)
+        self.info = info
+        self.op = info.op
+        self.attrs = info.attrs
+        self.input_infos = list(info.inputs)
+        self.output_infos = list(info.outputs)
+        self.geometry = info.geometry
 
     def on_resize(self, inputs: list, outputs: list) -> None:
         """Prepare everything for these shapes and buffers (weights, scratch, kernels)."""
@@ -88,7 +119,14 @@ class Execution:
 
 
 class Backend:
-    """Per-session device backend. See the module docstring for the life cycle.
+    """Per-session device backend (MNN's Backend). See the module docstring for the life cycle.
+
+    Storage kinds: **dynamic** tensors live in one arena per resize (``allocate_arena``,
+    then ``acquire`` at the memory planner's offsets); **constants** (weights, values known
+    at resize) get their own read-only storage once (``acquire_constant``); **scratch** is
+    per-Execution memory a backend hands out at resize (CPU workspaces, GPU split-K
+    partials). A backend picks its own layout and storage dtype; ``upload``, ``download``
+    and ``copy`` are the only places that convert.
 
     Subclasses implement: ``supports``, ``create_execution``, ``allocate_arena``,
     ``acquire``, ``acquire_constant``, ``upload``, ``download``.
@@ -100,38 +138,39 @@ class Backend:
         self.runtime = runtime
         self.config = config
 
-    def supports(self, op: Op, inputs: Sequence[TensorInfo], attrs: dict) -> tuple[bool, str]:
-        """Whether this backend runs ``op`` with these inputs and resolved attributes; else why not."""
+    def supports(self, info: OpInfo) -> tuple[bool, str]:
+        """Whether this backend runs the op of ``info`` (dtypes, attributes, input shapes and
+        values known at resize); else ``(False, why)``. onnxruntime's GetCapability, per op."""
         raise NotImplementedError
 
-    def supports_outputs(self, op: Op, outputs: Sequence[TensorInfo]) -> tuple[bool, str]:
-        """Asked by the Schedule after ``supports`` said yes: whether this backend can hold
-        ``op``'s outputs (their inferred shapes: a device's buffer-size limit); else why not.
+    def supports_outputs(self, info: OpInfo) -> tuple[bool, str]:
+        """Asked by the Schedule after ``supports`` said yes: whether this backend can hold the
+        op's outputs (their inferred shapes: a device's buffer-size limit); else why not.
         Default: yes."""
         return True, ""
 
     def can_alias(self, op: Op) -> bool:
-        """Whether output 0 of a reshape-like op may share its input's buffer on this backend."""
-        return False
+        """Whether output 0 of an op whose schema declares ``alias`` (reshape-like: only the
+        metadata changes) may share its input's storage here. Default: yes (contiguous
+        layouts); a backend whose layout makes the op a real copy says no."""
+        return True
 
-    def create_execution(
-        self, op: Op, attrs: dict, inputs: Sequence[TensorInfo], outputs: Sequence[TensorInfo]
-    ) -> Execution | None:
-        """A new Execution for ``op``, or ``None`` when unsupported."""
+    def create_execution(self, info: OpInfo) -> Execution | None:
+        """A new Execution for the op of ``info``, or ``None`` when unsupported."""
         raise NotImplementedError
 
     def on_resize_begin(self) -> None:
         """Called before a resize: drop the previous resize's memory and executions."""
 
-    def on_resize_partition(self, uploads: list, downloads: list) -> None:
-        """Called during a resize once per partition on this backend, before that partition's
-        Executions are created. ``uploads``: the handles ``upload`` writes before the
-        partition runs (the plan's inputs held by this backend, announced with its first
-        partition, and the tensors copied in at this partition's border). ``downloads``: the
-        handles ``download`` reads after it (tensors it produces that another backend or the
-        caller reads). For backends that record their work ahead (Vulkan: staging slots and
-        copy commands in the partition's command buffer). Default: nothing.
-        """
+    def on_resize_partition(self, partition: Any) -> None:
+        """Called during a resize once per partition on this backend, after its Executions'
+        ``on_resize``. ``partition`` (a ``mnnpy.planner.PartitionStep``) gives
+        ``executions`` (in order), ``uploads`` (the handles ``upload``/``copy`` write before
+        it runs: the plan's inputs held by this backend, announced with its first
+        partition, and the tensors copied in at its border) and ``downloads`` (the handles
+        read after it: tensors it produces that another backend or the caller reads). A
+        backend that records its work ahead (Vulkan: staging slots, one command buffer) may
+        keep what it built in ``partition.recording``. Default: nothing."""
 
     def on_resize_end(self) -> None:
         """Called after every Execution's ``on_resize``."""
@@ -156,11 +195,18 @@ class Backend:
         """A new host array with the contents of a tensor handle."""
         raise NotImplementedError
 
-    def on_execute_begin(self) -> None:
-        """Called before the first Execution of a partition runs."""
+    def copy(self, src_backend: Backend, src: Any, dst: Any) -> None:
+        """A partition-border copy: tensor ``src`` held by ``src_backend`` into this backend's
+        ``dst``. Default: through the host (``download`` then ``upload``); a backend that can
+        read the source in place (the CPU into its arena) or device to device overrides it."""
+        self.upload(src_backend.download(src), dst)
 
-    def on_execute_end(self) -> None:
-        """Called after the last Execution of a partition ran (GPU: flush/wait)."""
+    def execute_partition(self, partition: Any) -> None:
+        """Run one partition's Executions (a ``mnnpy.planner.PartitionStep``) after its border
+        copies. Default: each Execution's ``on_execute`` in order; a backend that recorded
+        the partition at resize submits the recording instead."""
+        for exe, ins, outs in partition.runs:
+            exe.on_execute(ins, outs)
 
 
 class Runtime:

@@ -15,6 +15,7 @@ from mnnpy import model_file
 from mnnpy.backend import BackendConfig, backend_availability, backend_in_auto, get_runtime, registered_backends
 from mnnpy.errors import BackendUnavailableError, InputError
 from mnnpy.ir import Net
+from mnnpy.ops import resolve_attrs
 from mnnpy.session import IODesc, Session
 
 PRECISIONS = ("high", "normal", "low")
@@ -30,6 +31,7 @@ class Interpreter:
         if not isinstance(source, (str, os.PathLike, bytes, bytearray, memoryview, Net)):
             raise InputError(f"Interpreter takes a model path or the model's bytes, got {type(source).__name__}")
         self.net: Net = source if isinstance(source, Net) else model_file.load(source)
+        resolve_attrs(self.net.graphs)  # a Net handed over in memory: attributes resolved here, once
 
     @property
     def metadata(self) -> dict[str, str]:

@@ -40,6 +40,8 @@ class Op:
 
     An input index of ``-1`` marks an absent optional input. Attribute values are
     Python scalars/lists/str, ``numpy`` arrays (TENSOR) or ``GraphRef`` (GRAPH).
+    ``resolved``: every attribute of the op's schema, defaults filled and checked, set once
+    when the model is loaded (``mnnpy.ops.resolve_attrs``); what the engine reads.
     """
 
     type: str
@@ -47,6 +49,7 @@ class Op:
     inputs: list[int]
     outputs: list[int]
     attrs: dict[str, Any] = field(default_factory=dict)
+    resolved: dict[str, Any] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ Offsets are multiples of ``ALIGN`` bytes so that every view is SIMD-aligned.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 ALIGN = 64
 
@@ -55,3 +56,79 @@ def plan_memory(buffers: list[Lifetime]) -> MemoryPlan:
         placed.append((offset, offset + size, b))
         top = max(top, offset + size)
     return MemoryPlan(offsets, top)
+
+
+@dataclass
+class BackendTensors:
+    """What one backend holds in a plan: each tensor's first and last step (op index; -1 for
+    a tensor written before the first op, ``len(ops) + 1`` for one read after the last),
+    which dynamic tensors alias another's storage (``alias``: output -> input), and the
+    constants read there (values known at resize: stored apart, not in the arena)."""
+
+    first: dict[int, int] = field(default_factory=dict)
+    last: dict[int, int] = field(default_factory=dict)
+    alias: dict[int, int] = field(default_factory=dict)
+    constants: set[int] = field(default_factory=set)
+
+    def touch(self, t: int, step: int) -> None:
+        """Tensor ``t`` is live at ``step``."""
+        self.first.setdefault(t, step)
+        self.last[t] = max(self.last.get(t, step), step)
+
+    def root(self, t: int) -> int:
+        """The tensor whose storage ``t`` shares (itself when it aliases nothing)."""
+        while t in self.alias:
+            t = self.alias[t]
+        return t
+
+    def lifetimes(self, nbytes: Callable[[int], int]) -> list[Lifetime]:
+        """One ``Lifetime`` per storage root, spanning every tensor that aliases it;
+        ``nbytes(t)``: tensor ``t``'s size in bytes."""
+        spans: dict[int, list[int]] = {}
+        for t in self.first:
+            r = self.root(t)
+            if r not in spans:
+                spans[r] = [self.first[t], self.last[t], nbytes(r)]
+            s = spans[r]
+            s[0], s[1] = min(s[0], self.first[t]), max(s[1], self.last[t])
+        return [Lifetime(r, s[2], s[0], s[1]) for r, s in spans.items()]
+
+
+def tensor_lifetimes(graph, schedule, known: set[int], inputs, exports, can_alias) -> list[BackendTensors]:
+    """Per backend of ``schedule``: what it holds and when (``BackendTensors``).
+
+    ``known``: tensors whose values are known at resize (constants); ``inputs``: tensors
+    written before the first op (graph inputs, or what an earlier segment computed);
+    ``exports``: tensors read after the last op (outputs, later segments); ``can_alias(b,
+    op)``: whether backend ``b`` lets output 0 of ``op`` share the storage of the input its
+    schema names in ``alias``. A border copy makes its tensor live on both backends at the
+    partition's first op."""
+    from mnnpy.ops import get_schema
+
+    held = [BackendTensors() for _ in schedule.backend_names]
+    for part in schedule.partitions:
+        h = held[part.backend]
+        for t in part.copies_in:
+            held[schedule.home[t]].touch(t, part.ops[0])
+            h.touch(t, part.ops[0])
+        for i in part.ops:
+            op = graph.ops[i]
+            h.constants.update(t for t in op.inputs if t in known)
+            for t in op.inputs:
+                if t >= 0 and t not in known:
+                    if t in inputs:
+                        h.touch(t, -1)  # written by run() before the first op
+                    h.touch(t, i)
+            for t in op.outputs:
+                if t >= 0:
+                    h.touch(t, i)
+            a = get_schema(op.type).alias
+            src = op.inputs[a] if a is not None else -1
+            if src >= 0 and src not in known and op.outputs[0] >= 0 and can_alias(part.backend, op):
+                h.alias[op.outputs[0]] = src
+    for t in exports:
+        if t not in known:
+            for h in held:
+                if t in h.first:
+                    h.touch(t, len(graph.ops) + 1)
+    return held

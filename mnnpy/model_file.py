@@ -397,8 +397,7 @@ class _Reader:
                 spec = schema.input_spec(k)
                 if t == -1 and not (spec and spec.optional):
                     self.fail(f"{what}: required input {k} is absent")
-            schema.resolve_attrs(attrs, what)
-            ops.append(Op(op_type, name, inputs, outputs, attrs))
+            ops.append(Op(op_type, name, inputs, outputs, attrs, schema.resolve_attrs(attrs, what)))
         graph = Graph(gname, tensors, ops, index_list(g, "Inputs", where), index_list(g, "Outputs", where))
         self._check_graph(graph, where)
         return graph

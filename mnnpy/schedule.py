@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mnnpy.backend import Backend, TensorInfo
+from mnnpy.backend import Backend, OpInfo
 from mnnpy.errors import UnsupportedOperatorError
 from mnnpy.ir import Graph
 
@@ -30,12 +30,14 @@ class Partition:
 
 @dataclass
 class Schedule:
-    """Assignment of run-time ops (``backend_of``), partitions, and why ops fell back."""
+    """Assignment of run-time ops (``backend_of``: op index -> backend index), partitions, why
+    ops fell back, and ``home``: the backend index that produces each tensor an op computes."""
 
     backend_names: list[str]
     backend_of: dict[int, int] = field(default_factory=dict)
     partitions: list[Partition] = field(default_factory=list)
     fallback_reasons: dict[int, str] = field(default_factory=dict)
+    home: dict[int, int] = field(default_factory=dict)
 
     def describe(self, graph: Graph) -> str:
         """Human-readable listing: each partition, its ops, and reasons for fallbacks."""
@@ -65,6 +67,7 @@ def merge_schedules(schedules: list[Schedule]) -> Schedule:
         out.backend_of.update(s.backend_of)
         out.partitions += s.partitions
         out.fallback_reasons.update(s.fallback_reasons)
+        out.home.update(s.home)
     return out
 
 
@@ -108,22 +111,20 @@ def to_dot(schedule: Schedule, graph: Graph) -> str:
     return "\n".join(lines) + "\n"
 
 
-def build_schedule(
-    graph: Graph, runtime_ops: list[int], backends: list[Backend], infos: dict[int, TensorInfo], attrs: list[dict]
-) -> Schedule:
-    """Assign every op of ``runtime_ops`` and cut partitions (see module docstring)."""
+def build_schedule(ops: list[OpInfo], backends: list[Backend]) -> Schedule:
+    """Assign every op of ``ops`` (the run-time ops, in order) and cut partitions (see module
+    docstring); raises ``UnsupportedOperatorError`` when no backend takes an op."""
     sched = Schedule([b.name for b in backends])
-    home: dict[int, int] = {}  # tensor -> backend that produces it
+    home = sched.home  # tensor -> backend that produces it
     mirrored: set[tuple[int, int]] = set()  # (tensor, backend) already copied
-    for i in runtime_ops:
-        op = graph.ops[i]
-        ins = [infos[t] for t in op.inputs if t >= 0]
+    for info in ops:
+        i, op = info.index, info.op
         reasons = []
         b_index = None
         for k, backend in enumerate(backends):
-            ok, why = backend.supports(op, ins, attrs[i])
+            ok, why = backend.supports(info)
             if ok:
-                ok, why = backend.supports_outputs(op, [infos[t] for t in op.outputs if t >= 0 and t in infos])
+                ok, why = backend.supports_outputs(info)
             if ok:
                 b_index = k
                 break

@@ -1,9 +1,11 @@
 """Session: a model prepared on an ordered list of backends; ``resize`` plans, ``run`` computes.
 
-Resize (once per distinct set of input shapes; the last ``RESIZE_CACHE`` are kept):
-SizeComputer -> Schedule -> memory plan per backend (one arena each) -> one
-Execution per op, ``on_resize``. Run: copy inputs in, ``on_execute`` each op, copy
-partition borders, copy outputs out. Nothing is allocated for intermediate tensors.
+Resize (once per distinct set of input shapes; the last ``RESIZE_CACHE`` plans are kept)
+is the ``Planner``'s: SizeComputer -> Schedule -> memory plan per backend (one arena
+each) -> one Execution per op, ``on_resize``. Run (one NNAPI execution): write the inputs,
+execute each partition (border copies, then its Executions), read the outputs. Nothing is
+allocated for intermediate tensors. The Session owns the public API, input validation,
+the plan cache, the run loop and the segments of models whose shapes depend on values.
 """
 
 from __future__ import annotations
@@ -12,18 +14,18 @@ import threading
 import warnings
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from mnnpy.backend import Backend, Execution, TensorInfo
+from mnnpy.backend import Backend
 from mnnpy.errors import InputError, ShapeError
 from mnnpy.ir import Graph, Net
-from mnnpy.memory_planner import Lifetime, MemoryPlan, plan_memory
 from mnnpy.ops import get_schema
-from mnnpy.schedule import Schedule, build_schedule, merge_schedules
-from mnnpy.size_computer import SizeResult, compute_sizes, value_inputs
+from mnnpy.planner import Plan, Planner
+from mnnpy.schedule import Schedule, merge_schedules
+from mnnpy.size_computer import value_inputs
 
 RESIZE_CACHE = 4
 MAX_VALUE_INPUT = 1 << 16  # elements of an input whose contents decide shapes
@@ -38,47 +40,30 @@ class IODesc:
     dtype: np.dtype
 
 
-@dataclass
-class _Plan:
-    """One planned segment: ops from ``start`` up to ``sizes.barrier`` (or the end).
-
-    ``inputs`` are the tensors it receives at run (graph inputs, or for a later segment
-    what earlier ones computed); ``exports`` what later segments or the outputs need.
-    """
-
-    key: tuple
-    start: int
-    inputs: frozenset
-    exports: frozenset
-    sizes: SizeResult
-    schedule: Schedule
-    memory: list[MemoryPlan]
-    handles: list[dict[int, Any]]
-    executions: dict[int, Execution]
-    steps: list[tuple[int, list[tuple[int, Any, Any]], list[tuple[Execution, list, list]]]] = field(default_factory=list)
-
-
 class Session:
     """A model prepared for ``run`` on ``backends`` (preference order, CPU last).
 
-    Created by ``Interpreter.create_session``. Not thread-safe: one run at a time.
+    Created by ``Interpreter.create_session``. Threads: a Session may be shared by threads;
+    ``run`` and ``resize`` hold one lock per Session, so its runs happen one at a time (the
+    plan, its arenas and the backends' staging are reused by every run). Input validation
+    happens before the lock. For runs in parallel, create one Session per thread.
     """
 
     def __init__(self, net: Net, backends: list[Backend]):
         self.net = net
         self.graph: Graph = net.main
         self.backends = backends
-        self._cpu = next(b for b in backends if b.name == "cpu")
-        self._attrs = [get_schema(op.type).resolve_attrs(op.attrs, f"op '{op.name}'") for op in self.graph.ops]
-        self._plans: OrderedDict[tuple, _Plan] = OrderedDict()
-        self._plan: _Plan | None = None
+        cpu = next(b for b in backends if b.name == "cpu")
+        self.planner = Planner(self.graph, backends, cpu.evaluate)
+        self._plans: OrderedDict[tuple, Plan] = OrderedDict()
+        self._plan: Plan | None = None
         self._lock = threading.Lock()
         g = self.graph
         self._input_index = {g.tensors[t].name: t for t in g.inputs}
         self._value_inputs = sorted(value_inputs(g))
         self.resize_count = 0
         self._output_shapes: dict[str, tuple[int, ...]] | None = None
-        self._segments: list[_Plan] = []  # the plans the last run went through, in order
+        self._segments: list[Plan] = []  # the plans the last run went through, in order
 
     # -- descriptions -------------------------------------------------------------------
     @property
@@ -145,13 +130,11 @@ class Session:
         """(Schedule of the first segment for ``shapes``, the op index where shapes become
         data-dependent or None): sizes and placement only, no memory, no Executions."""
         checked = self._check_shapes(shapes)
-        g = self.graph
         try:
-            sizes = compute_sizes(g, checked, self._attrs, self._evaluate, {}, 0, {})
+            sizes = self.planner.infer(checked)
         except ShapeError as e:
             raise ShapeError(f"input shapes {self._named(checked)}: {e}") from None
-        infos = {t: TensorInfo(t, g.tensors[t].name, sizes.shapes[t], sizes.dtypes[t], sizes.values.get(t)) for t in sizes.shapes}
-        return build_schedule(g, sizes.runtime_ops, self.backends, infos, self._attrs), sizes.barrier
+        return self.planner.schedule(sizes), sizes.barrier
 
     def _default_shapes(self) -> dict[str, tuple[int, ...]]:
         """Declared input shapes with every dynamic dim set to 1 (for describing before a resize)."""
@@ -210,14 +193,14 @@ class Session:
         values: dict[int, np.ndarray] | None = None,
         start: int = 0,
         dtypes: dict[int, np.dtype] | None = None,
-    ) -> _Plan:
+    ) -> Plan:
         key = (start, *self._plan_key(shapes, values))
         plan = self._plans.get(key)
         if plan is not None:
             self._plans.move_to_end(key)
             return plan
         try:
-            plan = self._build_plan(shapes, values or {}, start, dtypes or {})
+            plan = self.planner.plan(key, shapes, values or {}, start, dtypes or {})
         except ShapeError as e:
             raise ShapeError(f"input shapes {self._named(shapes)}: {e}") from None
         except MemoryError as e:
@@ -236,141 +219,6 @@ class Session:
 
     def _named(self, shapes: dict[int, tuple]) -> dict[str, tuple]:
         return {self.graph.tensors[t].name: s for t, s in shapes.items()}
-
-    def _build_plan(self, shapes, values, start: int, dtypes) -> _Plan:
-        g = self.graph
-        sizes = compute_sizes(g, shapes, self._attrs, self._evaluate, values, start, dtypes)
-        infos = {t: TensorInfo(t, g.tensors[t].name, sizes.shapes[t], sizes.dtypes[t], sizes.values.get(t)) for t in sizes.shapes}
-        schedule = build_schedule(g, sizes.runtime_ops, self.backends, infos, self._attrs)
-        inputs = frozenset(shapes)
-        later = set(g.outputs)
-        if sizes.barrier is not None:
-            later.update(t for op in g.ops[sizes.barrier :] for t in op.inputs if t >= 0)
-        exports = frozenset(t for t in later if t in sizes.shapes and g.tensors[t].data is None)
-        for b in self.backends:
-            b.on_resize_begin()
-        memory, handles = self._plan_memory(sizes, schedule, infos, inputs, exports)
-        executions: dict[int, Execution] = {}
-        steps = []
-        transfers = self._transfers(schedule, handles, sizes, inputs, exports)
-        for part, (ups, downs) in zip(schedule.partitions, transfers):
-            backend = self.backends[part.backend]
-            h = handles[part.backend]
-            backend.on_resize_partition([h[t] for t in ups], [h[t] for t in downs])
-            copies = [(t, handles[self._home(schedule, t)][t], h[t]) for t in part.copies_in]
-            runs = []
-            for i in part.ops:
-                op = g.ops[i]
-                ins = [infos[t] if t >= 0 else None for t in op.inputs]
-                outs = [infos[t] if t >= 0 else None for t in op.outputs]
-                exe = backend.create_execution(op, self._attrs[i], ins, outs)
-                in_h = [h[t] if t >= 0 else None for t in op.inputs]
-                out_h = [h[t] if t >= 0 else None for t in op.outputs]
-                exe.on_resize(in_h, out_h)
-                executions[i] = exe
-                runs.append((exe, in_h, out_h))
-            steps.append((part.backend, copies, runs))
-        for b in self.backends:
-            b.on_resize_end()
-        key = (start, *self._plan_key(shapes, values))
-        return _Plan(key, start, inputs, exports, sizes, schedule, memory, handles, executions, steps)
-
-    def _transfers(self, schedule: Schedule, handles, sizes: SizeResult, inputs, exports) -> list[tuple[list[int], list[int]]]:
-        """Per partition, ``(uploaded, downloaded)`` tensors, as ``run`` moves them: the plan's
-        inputs are uploaded to every backend holding them before the first op (announced with
-        that backend's first partition), border tensors into the partition that copies them
-        in; a tensor is downloaded after the partition that produces it when another backend
-        copies it in or the plan exports it (graph outputs, later segments)."""
-        g = self.graph
-        copied = {t for p in schedule.partitions for t in p.copies_in}
-        seen: set[int] = set()
-        out = []
-        for part in schedule.partitions:
-            h = handles[part.backend]
-            ups = []
-            if part.backend not in seen:
-                seen.add(part.backend)
-                ups = [t for t in sorted(inputs) if t in h and t not in sizes.values]
-            ups += [t for t in part.copies_in if t not in ups]
-            made = [t for i in part.ops for t in g.ops[i].outputs if t >= 0]
-            downs = [t for t in dict.fromkeys(made) if t in h and t not in sizes.values and (t in copied or t in exports)]
-            out.append((ups, downs))
-        return out
-
-    def _home(self, schedule: Schedule, t: int) -> int:
-        for i in reversed(range(len(self.graph.ops))):
-            if t in self.graph.ops[i].outputs and i in schedule.backend_of:
-                return schedule.backend_of[i]
-        raise AssertionError(f"tensor {t} has no producer")
-
-    def _plan_memory(self, sizes: SizeResult, schedule: Schedule, infos: dict[int, TensorInfo], inputs, exports):
-        """Lifetimes per backend (in step units) -> arena offsets -> tensor handles.
-
-        ``inputs`` are written before the first op; ``exports`` live to the segment's end."""
-        g = self.graph
-        n_b = len(self.backends)
-        first: list[dict[int, int]] = [dict() for _ in range(n_b)]
-        last: list[dict[int, int]] = [dict() for _ in range(n_b)]
-        alias: list[dict[int, int]] = [dict() for _ in range(n_b)]
-        constants: list[set[int]] = [set() for _ in range(n_b)]  # known at resize, read on that backend
-        end = len(g.ops) + 1
-
-        def touch(b, t, step):
-            first[b].setdefault(t, step)
-            last[b][t] = max(last[b].get(t, step), step)
-
-        for part in schedule.partitions:
-            b = part.backend
-            start = part.ops[0]
-            for t in part.copies_in:
-                touch(self._home(schedule, t), t, start)
-                touch(b, t, start)
-            for i in part.ops:
-                op = g.ops[i]
-                constants[b].update(t for t in op.inputs if t in sizes.values)
-                for t in op.inputs:
-                    if t >= 0 and t not in sizes.values:
-                        if t in inputs:
-                            touch(b, t, -1)  # written by run() before the first op
-                        touch(b, t, i)
-                for t in op.outputs:
-                    if t >= 0:
-                        touch(b, t, i)
-                schema = get_schema(op.type)
-                src = op.inputs[schema.alias] if schema.alias is not None else -1
-                if src >= 0 and src not in sizes.values and op.outputs[0] >= 0 and self.backends[b].can_alias(op):
-                    alias[b][op.outputs[0]] = src
-        for t in exports:
-            if t not in sizes.values:
-                for b in range(n_b):
-                    if t in first[b]:
-                        touch(b, t, end)
-        memory, handles = [], []
-        for b, backend in enumerate(self.backends):
-
-            def root(t, b=b):
-                while t in alias[b]:
-                    t = alias[b][t]
-                return t
-
-            spans: dict[int, list[int]] = {}
-            for t in first[b]:
-                r = root(t)
-                s = spans.setdefault(r, [first[b][t], last[b][t], infos[r].nbytes])
-                s[0], s[1] = min(s[0], first[b][t]), max(s[1], last[b][t])
-            plan = plan_memory([Lifetime(r, s[2], s[0], s[1]) for r, s in spans.items()])
-            backend.allocate_arena(plan.arena_bytes)
-            h = {t: backend.acquire(infos[t], plan.offsets[root(t)]) for t in first[b]}
-            for t in constants[b]:
-                h[t] = backend.acquire_constant(infos[t])
-            memory.append(plan)
-            handles.append(h)
-        return memory, handles
-
-    def _evaluate(self, op_index: int, attrs: dict, values: list, specs: list) -> list[np.ndarray]:
-        """Compute one small op at resize on the CPU backend (see SizeComputer)."""
-        op = self.graph.ops[op_index]
-        return self._cpu.evaluate(op, attrs, values, specs)
 
     # -- run ----------------------------------------------------------------------------
     def run(self, feeds: Mapping[str, Any], output_names: list[str] | None = None) -> dict[str, np.ndarray]:
@@ -392,15 +240,12 @@ class Session:
             self._segments = [plan]
             results: dict[int, np.ndarray] = {}
             while True:
-                for t, a in arrays.items():
-                    for b, h in enumerate(plan.handles):
-                        if t in h and t not in plan.sizes.values:
-                            self.backends[b].upload(a, h[t])
+                plan.write(arrays)
                 with np.errstate(all="ignore"):  # NaN/inf propagate silently, as in onnxruntime
-                    self._execute(plan)
+                    plan.execute()
                 for t in wanted:
                     if t not in results and t in plan.sizes.shapes:
-                        results[t] = self._fetch(plan, t, arrays)
+                        results[t] = plan.read(t, arrays)
                 if plan.sizes.barrier is None:
                     break
                 plan, arrays = self._next_segment(plan, arrays)
@@ -408,11 +253,11 @@ class Session:
             self._output_shapes = {self.graph.tensors[t].name: results[t].shape for t in wanted}
             return {self.graph.tensors[t].name: results[t] for t in wanted}
 
-    def _next_segment(self, plan: _Plan, arrays: dict[int, np.ndarray]) -> tuple[_Plan, dict[int, np.ndarray]]:
+    def _next_segment(self, plan: Plan, arrays: dict[int, np.ndarray]) -> tuple[Plan, dict[int, np.ndarray]]:
         """After a data-dependent barrier: the rest of the graph, resized with the values just
         computed (what the earlier segment exports becomes this segment's inputs)."""
         g = self.graph
-        crossing = {t: self._fetch(plan, t, arrays) for t in plan.exports}
+        crossing = {t: plan.read(t, arrays) for t in plan.exports}
         needed = {
             op.inputs[k]
             for op in g.ops[plan.sizes.barrier :]
@@ -428,33 +273,11 @@ class Session:
             raise ShapeError(f"{op.type} '{op.name}': its value inputs are still unknown after the ops before it ran")
         return nxt, crossing
 
-    def _fetch(self, plan: _Plan, t: int, arrays: dict[int, np.ndarray]) -> np.ndarray:
-        """A new array with tensor ``t``'s contents after ``plan`` ran."""
-        if t in plan.sizes.values:
-            return np.array(plan.sizes.values[t])
-        if t in arrays:
-            return np.array(arrays[t])
-        b = self._home(plan.schedule, t)
-        return self.backends[b].download(plan.handles[b][t])
-
     def _values_of(self, arrays: dict[int, np.ndarray]) -> dict[int, np.ndarray]:
         """Copies of the value inputs' contents, which key the plan. Inputs larger than
         ``MAX_VALUE_INPUT`` elements are left out: the ops that need them then start a new
         segment, resized at run once the values are there."""
         return {t: np.array(arrays[t]) for t in self._value_inputs if arrays[t].size <= MAX_VALUE_INPUT}
-
-    def _execute(self, plan: _Plan) -> None:
-        """Every partition in order: border copies in, then each Execution's ``on_execute``."""
-        for b, copies, runs in plan.steps:
-            backend = self.backends[b]
-            backend.on_execute_begin()
-            try:
-                for t, src, dst in copies:
-                    backend.upload(self.backends[self._home(plan.schedule, t)].download(src), dst)
-                for exe, ins, outs in runs:
-                    exe.on_execute(ins, outs)
-            finally:
-                backend.on_execute_end()
 
     def _wanted_outputs(self, output_names) -> list[int]:
         g = self.graph

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mnnpy.backend import OpInfo, TensorInfo
 from mnnpy.errors import ShapeError
 from mnnpy.ir import Graph
 from mnnpy.ops import ShapeContext, get_schema
@@ -24,23 +25,38 @@ FOLD_LIMIT = 1 << 14  # elements: larger outputs are computed at run time, not a
 
 @dataclass
 class SizeResult:
-    """Shapes/dtypes per tensor, values known at resize, resolved attrs per op, ops left to run."""
+    """Shapes/dtypes per tensor, values known at resize, each op's derived geometry (what its
+    shape function recorded with ``ShapeContext.derive``), ops left to run."""
 
+    graph: Graph
     shapes: dict[int, tuple[int, ...]] = field(default_factory=dict)
     dtypes: dict[int, np.dtype] = field(default_factory=dict)
     values: dict[int, np.ndarray] = field(default_factory=dict)
-    attrs: list[dict] = field(default_factory=list)
+    geometry: dict[int, dict] = field(default_factory=dict)
     runtime_ops: list[int] = field(default_factory=list)
     barrier: int | None = None  # first op whose value inputs are only known at run (data-dependent)
 
+    def tensor(self, t: int) -> TensorInfo | None:
+        """The ``TensorInfo`` of tensor ``t`` (``None`` for -1, an absent slot, or a tensor
+        not inferred)."""
+        if t < 0 or t not in self.shapes:
+            return None
+        return TensorInfo(t, self.graph.tensors[t].name, self.shapes[t], self.dtypes[t], self.values.get(t))
 
-Evaluate = Callable[[int, dict, list[np.ndarray], list[tuple[tuple[int, ...], np.dtype]]], list[np.ndarray]]
+    def op_info(self, i: int) -> OpInfo:
+        """The ``OpInfo`` of op ``i``: resolved attributes, tensor infos per slot, geometry."""
+        op = self.graph.ops[i]
+        ins = tuple(self.tensor(t) for t in op.inputs)
+        outs = tuple(self.tensor(t) for t in op.outputs)
+        return OpInfo(i, op, op.resolved, ins, outs, self.geometry.get(i, {}))
+
+
+Evaluate = Callable[[OpInfo], list[np.ndarray]]
 
 
 def compute_sizes(
     graph: Graph,
     input_shapes: dict[int, tuple[int, ...]],
-    resolved_attrs: list[dict],
     evaluate: Evaluate,
     input_values: dict[int, np.ndarray] | None = None,
     start: int = 0,
@@ -51,12 +67,12 @@ def compute_sizes(
 
     ``input_values``: known contents of inputs that shape functions read (see
     ``value_inputs``); ``input_dtypes``: dtypes of inputs that are not graph inputs.
-    ``evaluate(op_index, attrs, input_values, output_specs)`` computes a small op at
-    resize (the CPU backend provides it). The walk stops at the first op whose value
+    ``evaluate(op_info)`` computes a small op whose inputs are all known at resize (the
+    CPU backend provides it); attributes are each op's ``resolved`` ones (set at load). The walk stops at the first op whose value
     inputs are unknown (``barrier``): the session runs what comes before, then resizes
     the rest with the values computed. Raises ``ShapeError`` naming the op.
     """
-    r = SizeResult(attrs=resolved_attrs)
+    r = SizeResult(graph)
     for t, desc in enumerate(graph.tensors):
         if desc.data is not None:
             r.shapes[t], r.dtypes[t], r.values[t] = tuple(desc.data.shape), desc.data.dtype, desc.data
@@ -77,7 +93,7 @@ def compute_sizes(
         for t, s in zip(op.inputs, shapes):
             if t >= 0 and s is None:
                 raise ShapeError(f"{op.type} '{op.name}': input '{graph.tensors[t].name}' has no shape (not produced before use)")
-        ctx = ShapeContext(op, schema, shapes, dtypes, values, resolved_attrs[i])
+        ctx = ShapeContext(op, schema, shapes, dtypes, values, op.resolved)
         try:
             outs = schema.infer(ctx)
         except ShapeError:
@@ -89,6 +105,8 @@ def compute_sizes(
                 r.shapes[t], r.dtypes[t] = tuple(int(d) for d in outs[k][0]), np.dtype(outs[k][1])
                 if any(d < 0 for d in r.shapes[t]):
                     raise ShapeError(f"{op.type} '{op.name}': negative output dim {r.shapes[t]}")
+        if ctx.geometry:
+            r.geometry[i] = ctx.geometry
         live_outs = [t for t in op.outputs if t >= 0]
         if ctx.out_values and all(k in ctx.out_values for k, t in enumerate(op.outputs) if t >= 0):
             for k, t in enumerate(op.outputs):
@@ -98,8 +116,7 @@ def compute_sizes(
         known = all(v is not None for t, v in zip(op.inputs, values) if t >= 0)
         small = sum(int(np.prod(r.shapes[t])) for t in live_outs) <= FOLD_LIMIT
         if known and small and op.inputs:
-            specs = [(r.shapes[t], r.dtypes[t]) if t >= 0 else None for t in op.outputs]
-            results = evaluate(i, resolved_attrs[i], values, specs)
+            results = evaluate(r.op_info(i))
             for t, v in zip(op.outputs, results):
                 if t >= 0:
                     r.values[t] = v

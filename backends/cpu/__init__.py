@@ -12,16 +12,14 @@ BLAS workers cost more than it gained).
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from mnnpy.backend import Backend, BackendConfig, Execution, Runtime, TensorInfo
+from mnnpy.backend import Backend, BackendConfig, Execution, OpInfo, Runtime, TensorInfo
 from mnnpy.backends.cpu.blas import BlasThreads
 from mnnpy.backends.cpu.registry import executions
 from mnnpy.backends.cpu.scratch import SharedBuffer, Workspace, scratch
-from mnnpy.ir import Op
 from mnnpy.memory_planner import ALIGN
 
 
@@ -35,24 +33,20 @@ class CPUBackend(Backend):
         self.arena = np.empty(0, np.uint8)
         self.num_threads = config.num_threads or runtime.default_threads
         self.pool = runtime.pool(self.num_threads)
-        self._blas_before = None
         self._temporaries = SharedBuffer()
 
     def workspace(self) -> Workspace:
         """An allocator for one Execution's temporaries, in memory shared with the others."""
         return Workspace(self._temporaries)
 
-    def supports(self, op: Op, inputs: Sequence[TensorInfo], attrs: dict) -> tuple[bool, str]:
-        if op.type in executions():
+    def supports(self, info: OpInfo) -> tuple[bool, str]:
+        if info.type in executions():
             return True, ""
-        return False, f"no CPU execution for {op.type}"
+        return False, f"no CPU execution for {info.type}"
 
-    def can_alias(self, op: Op) -> bool:
-        return True
-
-    def create_execution(self, op, attrs, inputs, outputs) -> Execution | None:
-        cls = executions().get(op.type)
-        return None if cls is None else cls(self, op, attrs, inputs, outputs)
+    def create_execution(self, info: OpInfo) -> Execution | None:
+        cls = executions().get(info.type)
+        return None if cls is None else cls(self, info)
 
     def allocate_arena(self, nbytes: int) -> None:
         raw = scratch(nbytes + ALIGN, np.uint8)  # pages mapped now, not during the first run
@@ -72,22 +66,34 @@ class CPUBackend(Backend):
     def download(self, src: np.ndarray) -> np.ndarray:
         return np.array(src)
 
-    def on_execute_begin(self) -> None:
-        # products are split over this backend's pool on a single-threaded BLAS (blas.py)
-        self._blas_before = self.runtime.blas.use(1)
+    def copy(self, src_backend: Backend, src, dst: np.ndarray) -> None:
+        """Into the arena view ``dst``: the source backend writes it in place where it can
+        (``download_into``), else through a host array."""
+        into = getattr(src_backend, "download_into", None)
+        if into is not None:
+            into(src, dst)
+        else:
+            np.copyto(dst, src_backend.download(src))
 
-    def on_execute_end(self) -> None:
-        if self._blas_before not in (None, 1):
-            self.runtime.blas.use(self._blas_before)  # leave the caller's BLAS as it was
+    def execute_partition(self, partition) -> None:
+        """Each Execution in order, with BLAS single-threaded: products are split over this
+        backend's pool (blas.py); the caller's BLAS setting is restored after."""
+        before = self.runtime.blas.use(1)
+        try:
+            super().execute_partition(partition)
+        finally:
+            if before not in (None, 1):
+                self.runtime.blas.use(before)  # leave the caller's BLAS as it was
 
-    def evaluate(self, op: Op, attrs: dict, values: list, specs: list) -> list[np.ndarray]:
-        """Run one op on fresh arrays (resize-time evaluation of small tensors, constant folding)."""
-        ins = [TensorInfo(-1, "", v.shape, v.dtype, v) if v is not None else None for v in values]
-        outs = [TensorInfo(-1, "", s[0], s[1]) if s is not None else None for s in specs]
-        out_arrays = [np.empty(s[0], s[1]) if s is not None else None for s in specs]
-        exe = self.create_execution(op, attrs, ins, outs)
-        exe.on_resize(list(values), out_arrays)
-        exe.on_execute(list(values), out_arrays)
+    def evaluate(self, info: OpInfo) -> list[np.ndarray]:
+        """Run one op whose inputs are all known (``info.inputs[k].value``) on fresh arrays:
+        resize-time evaluation of small tensors and the converter's constant folding.
+        Returns one array per output slot (``None`` for unused ones)."""
+        values = [t.value if t is not None else None for t in info.inputs]
+        out_arrays = [np.empty(t.shape, t.dtype) if t is not None else None for t in info.outputs]
+        exe = self.create_execution(info)
+        exe.on_resize(values, out_arrays)
+        exe.on_execute(values, out_arrays)
         return out_arrays
 
 

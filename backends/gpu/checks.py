@@ -12,10 +12,10 @@ import numpy as np
 from mnnpy.backends.gpu.layout import broadcast_strides
 
 
-def unary_check(op, inputs, backend: str) -> tuple[bool, str]:
+def unary_check(info, backend: str) -> tuple[bool, str]:
     """Clip's bounds must be known at resize (constants), one element each."""
-    if op.type == "Clip":
-        for t in inputs[1:]:
+    if info.type == "Clip":
+        for t in info.present()[1:]:
             if t.value is None:
                 return False, f"Clip min/max computed at run time ({backend} takes constant bounds)"
             if t.value.size != 1:
@@ -42,8 +42,9 @@ def unary_params(op_type: str, attrs, input_infos) -> tuple[float, float]:
     return 0.0, 0.0
 
 
-def binary_check(op, inputs, backend: str, max_rank: int) -> tuple[bool, str]:
+def binary_check(info, backend: str, max_rank: int) -> tuple[bool, str]:
     """Two inputs whose broadcast index space merges to at most ``max_rank`` dims."""
+    op, inputs = info.op, info.inputs
     if len(inputs) != 2:
         return False, f"{op.type} with {len(inputs)} inputs ({backend} takes two)"
     out = np.broadcast_shapes(inputs[0].shape, inputs[1].shape)
@@ -53,15 +54,16 @@ def binary_check(op, inputs, backend: str, max_rank: int) -> tuple[bool, str]:
     return True, ""
 
 
-def slice_check(inputs, backend: str) -> tuple[bool, str]:
+def slice_check(info, backend: str) -> tuple[bool, str]:
     """Slice's starts/ends/axes/steps must be known at resize."""
-    if any(t.value is None for t in inputs[1:]):
+    if any(t.value is None for t in info.present()[1:]):
         return False, f"Slice starts/ends/axes/steps computed at run time ({backend} takes values known at resize)"
     return True, ""
 
 
-def gather_check(inputs, attrs, backend: str) -> tuple[bool, str]:
+def gather_check(info, backend: str) -> tuple[bool, str]:
     """Gather's indices must be known at resize and in range along ``axis``."""
+    inputs, attrs = info.inputs, info.attrs
     idx = inputs[1].value
     if idx is None:
         return False, f"Gather indices computed at run time ({backend} takes indices known at resize)"
@@ -71,9 +73,10 @@ def gather_check(inputs, attrs, backend: str) -> tuple[bool, str]:
     return True, ""
 
 
-def conv_operands_check(inputs, backend: str) -> tuple[bool, str]:
+def conv_operands_check(info, backend: str) -> tuple[bool, str]:
     """Conv (operators.md #Conv): 2-D NCHW ``X`` (rank 4), constant weights, constant bias
     when present."""
+    inputs = info.inputs
     x, w = inputs[0], inputs[1]
     if len(x.shape) != 4:
         return False, f"Conv with {len(x.shape) - 2} spatial dims ({backend} runs 2-D)"

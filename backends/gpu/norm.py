@@ -12,22 +12,23 @@ import math
 import numpy as np
 
 
-def layernorm_check(op, inputs, attrs, backend: str) -> tuple[bool, str]:
+def layernorm_check(info, backend: str) -> tuple[bool, str]:
     """``(ok, reason)``: only ``Y`` requested; a Scale/B computed at run time must already
     have ``prod(X.shape[axis:])`` elements (constants are expanded at resize)."""
-    if any(t >= 0 for t in op.outputs[1:]):
+    if any(t is not None for t in info.outputs[1:]):
         return False, f"LayerNormalization Mean/InvStdDev outputs requested ({backend} computes Y only)"
-    x = inputs[0].shape
-    cols = math.prod(x[attrs["axis"] % len(x) :])
-    for name, t in zip(("Scale", "B"), inputs[1:]):
+    x = info.inputs[0].shape
+    cols = math.prod(x[info.attrs["axis"] % len(x) :])
+    for name, t in zip(("Scale", "B"), info.inputs[1:]):
         if t is not None and t.value is None and int(np.prod(t.shape, dtype=np.int64)) != cols:
             return False, f"LayerNormalization {name} {list(t.shape)} broadcast at run time ({backend} takes it full size)"
     return True, ""
 
 
-def batchnorm_check(inputs, attrs, backend: str) -> tuple[bool, str]:
+def batchnorm_check(info, backend: str) -> tuple[bool, str]:
     """``(ok, reason)``: inference mode, scale/B/mean/var constants."""
-    if attrs["training_mode"]:
+    inputs = info.inputs
+    if info.attrs["training_mode"]:
         return False, f"BatchNormalization training_mode=1 ({backend} runs inference only)"
     if len(inputs) < 5 or any(t is None or t.value is None for t in inputs[1:5]):
         return False, f"BatchNormalization scale/B/mean/var computed at run time ({backend} folds constants)"

@@ -47,11 +47,11 @@ def reduced_axes(op, inputs, attrs, rank: int) -> tuple[int, ...] | None:
     return tuple(sorted(set(axes)))
 
 
-def reduce_check(op, inputs, attrs, backend: str) -> tuple[bool, str]:
+def reduce_check(info, backend: str) -> tuple[bool, str]:
     """``(ok, reason)`` of a ReduceXxx on backend ``backend`` ("OpenCL", "Vulkan"): axes known
     at resize, forming one contiguous block of the data's shape."""
-    shape = inputs[0].shape
-    axes = reduced_axes(op, inputs, attrs, len(shape))
+    op, shape = info.op, info.inputs[0].shape
+    axes = reduced_axes(op, info.present(), info.attrs, len(shape))
     if axes is None:
         return False, f"{op.type} axes computed at run time ({backend} takes axes known at resize)"
     if collapse_axes(shape, axes) is None:
@@ -59,21 +59,22 @@ def reduce_check(op, inputs, attrs, backend: str) -> tuple[bool, str]:
     return True, ""
 
 
-def pool_check(op, attrs, backend: str, max_spatial: int) -> tuple[bool, str]:
+def pool_check(info, backend: str, max_spatial: int) -> tuple[bool, str]:
     """``(ok, reason)`` of MaxPool/AveragePool on ``backend``: 1 to ``max_spatial`` window
     dims; MaxPool's Indices output not requested."""
-    nd = len(attrs["kernel_shape"])
+    op, nd = info.op, len(info.attrs["kernel_shape"])
     if not 1 <= nd <= max_spatial:
         dims = "1-D and 2-D" if max_spatial == 2 else f"1-D to {max_spatial}-D"
         return False, f"{op.type} with {nd} spatial dims ({backend} pools {dims})"
-    if op.type == "MaxPool" and any(t >= 0 for t in op.outputs[1:]):
+    if op.type == "MaxPool" and any(t is not None for t in info.outputs[1:]):
         return False, f"MaxPool Indices output requested ({backend} computes Y only)"
     return True, ""
 
 
-def global_pool_check(op, inputs) -> tuple[bool, str]:
+def global_pool_check(info) -> tuple[bool, str]:
     """``(ok, reason)`` of GlobalAveragePool/GlobalMaxPool: spatial dims of ``X: (N, C, *S)``
     not empty."""
-    if math.prod(inputs[0].shape[2:]) == 0:
-        return False, f"{op.type} over empty spatial dims {list(inputs[0].shape[2:])}"
+    spatial = info.inputs[0].shape[2:]
+    if math.prod(spatial) == 0:
+        return False, f"{info.type} over empty spatial dims {list(spatial)}"
     return True, ""

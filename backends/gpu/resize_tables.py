@@ -27,16 +27,11 @@ def resize_context(op, infos, attrs) -> ShapeContext:
     )
 
 
-def expand_inputs(op, inputs) -> list:
-    """The scheduler passes only present inputs: put ``None`` back where ``op.inputs`` is -1."""
-    it = iter(inputs)
-    return [next(it) if t >= 0 else None for t in op.inputs]
-
-
-def resize_check(op, inputs, attrs, backend: str) -> tuple[bool, str]:
+def resize_check(info, backend: str) -> tuple[bool, str]:
     """``(ok, reason)``: whether a GPU backend named ``backend`` ("OpenCL", "Vulkan") runs this
     Resize: nearest/linear, no antialias, no exclude_outside, no tf_crop_and_resize,
     scales/sizes known at resize, only the last two axes (H, W) resized."""
+    op, attrs, infos = info.op, info.attrs, info.inputs
     mode, ctm = attrs["mode"], attrs["coordinate_transformation_mode"]
     if mode not in ("nearest", "linear"):
         return False, f"Resize mode '{mode}' ({backend} runs nearest and linear)"
@@ -46,7 +41,6 @@ def resize_check(op, inputs, attrs, backend: str) -> tuple[bool, str]:
         return False, f"Resize exclude_outside=1 ({backend} does not renormalise taps)"
     if ctm == "tf_crop_and_resize":
         return False, f"Resize tf_crop_and_resize (roi crop with extrapolation_value) is not on {backend}"
-    infos = expand_inputs(op, inputs)
     if any(i is not None and i.value is None for i in infos[1:]):
         return False, "Resize scales/sizes computed at run time"
     shape = infos[0].shape

@@ -30,14 +30,12 @@ from typing import Any
 
 import numpy as np
 
-from mnnpy.backend import Backend, BackendConfig, Execution, Runtime, TensorInfo
+from mnnpy.backend import Backend, BackendConfig, Execution, OpInfo, Runtime, TensorInfo
 from mnnpy.errors import BackendUnavailableError, ShapeError
 from mnnpy.fork_guard import ForkGuard
-from mnnpy.ir import Op
 
 DEVICE_ENV = "MNNPY_OPENCL_DEVICE"
 MAX_ELEMENTS = 2**31 - 1  # kernels index with 32-bit ints
-ALIASING = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")  # metadata-only on NCHW
 
 
 @dataclass(frozen=True)
@@ -325,40 +323,37 @@ class OpenCLBackend(Backend):
             value = value.astype(self.storage, copy=False)
         return self._read_only(value)
 
-    def supports(self, op: Op, inputs: Sequence[TensorInfo], attrs: dict) -> tuple[bool, str]:
+    def supports(self, info: OpInfo) -> tuple[bool, str]:
         from mnnpy.backends.opencl.registry import executions
 
-        cls = executions().get(op.type)
+        cls = executions().get(info.type)
         if cls is None:
-            return False, f"no OpenCL execution for {op.type}"
+            return False, f"no OpenCL execution for {info.type}"
+        inputs = info.present()
         bad = [str(t.dtype) for t in inputs if t.dtype != np.float32 and t.value is None]
         if bad:
             return False, f"dtype {', '.join(bad)} (OpenCL runs float32 only)"
         if any(int(np.prod(t.shape, dtype=np.int64)) > MAX_ELEMENTS for t in inputs):
             return False, f"size limit: an input has more than {MAX_ELEMENTS} elements"
         check = getattr(cls, "check", None)
-        return check(op, inputs, attrs) if check else (True, "")
+        return check(info) if check else (True, "")
 
-    def supports_outputs(self, op: Op, outputs: Sequence[TensorInfo]) -> tuple[bool, str]:
+    def supports_outputs(self, info: OpInfo) -> tuple[bool, str]:
         """Outputs within 32-bit element indices, as inputs."""
-        if any(int(np.prod(t.shape, dtype=np.int64)) > MAX_ELEMENTS for t in outputs):
+        if any(int(np.prod(t.shape, dtype=np.int64)) > MAX_ELEMENTS for t in info.outputs if t is not None):
             return False, f"size limit: an output has more than {MAX_ELEMENTS} elements"
         return True, ""
 
-    def create_execution(self, op, attrs, inputs, outputs) -> Execution | None:
+    def create_execution(self, info: OpInfo) -> Execution | None:
         from mnnpy.backends.opencl.registry import executions
 
-        cls = executions().get(op.type)
-        return None if cls is None else cls(self, op, attrs, inputs, outputs)
+        cls = executions().get(info.type)
+        return None if cls is None else cls(self, info)
 
     def allocate_arena(self, nbytes: int) -> None:
         # a zero-sized cl.Buffer is an error; earlier plans keep their arena through their handles
         self._check_size(int(nbytes), "the memory plan of this resize")
         self.arena = self.cl.Buffer(self.runtime.context, self.cl.mem_flags.READ_WRITE, max(int(nbytes), 4))
-
-    def can_alias(self, op: Op) -> bool:
-        """Reshape-like ops are metadata-only: NCHW is contiguous, the output shares the buffer."""
-        return op.type in ALIASING
 
     def acquire(self, tensor: TensorInfo, offset: int) -> CLTensor:
         dtype = self.storage if tensor.dtype == np.float32 else np.dtype(tensor.dtype)
@@ -367,7 +362,7 @@ class OpenCLBackend(Backend):
     def acquire_constant(self, tensor: TensorInfo) -> CLTensor:
         return self.constant(np.asarray(tensor.value, dtype=tensor.dtype))
 
-    def on_resize_partition(self, uploads: list, downloads: list) -> None:
+    def on_resize_partition(self, partition) -> None:
         """With fp16 storage, each float tensor crossing a partition border gets a float32
         device buffer and a cast launch (``to_storage`` after its upload, ``from_storage``
         before its download): the host never converts (NumPy's fp16 conversion cost more
@@ -375,7 +370,7 @@ class OpenCLBackend(Backend):
         if not self.half:
             return
         i32 = np.int32
-        for t, up in [(t, True) for t in uploads] + [(t, False) for t in downloads]:
+        for t, up in [(t, True) for t in partition.uploads] + [(t, False) for t in partition.downloads]:
             if t.dtype != np.float16 or not t.size or up in self._borders.get(t, {}):
                 continue
             buf = self.cl.Buffer(self.runtime.context, self.cl.mem_flags.READ_WRITE, t.size * 4)
@@ -415,9 +410,10 @@ class OpenCLBackend(Backend):
             self.queue.finish()
         return out.astype(np.float32) if out.dtype == np.float16 else out
 
-    def on_execute_begin(self) -> None:
+    def execute_partition(self, partition) -> None:
+        """Enqueue each Execution's kernels, then flush (submit); the sync is the blocking
+        download of what is read next."""
         if FORK.forked():  # a session inherited through fork(): the driver would hang
             raise BackendUnavailableError(FORK.reason)
-
-    def on_execute_end(self) -> None:
-        self.queue.flush()  # submit; the sync is the download of what is read next
+        super().execute_partition(partition)
+        self.queue.flush()

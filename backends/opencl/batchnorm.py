@@ -22,8 +22,8 @@ class BatchNormalization(Execution):
     """``Y = X * s[c] + t[c]`` per channel (axis 1) with constant statistics."""
 
     @staticmethod
-    def check(op, inputs, attrs) -> tuple[bool, str]:
-        return batchnorm_check(inputs, attrs, "OpenCL")
+    def check(info) -> tuple[bool, str]:
+        return batchnorm_check(info, "OpenCL")
 
     def on_resize(self, inputs, outputs):
         x, y = inputs[0], outputs[0]

@@ -52,10 +52,11 @@ class Conv(Execution):
     """2-D Conv, float32 NCHW: pointwise GEMM, depthwise or register-blocked general kernel."""
 
     @staticmethod
-    def check(op, inputs, attrs) -> tuple[bool, str]:
+    def check(info) -> tuple[bool, str]:
         """2-D only; W and B constants; a known fused activation; kernel dims up to MAX_KERNEL."""
+        inputs, attrs = info.inputs, info.attrs
         w = inputs[1]
-        ok, why = conv_operands_check(inputs, "OpenCL")
+        ok, why = conv_operands_check(info, "OpenCL")
         if not ok:
             return ok, why
         if any(t is not None and t.dtype != np.float32 for t in inputs):

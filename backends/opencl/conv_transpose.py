@@ -33,11 +33,11 @@ class ConvTranspose(Execution):
     """2-D ConvTranspose with constant W (and B); a fused ``activation`` attribute is applied when present."""
 
     @staticmethod
-    def check(op, inputs, attrs) -> tuple[bool, str]:
-        x = inputs[0]
+    def check(info) -> tuple[bool, str]:
+        x, attrs = info.inputs[0], info.attrs
         if len(x.shape) != 4:
             return False, f"ConvTranspose on rank {len(x.shape)} (OpenCL runs 2-D, NCHW)"
-        if any(t.value is None for t in inputs[1:]):
+        if any(t.value is None for t in info.present()[1:]):
             return False, "ConvTranspose weights/bias computed at run time (OpenCL takes constants)"
         act = attrs.get("activation", "")
         if act not in ACTIVATIONS:

@@ -27,8 +27,8 @@ class Unary(Execution):
     LeakyRelu ``alpha``; Clip ``min, max`` (constant inputs, absent = -+FLT_MAX)."""
 
     @staticmethod
-    def check(op, inputs, attrs) -> tuple[bool, str]:
-        return unary_check(op, inputs, "OpenCL")
+    def check(info) -> tuple[bool, str]:
+        return unary_check(info, "OpenCL")
 
     def _params(self) -> tuple[float, float]:
         return unary_params(self.op.type, self.attrs, self.input_infos)
@@ -58,8 +58,8 @@ class Binary(Execution):
     """``C = A op B`` (float32) with numpy broadcasting. Max/Min: exactly two inputs here."""
 
     @staticmethod
-    def check(op, inputs, attrs) -> tuple[bool, str]:
-        return binary_check(op, inputs, "OpenCL", MAX_RANK)
+    def check(info) -> tuple[bool, str]:
+        return binary_check(info, "OpenCL", MAX_RANK)
 
     def on_resize(self, inputs, outputs):
         a, b = self.operands = [self.backend.fp32_operand(h, i) for h, i in zip(inputs, self.input_infos)]

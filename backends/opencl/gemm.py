@@ -124,10 +124,10 @@ def use_gemv(backend, m: int, n: int, k: int, batch: int, trans_a: bool, trans_b
     return gemv_shape(m, k, batch, trans_a, trans_b, GEMV_LOCAL) and not batched and use_local_tiles(backend)
 
 
-def _float_only(op, inputs) -> tuple[bool, str]:
-    bad = [str(t.dtype) for t in inputs if t is not None and t.dtype != np.float32]
+def _float_only(info) -> tuple[bool, str]:
+    bad = [str(t.dtype) for t in info.present() if t.dtype != np.float32]
     if bad:
-        return False, f"{op.type} with dtype {', '.join(bad)} (OpenCL runs float32 only)"
+        return False, f"{info.type} with dtype {', '.join(bad)} (OpenCL runs float32 only)"
     return True, ""
 
 
@@ -135,8 +135,8 @@ class _GemmExecution(Execution):
     """MatMul/Gemm: float32 operands only; constant operands kept fp32 under fp16 storage."""
 
     @staticmethod
-    def check(op, inputs, attrs) -> tuple[bool, str]:
-        return _float_only(op, inputs)
+    def check(info) -> tuple[bool, str]:
+        return _float_only(info)
 
     def _operands(self, inputs) -> list:
         """A and B handles (fp32 copies of constants when activations are fp16), kept alive on self."""

@@ -80,9 +80,9 @@ class Transpose(Execution):
     the input's innermost axis is not the output's innermost."""
 
     @staticmethod
-    def check(op, inputs, attrs) -> tuple[bool, str]:
-        shape = inputs[0].shape
-        perm = list(attrs["perm"]) or list(range(len(shape)))[::-1]
+    def check(info) -> tuple[bool, str]:
+        shape = info.inputs[0].shape
+        perm = list(info.attrs["perm"]) or list(range(len(shape)))[::-1]
         d, _, _ = transpose_geometry(shape, perm)
         if len(d) > MAX_RANK:
             return False, f"transpose of rank {len(d)} after merging dims (OpenCL takes up to {MAX_RANK})"
@@ -129,8 +129,8 @@ class Slice(Execution):
     known at resize (negative steps too). One strided copy."""
 
     @staticmethod
-    def check(op, inputs, attrs) -> tuple[bool, str]:
-        return slice_check(inputs, "OpenCL")
+    def check(info) -> tuple[bool, str]:
+        return slice_check(info, "OpenCL")
 
     def on_resize(self, inputs, outputs):
         x, y = inputs[0], outputs[0]
@@ -194,8 +194,8 @@ class Gather(Execution):
     """``Y[a.., k.., b..] = X[a.., indices[k..], b..]`` along ``axis`` with indices known at resize."""
 
     @staticmethod
-    def check(op, inputs, attrs) -> tuple[bool, str]:
-        return gather_check(inputs, attrs, "OpenCL")
+    def check(info) -> tuple[bool, str]:
+        return gather_check(info, "OpenCL")
 
     def on_resize(self, inputs, outputs):
         x, y = inputs[0], outputs[0]

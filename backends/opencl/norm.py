@@ -24,8 +24,8 @@ class LayerNormalization(Execution):
     The ``Mean``/``InvStdDev`` outputs are not produced here (CPU fallback)."""
 
     @staticmethod
-    def check(op, inputs, attrs) -> tuple[bool, str]:
-        return layernorm_check(op, inputs, attrs, "OpenCL")
+    def check(info) -> tuple[bool, str]:
+        return layernorm_check(info, "OpenCL")
 
     def _param(self, k: int, handle, shape):
         """The device tensor of Scale (k=1) or B (k=2): a constant is expanded to ``shape``

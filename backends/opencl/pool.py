@@ -35,8 +35,8 @@ class Pool(Execution):
     produced here (CPU fallback). AveragePool: sum / count (``count_include_pad``)."""
 
     @staticmethod
-    def check(op, inputs, attrs) -> tuple[bool, str]:
-        return pool_check(op, attrs, "OpenCL", 2)
+    def check(info) -> tuple[bool, str]:
+        return pool_check(info, "OpenCL", 2)
 
     def on_resize(self, inputs, outputs):
         x, y = inputs[0], outputs[0]
@@ -69,8 +69,8 @@ class GlobalPool(Execution):
     work-group reduction per (n, c) row."""
 
     @staticmethod
-    def check(op, inputs, attrs) -> tuple[bool, str]:
-        return global_pool_check(op, inputs)
+    def check(info) -> tuple[bool, str]:
+        return global_pool_check(info)
 
     def on_resize(self, inputs, outputs):
         kind = "MEAN" if self.op.type == "GlobalAveragePool" else "MAX"

@@ -118,8 +118,8 @@ class Reduce(Execution):
     Empty ``axes`` with ``noop_with_empty_axes``: the elementwise part only, as on the CPU."""
 
     @staticmethod
-    def check(op, inputs, attrs) -> tuple[bool, str]:
-        return reduce_check(op, inputs, attrs, "OpenCL")
+    def check(info) -> tuple[bool, str]:
+        return reduce_check(info, "OpenCL")
 
     def on_resize(self, inputs, outputs):
         x, y = inputs[0], outputs[0]

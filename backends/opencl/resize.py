@@ -27,8 +27,8 @@ class Resize(Execution):
     """Nearest (any ``nearest_mode``) or bilinear resize of the last two axes of X (float32)."""
 
     @staticmethod
-    def check(op, inputs, attrs) -> tuple[bool, str]:
-        return resize_check(op, inputs, attrs, "OpenCL")
+    def check(info) -> tuple[bool, str]:
+        return resize_check(info, "OpenCL")
 
     def on_resize(self, inputs, outputs):
         x, y = inputs[0], outputs[0]

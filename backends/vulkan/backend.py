@@ -1,13 +1,14 @@
 """``VulkanBackend``: one per session; memory, recording and submission of its resizes.
 
-Life cycle (``mnnpy.session``): ``on_resize_begin`` -> ``allocate_arena`` (a new
+Life cycle (``mnnpy.planner``): ``on_resize_begin`` -> ``allocate_arena`` (a new
 ``ResizeMemory``) -> ``acquire``/``acquire_constant`` (handles with offsets) -> per
-partition ``on_resize_partition`` (the tensors uploaded before it / downloaded after it
-get staging slots) and the Executions' ``on_resize`` (dispatches described) ->
-``on_resize_end``: device and staging buffers created, constants uploaded, descriptor
-sets written, one command buffer recorded per partition. Run: ``upload`` writes mapped
-staging memory, ``on_execute_end`` submits the partition's command buffer once and waits
-on the fence, ``download`` copies out of mapped staging memory.
+partition the Executions' ``on_resize`` (dispatches described), then
+``on_resize_partition`` (the tensors uploaded before it / downloaded after it get staging
+slots; its ``PartitionRecord``) -> ``on_resize_end``: device and staging buffers created,
+constants uploaded, descriptor sets written, one command buffer recorded per partition.
+Run: ``upload`` writes mapped staging memory, ``execute_partition`` submits the
+partition's command buffer once and waits on the fence, ``download`` copies out of mapped
+staging memory.
 
 Storage: float32 tensors are stored as float32, or with ``precision="low"`` on a device with
 ``storageBuffer16BitAccess`` as float16 (the ``<variant>_f16`` shaders, arithmetic and
@@ -28,7 +29,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from mnnpy.backend import Backend, BackendConfig, Execution, TensorInfo
+from mnnpy.backend import Backend, BackendConfig, Execution, OpInfo, TensorInfo
 from mnnpy.backends.vulkan import profile
 from mnnpy.backends.vulkan.commands import (
     PartitionRecord,
@@ -40,7 +41,6 @@ from mnnpy.backends.vulkan.commands import (
 from mnnpy.backends.vulkan.device import FORK, VulkanError
 from mnnpy.backends.vulkan.memory import ResizeMemory, VkTensor, check_allocation
 from mnnpy.errors import BackendUnavailableError
-from mnnpy.ir import Op
 
 MAX_ELEMENTS = 2**31 - 1  # shaders index with 32-bit unsigned ints; keep clear of the top bit
 
@@ -64,7 +64,6 @@ class VulkanBackend(Backend):
         fence = vk.vkCreateFence(runtime.device, vk.VkFenceCreateInfo(sType=vk.VK_STRUCTURE_TYPE_FENCE_CREATE_INFO), None)
         self.fence = vk.ffi.new("VkFence[1]", [fence])
         weakref.finalize(self, _destroy_fence, vk, runtime.device, fence).atexit = False
-        self.pending: PartitionRecord | None = None
         self._memory: ResizeMemory | None = None
         self._parts: list[PartitionRecord] = []
         self._borders: dict[int, tuple[VkTensor, VkTensor]] = {}
@@ -82,23 +81,24 @@ class VulkanBackend(Backend):
             )
 
     # -- schedule -----------------------------------------------------------------------
-    def supports(self, op: Op, inputs: Sequence[TensorInfo], attrs: dict) -> tuple[bool, str]:
+    def supports(self, info: OpInfo) -> tuple[bool, str]:
         from mnnpy.backends.vulkan.registry import executions
 
-        cls = executions().get(op.type)
+        cls = executions().get(info.type)
         if cls is None:
-            return False, f"no Vulkan execution for {op.type}"
+            return False, f"no Vulkan execution for {info.type}"
+        inputs = info.present()
         bad = sorted({str(t.dtype) for t in inputs if t.dtype != np.float32 and t.value is None})
         if bad:
             return False, f"dtype {', '.join(bad)} (Vulkan runs float32 only)"
         if not self._fits(inputs):
             return False, f"size limit: an input is larger than the device's storage-buffer range ({self._limit} bytes)"
         check = getattr(cls, "check", None)
-        return check(op, inputs, attrs) if check else (True, "")
+        return check(info) if check else (True, "")
 
-    def supports_outputs(self, op: Op, outputs: Sequence[TensorInfo]) -> tuple[bool, str]:
+    def supports_outputs(self, info: OpInfo) -> tuple[bool, str]:
         """Outputs within the storage-buffer range, as inputs (a descriptor cannot cover more)."""
-        if not self._fits(outputs):
+        if not self._fits([t for t in info.outputs if t is not None]):
             return False, f"size limit: an output is larger than the device's storage-buffer range ({self._limit} bytes)"
         return True, ""
 
@@ -111,11 +111,11 @@ class VulkanBackend(Backend):
         descriptor's range and 32-bit element indices."""
         return not any(t.nbytes > self._limit or int(np.prod(t.shape, dtype=np.int64)) > MAX_ELEMENTS for t in tensors)
 
-    def create_execution(self, op, attrs, inputs, outputs) -> Execution | None:
+    def create_execution(self, info: OpInfo) -> Execution | None:
         from mnnpy.backends.vulkan.registry import executions
 
-        cls = executions().get(op.type)
-        return None if cls is None else cls(self, op, attrs, inputs, outputs)
+        cls = executions().get(info.type)
+        return None if cls is None else cls(self, info)
 
     # -- resize -------------------------------------------------------------------------
     def on_resize_begin(self) -> None:
@@ -135,12 +135,6 @@ class VulkanBackend(Backend):
     def acquire_constant(self, tensor: TensorInfo) -> VkTensor:
         return self._memory.constant(np.asarray(tensor.value, dtype=tensor.dtype))
 
-    def can_alias(self, op: Op) -> bool:
-        """Reshape-like ops are metadata-only on contiguous NCHW: the output shares the buffer."""
-        from mnnpy.backends.vulkan.movement import ALIASING
-
-        return op.type in ALIASING
-
     def constant(self, value: np.ndarray) -> VkTensor:
         """A device copy of ``value`` owned by this resize (re-laid weights, tables), uploaded
         once at the end of the resize with the graph's constants. Call it from ``prepare``."""
@@ -151,21 +145,27 @@ class VulkanBackend(Backend):
         partials, two-pass reductions), nothing uploaded. Call it from ``prepare``."""
         return self._memory.scratch(tuple(int(d) for d in shape), np.float32)
 
-    def on_resize_partition(self, uploads: list, downloads: list) -> None:
-        """A new partition: staging slots for what is uploaded before / downloaded after it.
+    def on_resize_partition(self, partition) -> None:
+        """The partition's ``PartitionRecord`` (kept in ``partition.recording``): staging slots
+        for what is uploaded before / downloaded after it, and its Executions' dispatches.
 
         With fp16 storage, a float tensor crosses the border as float32: its staging slot
         and a float32 scratch copy on the device are fp32, and the partition begins with a
         cast of each upload to fp16 and ends with a cast of each download to fp32
         (``unary_identity``), so the host never converts (NumPy's fp16 conversion cost more
         than the whole run on the H200)."""
-        part = PartitionRecord([self._border(t) for t in uploads], [self._border(t) for t in downloads])
-        for t, s in zip(uploads, part.uploads):
+        ups, downs = partition.uploads, partition.downloads
+        part = PartitionRecord([self._border(t) for t in ups], [self._border(t) for t in downs])
+        for t, s in zip(ups, part.uploads):
             if s is not t:
                 self._cast(part.dispatches, s, t)
+        part.dispatches += [d for exe in partition.executions for d in exe.dispatches]
+        for t, s in zip(downs, part.downloads):
+            if s is not t:
+                self._cast(part.dispatches, t, s)
         for t in part.uploads + part.downloads:
             self._memory.stage(t)
-        part.casts = [(t, s) for t, s in zip(downloads, part.downloads) if s is not t]
+        partition.recording = part
         self._parts.append(part)
 
     def _border(self, t: VkTensor) -> VkTensor:
@@ -185,13 +185,6 @@ class VulkanBackend(Backend):
         if d is not None:
             dispatches.append(d)
 
-    def current_partition(self) -> PartitionRecord:
-        """The partition whose Executions are being resized (one is opened if the session
-        announced none: it then has no uploads or downloads)."""
-        if not self._parts:
-            self._parts.append(PartitionRecord())
-        return self._parts[-1]
-
     def on_resize_end(self) -> None:
         memory, parts, borders = self._memory, self._parts, self._borders
         self._memory, self._parts, self._borders = None, [], {}
@@ -199,9 +192,6 @@ class VulkanBackend(Backend):
         if memory is None or (not parts and not memory.constants):
             return
         vk, rt = self.vk, self.runtime
-        for part in parts:  # after every op of the partition: its downloads cast to fp32
-            for t, s in part.casts:
-                self._cast(part.dispatches, t, s)
         try:
             memory.materialize()
             for t, s in borders.values():
@@ -295,16 +285,11 @@ class VulkanBackend(Backend):
             raise VulkanError(f"{src} has no staging slot: its download was not announced at resize (on_resize_partition)")
         return src.host.copy()  # fp16 tensors are staged as float32 (on_resize_partition)
 
-    def on_execute_begin(self) -> None:
+    def execute_partition(self, partition) -> None:
+        """Submit the partition's one command buffer (recorded at resize) and wait for it."""
         if FORK.forked():  # a session inherited through fork(): the driver would hang
             raise BackendUnavailableError(FORK.reason)
-        self.pending = None
-
-    def on_execute_end(self) -> None:
-        """Submit the partition that just ran (its one command buffer) and wait for it."""
-        part, self.pending = self.pending, None
-        if part is not None:
-            self.submit(part)
+        self.submit(partition.recording)
 
     def submit(self, part: PartitionRecord) -> None:
         """One queue submission of ``part``'s command buffer, waited on with the fence."""

@@ -60,7 +60,6 @@ class PartitionRecord:
     command: Any = None
     submit_info: Any = None
     keep: list = field(default_factory=list)  # cffi arrays the submit info points at
-    casts: list = field(default_factory=list)  # (fp16 tensor, fp32 scratch) cast after the partition
     timestamps: Any = None  # profile.Timestamps (MNNPY_VULKAN_PROFILE): one after the uploads, one per dispatch
 
 

@@ -71,13 +71,13 @@ class Conv(VulkanExecution):
     variants = (*GEMM_VARIANTS, "conv_general", "conv_depthwise")
 
     @staticmethod
-    def check(op, inputs, attrs) -> tuple[bool, str]:
+    def check(info) -> tuple[bool, str]:
         """2-D only; W and B constant float32; a known fused activation; grids within limits."""
-        x, w = inputs[0], inputs[1]
-        ok, why = conv_operands_check(inputs, "Vulkan")
+        x, w, attrs = info.inputs[0], info.inputs[1], info.attrs
+        ok, why = conv_operands_check(info, "Vulkan")
         if not ok:
             return ok, why
-        bad = sorted({str(t.dtype) for t in inputs if t.dtype != np.float32})
+        bad = sorted({str(t.dtype) for t in info.present() if t.dtype != np.float32})
         if bad:
             return False, f"Conv with dtype {', '.join(bad)} (Vulkan runs float32 only)"
         act = attrs.get("activation", "")

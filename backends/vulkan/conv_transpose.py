@@ -38,13 +38,13 @@ class ConvTranspose(VulkanExecution):
     variants = ("conv_transpose",)  # the SPIR-V variant this Execution dispatches
 
     @staticmethod
-    def check(op, inputs, attrs) -> tuple[bool, str]:
-        x = inputs[0]
+    def check(info) -> tuple[bool, str]:
+        x, attrs = info.inputs[0], info.attrs
         if x.dtype != np.float32:
             return False, f"ConvTranspose of {x.dtype} data (Vulkan runs float32 only)"
         if len(x.shape) != 4:
             return False, f"ConvTranspose on rank {len(x.shape)} (Vulkan runs 2-D, NCHW)"
-        if any(t.value is None for t in inputs[1:]):
+        if any(t.value is None for t in info.present()[1:]):
             return False, "ConvTranspose weights/bias computed at run time (Vulkan takes constants)"
         if attrs.get("activation", ""):
             return False, f"fused activation '{attrs['activation']}' on ConvTranspose is not on Vulkan"

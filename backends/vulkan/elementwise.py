@@ -26,8 +26,8 @@ class Unary(VulkanExecution):
     absent = -FLT_MAX / +FLT_MAX)."""
 
     @staticmethod
-    def check(op, inputs, attrs) -> tuple[bool, str]:
-        return unary_check(op, inputs, "Vulkan")
+    def check(info) -> tuple[bool, str]:
+        return unary_check(info, "Vulkan")
 
     def _params(self) -> tuple[float, float]:
         return unary_params(self.op.type, self.attrs, self.input_infos)
@@ -50,8 +50,8 @@ class Binary(VulkanExecution):
     merging dims). Max/Min: exactly two inputs here."""
 
     @staticmethod
-    def check(op, inputs, attrs) -> tuple[bool, str]:
-        return binary_check(op, inputs, "Vulkan", MAX_RANK)
+    def check(info) -> tuple[bool, str]:
+        return binary_check(info, "Vulkan", MAX_RANK)
 
     def prepare(self, inputs, outputs):
         a, b = inputs[:2]

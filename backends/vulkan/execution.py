@@ -1,9 +1,10 @@
 """Base class of Vulkan Executions: dispatches described at resize, nothing done per op at run.
 
 A subclass implements ``prepare(inputs, outputs)``, calling ``self.dispatch(...)`` for
-each ``vkCmdDispatch`` it needs; the backend records them into the partition's command
-buffer at the end of the resize. ``on_execute`` only marks the partition as due, and the
-backend submits it once in ``on_execute_end``.
+each ``vkCmdDispatch`` it needs (kept in ``self.dispatches``); the backend records every
+Execution's dispatches into its partition's command buffer at the end of the resize and a
+run submits that buffer once (``VulkanBackend.execute_partition``): no Vulkan Execution is
+called at run time.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ class VulkanExecution(Execution):
     """One op on the Vulkan backend (see module docstring)."""
 
     def on_resize(self, inputs, outputs):
-        self.partition = self.backend.current_partition()
+        self.dispatches: list[Dispatch] = []
         self.prepare(inputs, outputs)
 
     def prepare(self, inputs: list, outputs: list) -> None:
@@ -58,10 +59,7 @@ class VulkanExecution(Execution):
         constants, scratch) gets specialization constant ``20 + k`` = true."""
         d = describe(self.backend, shader, bindings, writes, push, n, spec, groups, local, self.op.type)
         if d is not None:
-            self.partition.dispatches.append(d)
-
-    def on_execute(self, inputs, outputs):
-        self.backend.pending = self.partition
+            self.dispatches.append(d)
 
 
 def describe(backend, shader, bindings, writes, push, n, spec=(), groups=None, local=None, label="") -> Dispatch | None:

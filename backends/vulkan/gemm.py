@@ -162,7 +162,8 @@ class MatMul(VulkanExecution):
     variants = GEMM_VARIANTS
 
     @staticmethod
-    def check(op, inputs, attrs) -> tuple[bool, str]:
+    def check(info) -> tuple[bool, str]:
+        inputs = info.inputs
         if len(inputs) != 2 or any(len(t.shape) == 0 for t in inputs):
             return False, "MatMul needs two operands of rank >= 1"
         m, n, _, batch, _, _ = matmul_geometry(inputs[0].shape, inputs[1].shape)
@@ -188,8 +189,8 @@ class Gemm(VulkanExecution):
     variants = GEMM_VARIANTS
 
     @staticmethod
-    def check(op, inputs, attrs) -> tuple[bool, str]:
-        a, b = inputs[0], inputs[1]
+    def check(info) -> tuple[bool, str]:
+        a, b, attrs = info.inputs[0], info.inputs[1], info.attrs
         if len(a.shape) != 2 or len(b.shape) != 2:
             return False, "Gemm with operands that are not 2-D"
         m = a.shape[1] if attrs.get("transA") else a.shape[0]

@@ -35,9 +35,10 @@ CONCAT_INPUTS = 4  # inputs per dispatch of movement_concat
 ALIASING = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")  # metadata-only on NCHW
 
 
-def _float_data(op, inputs) -> tuple[bool, str]:
-    if inputs[0].dtype != np.float32:
-        return False, f"{op.type} of {inputs[0].dtype} data (Vulkan moves float32 only)"
+def _float_data(info) -> tuple[bool, str]:
+    x = info.inputs[0]
+    if x.dtype != np.float32:
+        return False, f"{info.type} of {x.dtype} data (Vulkan moves float32 only)"
     return True, ""
 
 
@@ -47,8 +48,8 @@ class Movement(VulkanExecution):
     variants = ("movement_strided",)  # the SPIR-V variants this Execution dispatches
 
     @staticmethod
-    def check(op, inputs, attrs) -> tuple[bool, str]:
-        return _float_data(op, inputs)
+    def check(info) -> tuple[bool, str]:
+        return _float_data(info)
 
     def strided(self, x, x_off: int, y, y_off: int, dims, xstr, ystr) -> None:
         """One dispatch copying ``x[x_off + sum i*xstr] -> y[y_off + sum i*ystr]`` over ``dims``
@@ -94,12 +95,12 @@ class Transpose(Movement):
     variants = ("movement_strided", "movement_transpose")
 
     @staticmethod
-    def check(op, inputs, attrs) -> tuple[bool, str]:
-        ok, why = _float_data(op, inputs)
+    def check(info) -> tuple[bool, str]:
+        ok, why = _float_data(info)
         if not ok:
             return ok, why
-        shape = inputs[0].shape
-        d, _, _ = transpose_geometry(shape, _perm(attrs, len(shape)))
+        shape = info.inputs[0].shape
+        d, _, _ = transpose_geometry(shape, _perm(info.attrs, len(shape)))
         if len(d) > MAX_RANK:
             return False, f"transpose of rank {len(d)} after merging dims (Vulkan takes up to {MAX_RANK})"
         return True, ""
@@ -156,11 +157,11 @@ class Slice(Movement):
     one strided copy (negative strides)."""
 
     @staticmethod
-    def check(op, inputs, attrs) -> tuple[bool, str]:
-        ok, why = _float_data(op, inputs)
+    def check(info) -> tuple[bool, str]:
+        ok, why = _float_data(info)
         if not ok:
             return ok, why
-        return slice_check(inputs, "Vulkan")
+        return slice_check(info, "Vulkan")
 
     def prepare(self, inputs, outputs):
         x, y = inputs[0], outputs[0]
@@ -181,8 +182,8 @@ class Concat(Movement):
     variants = ("movement_concat",)
 
     @staticmethod
-    def check(op, inputs, attrs) -> tuple[bool, str]:
-        bad = sorted({str(t.dtype) for t in inputs if t.dtype != np.float32})
+    def check(info) -> tuple[bool, str]:
+        bad = sorted({str(t.dtype) for t in info.present() if t.dtype != np.float32})
         if bad:
             return False, f"Concat of {', '.join(bad)} data (Vulkan moves float32 only)"
         return True, ""
@@ -245,11 +246,11 @@ class Gather(Movement):
     variants = ("movement_gather",)
 
     @staticmethod
-    def check(op, inputs, attrs) -> tuple[bool, str]:
-        ok, why = _float_data(op, inputs)
+    def check(info) -> tuple[bool, str]:
+        ok, why = _float_data(info)
         if not ok:
             return ok, why
-        return gather_check(inputs, attrs, "Vulkan")
+        return gather_check(info, "Vulkan")
 
     def prepare(self, inputs, outputs):
         x, y = inputs[0], outputs[0]

@@ -29,10 +29,10 @@ class LayerNormalization(VulkanExecution):
     variants = ("layernorm",)
 
     @staticmethod
-    def check(op, inputs, attrs) -> tuple[bool, str]:
-        ok, why = layernorm_check(op, inputs, attrs, "Vulkan")
-        shape = inputs[0].shape
-        return row_check(op, math.prod(shape[attrs["axis"] % len(shape) :]) if shape else 1) if ok else (ok, why)
+    def check(info) -> tuple[bool, str]:
+        ok, why = layernorm_check(info, "Vulkan")
+        shape = info.inputs[0].shape
+        return row_check(info.op, math.prod(shape[info.attrs["axis"] % len(shape) :]) if shape else 1) if ok else (ok, why)
 
     def _param(self, k: int, handle, shape):
         """Scale (k=1) or B (k=2) on the device: a constant expanded to ``shape`` at resize."""
@@ -64,8 +64,8 @@ class BatchNormalization(VulkanExecution):
     variants = ("norm_affine",)
 
     @staticmethod
-    def check(op, inputs, attrs) -> tuple[bool, str]:
-        return batchnorm_check(inputs, attrs, "Vulkan")
+    def check(info) -> tuple[bool, str]:
+        return batchnorm_check(info, "Vulkan")
 
     def prepare(self, inputs, outputs):
         x, y = inputs[0], outputs[0]

@@ -33,8 +33,8 @@ class Pool(VulkanExecution):
     variants = ("pool_max", "pool_avg", "reduce_max", "reduce_mean")
 
     @staticmethod
-    def check(op, inputs, attrs) -> tuple[bool, str]:
-        return pool_check(op, attrs, "Vulkan", MAX_SPATIAL)
+    def check(info) -> tuple[bool, str]:
+        return pool_check(info, "Vulkan", MAX_SPATIAL)
 
     def prepare(self, inputs, outputs):
         x, y = inputs[0], outputs[0]
@@ -78,8 +78,8 @@ class GlobalPool(VulkanExecution):
     variants = ("reduce_mean", "reduce_max")
 
     @staticmethod
-    def check(op, inputs, attrs) -> tuple[bool, str]:
-        return global_pool_check(op, inputs)
+    def check(info) -> tuple[bool, str]:
+        return global_pool_check(info)
 
     def prepare(self, inputs, outputs):
         x, y = inputs[0], outputs[0]

@@ -127,8 +127,8 @@ class Reduce(VulkanExecution):
     variants = tuple(f"reduce_{kind}" for kind in OPS.values())
 
     @staticmethod
-    def check(op, inputs, attrs) -> tuple[bool, str]:
-        return reduce_check(op, inputs, attrs, "Vulkan")
+    def check(info) -> tuple[bool, str]:
+        return reduce_check(info, "Vulkan")
 
     def prepare(self, inputs, outputs):
         x, y = inputs[0], outputs[0]
@@ -158,9 +158,9 @@ class Softmax(VulkanExecution):
     variants = ("softmax", "logsoftmax")
 
     @staticmethod
-    def check(op, inputs, attrs) -> tuple[bool, str]:
-        shape = inputs[0].shape
-        return row_check(op, shape[attrs["axis"] % len(shape)] if shape else 1)
+    def check(info) -> tuple[bool, str]:
+        shape = info.inputs[0].shape
+        return row_check(info.op, shape[info.attrs["axis"] % len(shape)] if shape else 1)
 
     def prepare(self, inputs, outputs):
         x, y = inputs[0], outputs[0]

@@ -30,10 +30,11 @@ class Resize(VulkanExecution):
     variants = ("resize_nearest", "resize_linear")  # the SPIR-V variants this Execution dispatches
 
     @staticmethod
-    def check(op, inputs, attrs) -> tuple[bool, str]:
-        if inputs[0].dtype != np.float32:
-            return False, f"Resize of {inputs[0].dtype} data (Vulkan runs float32 only)"
-        return resize_check(op, inputs, attrs, "Vulkan")
+    def check(info) -> tuple[bool, str]:
+        x = info.inputs[0]
+        if x.dtype != np.float32:
+            return False, f"Resize of {x.dtype} data (Vulkan runs float32 only)"
+        return resize_check(info, "Vulkan")
 
     def prepare(self, inputs, outputs):
         x, y = inputs[0], outputs[0]

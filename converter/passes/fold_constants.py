@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from mnnpy.backend import BackendConfig, get_runtime
+from mnnpy.backend import BackendConfig, OpInfo, TensorInfo, get_runtime
 from mnnpy.backends.cpu.registry import executions
 from mnnpy.errors import MnnpyError
 from mnnpy.ir import Graph
@@ -36,7 +36,7 @@ def fold_constants(graph: Graph) -> int:
         if op.type not in executions():
             continue
         backend = backend or get_runtime("cpu").create_backend(BackendConfig())
-        results = _evaluate(backend, graph, op)
+        results = _evaluate(backend, graph, i)
         if results is None:
             continue
         for t, value in zip(op.outputs, results):
@@ -49,8 +49,9 @@ def fold_constants(graph: Graph) -> int:
     return len(dead)
 
 
-def _evaluate(backend, graph: Graph, op) -> list[np.ndarray] | None:
-    """Outputs of ``op`` computed on ``backend``, or ``None`` when it should stay in the graph."""
+def _evaluate(backend, graph: Graph, i: int) -> list[np.ndarray] | None:
+    """Outputs of op ``i`` computed on ``backend``, or ``None`` when it should stay in the graph."""
+    op = graph.ops[i]
     schema = get_schema(op.type)
     values = [graph.tensors[t].data if t >= 0 else None for t in op.inputs]
     shapes = [tuple(v.shape) if v is not None else None for v in values]
@@ -71,7 +72,8 @@ def _evaluate(backend, graph: Graph, op) -> list[np.ndarray] | None:
                 np.asarray(ctx.out_values[k]).astype(specs[k][1]).reshape(specs[k][0]) if t >= 0 else None
                 for k, t in enumerate(op.outputs)
             ]
-        out_specs = [specs[k] if t >= 0 else None for k, t in enumerate(op.outputs)]
-        return backend.evaluate(op, attrs, values, out_specs)
+        ins = tuple(TensorInfo(t, "", v.shape, v.dtype, v) if v is not None else None for t, v in zip(op.inputs, values))
+        outs = tuple(TensorInfo(t, "", *specs[k]) if t >= 0 else None for k, t in enumerate(op.outputs))
+        return backend.evaluate(OpInfo(i, op, attrs, ins, outs, ctx.geometry))
     except (MnnpyError, ValueError, TypeError, IndexError, KeyError, ZeroDivisionError, OverflowError, FloatingPointError):
         return None

@@ -130,7 +130,10 @@ class ShapeContext:
 
     ``values[i]`` is the contents of input ``i`` when known at resize (constants and
     small tensors computed during resize), else ``None``. A shape function may call
-    ``set_value(k, array)`` to publish output ``k``'s contents (e.g. ``Shape``).
+    ``set_value(k, array)`` to publish output ``k``'s contents (e.g. ``Shape``), and
+    ``derive(name=value)`` to record what it derived (pads after ``auto_pad``, strides,
+    Resize scales, reduce axes...): the SizeComputer keeps it per op and every backend reads
+    it from ``OpInfo.geometry`` instead of deriving it again.
     """
 
     def __init__(self, op, schema: OpSchema, shapes, dtypes, values, attrs):
@@ -141,6 +144,7 @@ class ShapeContext:
         self.values: list[np.ndarray | None] = values
         self.attrs: dict[str, Any] = attrs
         self.out_values: dict[int, np.ndarray] = {}
+        self.geometry: dict[str, Any] = {}
 
     def __getitem__(self, name: str) -> Any:
         return self.attrs[name]
@@ -159,6 +163,10 @@ class ShapeContext:
 
     def set_value(self, k: int, value: np.ndarray) -> None:
         self.out_values[k] = value
+
+    def derive(self, **facts: Any) -> None:
+        """Record derived geometry (``OpInfo.geometry``) under the given names."""
+        self.geometry.update(facts)
 
     def fail(self, rule: str):
         """Raise ``ShapeError`` naming the op, its input shapes and the broken rule."""
@@ -205,6 +213,19 @@ def op_schema(
 def get_schema(type: str) -> OpSchema | None:
     """The schema registered for ``type``, or ``None``."""
     return _SCHEMAS.entries().get(type)
+
+
+def resolve_attrs(graphs) -> None:
+    """Set ``op.resolved`` (the schema's ``resolve_attrs``) on every op of ``graphs`` that
+    lacks it; raises ``ModelFormatError`` naming the op. The loader resolves as it
+    validates; this serves a ``Net`` handed over in memory."""
+    for g in graphs:
+        for op in g.ops:
+            if op.resolved is None:
+                schema = get_schema(op.type)
+                if schema is None:
+                    raise ModelFormatError(f"op '{op.name}': unknown op type '{op.type}'")
+                op.resolved = schema.resolve_attrs(op.attrs, f"op '{op.name}'")
 
 
 def all_schemas() -> dict[str, OpSchema]:

@@ -1,0 +1,201 @@
+"""Planner: (graph, input shapes, backends) -> ``Plan``, MNN's resize as explicit steps.
+
+``Planner.plan`` runs, once per distinct set of input shapes (and value-input contents):
+1. SizeComputer (``compute_sizes``): every tensor's shape and dtype, values known at resize,
+   each op's derived geometry, the ops left to run;
+2. Schedule (``build_schedule``): each run-time op on a backend, partitions, border copies;
+3. lifetimes (``memory_planner.tensor_lifetimes``) and one arena per backend
+   (``plan_memory``), then a handle per tensor (``Backend.acquire``/``acquire_constant``);
+4. per partition a ``PartitionStep``: its border copies and one Execution per op, each
+   ``on_resize``d, then ``Backend.on_resize_partition`` (a recording backend records it).
+
+The plan's run is ``write`` (inputs into every backend holding them), ``execute`` (each
+step: copies in, ``Backend.execute_partition``) and ``read`` (a tensor back to the host).
+The planner knows graphs, not sessions: a control-flow body is planned the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mnnpy.backend import Backend, Execution, OpInfo
+from mnnpy.ir import Graph
+from mnnpy.memory_planner import MemoryPlan, plan_memory, tensor_lifetimes
+from mnnpy.schedule import Partition, Schedule, build_schedule
+from mnnpy.size_computer import Evaluate, SizeResult, compute_sizes
+
+
+@dataclass
+class PartitionStep:
+    """One partition of a plan on ``backend``: graph op indices ``ops``; ``copies`` (source
+    backend, source handle, destination handle) made before it runs; ``runs`` (Execution,
+    input handles, output handles) per op in order; ``uploads``/``downloads``: the handles
+    written before it / read after it (``Backend.on_resize_partition``); ``recording``: what
+    a recording backend built for it (Vulkan: the command buffer)."""
+
+    backend: Backend
+    ops: list[int]
+    copies: list[tuple[Backend, Any, Any]]
+    runs: list[tuple[Execution, list, list]]
+    uploads: list
+    downloads: list
+    recording: Any = None
+
+    @property
+    def executions(self) -> list[Execution]:
+        """The partition's Executions, in order."""
+        return [exe for exe, _, _ in self.runs]
+
+    def execute(self) -> None:
+        """Border copies in (``Backend.copy``), then the partition (``execute_partition``)."""
+        for src_backend, src, dst in self.copies:
+            self.backend.copy(src_backend, src, dst)
+        self.backend.execute_partition(self)
+
+
+@dataclass
+class Plan:
+    """A planned segment: ops from ``start`` up to ``sizes.barrier`` (or the end).
+
+    ``inputs``: the tensors it receives at run (graph inputs, or for a later segment what
+    earlier ones computed); ``exports``: what later segments or the outputs read;
+    ``handles[b]``: tensor -> backend ``b``'s handle; ``executions``: op index -> Execution.
+    """
+
+    key: tuple
+    start: int
+    inputs: frozenset
+    exports: frozenset
+    sizes: SizeResult
+    schedule: Schedule
+    backends: list[Backend]
+    memory: list[MemoryPlan]
+    handles: list[dict[int, Any]]
+    executions: dict[int, Execution]
+    steps: list[PartitionStep]
+
+    def write(self, arrays: Mapping[int, np.ndarray]) -> None:
+        """Upload each input array into every backend that holds its tensor."""
+        for t, a in arrays.items():
+            if t in self.sizes.values:
+                continue
+            for backend, h in zip(self.backends, self.handles):
+                if t in h:
+                    backend.upload(a, h[t])
+
+    def execute(self) -> None:
+        """Every partition in order (``PartitionStep.execute``)."""
+        for step in self.steps:
+            step.execute()
+
+    def read(self, t: int, arrays: Mapping[int, np.ndarray]) -> np.ndarray:
+        """A new host array with tensor ``t``'s contents after ``execute`` (``arrays``: the
+        inputs written, for a tensor that is one)."""
+        if t in self.sizes.values:
+            return np.array(self.sizes.values[t])
+        if t in arrays:
+            return np.array(arrays[t])
+        b = self.schedule.home[t]
+        return self.backends[b].download(self.handles[b][t])
+
+
+class Planner:
+    """Plans ``graph`` on ``backends`` (preference order, CPU last). ``evaluate`` computes a
+    small op at resize (``CPUBackend.evaluate``; see ``compute_sizes``)."""
+
+    def __init__(self, graph: Graph, backends: list[Backend], evaluate: Evaluate):
+        self.graph = graph
+        self.backends = backends
+        self.evaluate = evaluate
+
+    def infer(self, shapes: dict[int, tuple[int, ...]], values=None, start: int = 0, dtypes=None) -> SizeResult:
+        """SizeComputer for these input shapes (tensor -> shape); raises ``ShapeError``."""
+        return compute_sizes(self.graph, shapes, self.evaluate, values, start, dtypes)
+
+    def schedule(self, sizes: SizeResult) -> Schedule:
+        """The Schedule of ``sizes``' run-time ops (no memory, no Executions)."""
+        return build_schedule([sizes.op_info(i) for i in sizes.runtime_ops], self.backends)
+
+    def plan(self, key: tuple, shapes: dict[int, tuple[int, ...]], values=None, start: int = 0, dtypes=None) -> Plan:
+        """The whole plan (module docstring) for inputs ``shapes``, known ``values`` of value
+        inputs, from op ``start``; ``dtypes`` of inputs that are not graph inputs. Raises
+        ``ShapeError``, ``UnsupportedOperatorError`` or a backend's error."""
+        sizes = self.infer(shapes, values, start, dtypes)
+        infos = {i: sizes.op_info(i) for i in sizes.runtime_ops}
+        schedule = build_schedule(list(infos.values()), self.backends)
+        inputs, exports = frozenset(shapes), self._exports(sizes)
+        for b in self.backends:
+            b.on_resize_begin()
+        memory, handles = self._memory(sizes, schedule, inputs, exports)
+        transfers = self._transfers(schedule, handles, sizes, inputs, exports)
+        steps = [self._step(part, infos, handles, schedule, *io) for part, io in zip(schedule.partitions, transfers)]
+        for b in self.backends:
+            b.on_resize_end()
+        executions = {i: exe for step in steps for i, exe in zip(step.ops, step.executions)}
+        return Plan(key, start, inputs, exports, sizes, schedule, self.backends, memory, handles, executions, steps)
+
+    def _exports(self, sizes: SizeResult) -> frozenset:
+        """Tensors read after this segment: graph outputs, and the inputs of ops from the
+        data-dependent barrier on (constants aside)."""
+        g = self.graph
+        later = set(g.outputs)
+        if sizes.barrier is not None:
+            later.update(t for op in g.ops[sizes.barrier :] for t in op.inputs if t >= 0)
+        return frozenset(t for t in later if t in sizes.shapes and g.tensors[t].data is None)
+
+    def _memory(self, sizes: SizeResult, schedule: Schedule, inputs, exports) -> tuple[list[MemoryPlan], list[dict]]:
+        """Lifetimes per backend -> arena offsets -> one handle per tensor it holds."""
+        held = tensor_lifetimes(
+            self.graph, schedule, set(sizes.values), inputs, exports, lambda b, op: self.backends[b].can_alias(op)
+        )
+        memory, handles = [], []
+        for backend, h in zip(self.backends, held):
+            plan = plan_memory(h.lifetimes(lambda t: sizes.tensor(t).nbytes))
+            backend.allocate_arena(plan.arena_bytes)
+            handle = {t: backend.acquire(sizes.tensor(t), plan.offsets[h.root(t)]) for t in h.first}
+            handle.update((t, backend.acquire_constant(sizes.tensor(t))) for t in h.constants)
+            memory.append(plan)
+            handles.append(handle)
+        return memory, handles
+
+    def _transfers(self, schedule: Schedule, handles, sizes: SizeResult, inputs, exports) -> list[tuple[list, list]]:
+        """Per partition, ``(uploaded, downloaded)`` tensors, as a run moves them: the plan's
+        inputs are uploaded to every backend holding them before the first op (announced with
+        that backend's first partition), border tensors into the partition that copies them
+        in; a tensor is downloaded after the partition that produces it when another backend
+        copies it in or the plan exports it (graph outputs, later segments)."""
+        g = self.graph
+        copied = {t for p in schedule.partitions for t in p.copies_in}
+        seen: set[int] = set()
+        out = []
+        for part in schedule.partitions:
+            h = handles[part.backend]
+            ups = []
+            if part.backend not in seen:
+                seen.add(part.backend)
+                ups = [t for t in sorted(inputs) if t in h and t not in sizes.values]
+            ups += [t for t in part.copies_in if t not in ups]
+            made = [t for i in part.ops for t in g.ops[i].outputs if t >= 0]
+            downs = [t for t in dict.fromkeys(made) if t in h and t not in sizes.values and (t in copied or t in exports)]
+            out.append((ups, downs))
+        return out
+
+    def _step(self, part: Partition, infos: dict[int, OpInfo], handles, schedule: Schedule, ups, downs) -> PartitionStep:
+        """The partition's copies and Executions (each ``on_resize``d), announced to its backend."""
+        backend, h = self.backends[part.backend], handles[part.backend]
+        copies = [(self.backends[schedule.home[t]], handles[schedule.home[t]][t], h[t]) for t in part.copies_in]
+        runs = []
+        for i in part.ops:
+            op = self.graph.ops[i]
+            exe = backend.create_execution(infos[i])
+            ins = [h[t] if t >= 0 else None for t in op.inputs]
+            outs = [h[t] if t >= 0 else None for t in op.outputs]
+            exe.on_resize(ins, outs)
+            runs.append((exe, ins, outs))
+        step = PartitionStep(backend, list(part.ops), copies, runs, [h[t] for t in ups], [h[t] for t in downs])
+        backend.on_resize_partition(step)
+        return step
