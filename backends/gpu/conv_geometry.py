@@ -1,15 +1,13 @@
 """2-D Conv geometry shared by the GPU backends (ONNX operators.md #Conv, NCHW).
 
 ``X: (N, C, H, W)``, constant ``W: (M, C/G, KH, KW)``; strides, dilations and pads (after
-``auto_pad``) from ``backends/cpu/ops/windows.py`` ``window``. Used by
+``auto_pad``) from the shape function's ``window`` (``OpInfo.geometry``). Used by
 ``backends/opencl/conv.py`` and ``backends/vulkan/conv.py``.
 """
 
 from __future__ import annotations
 
 import numpy as np
-
-from mnnpy.backends.cpu.ops.windows import window
 
 
 def conv_geometry(exe, x_shape, vw: int):
@@ -18,7 +16,7 @@ def conv_geometry(exe, x_shape, vw: int):
     ``vw`` neighbouring output pixels spans."""
     wv = np.asarray(exe.input_infos[1].value, np.float32)
     kh, kw = wv.shape[2:]
-    _, strides, dil, pads = window(exe, tuple(x_shape[2:]), (kh, kw))
+    _, strides, dil, pads = exe.geometry["window"].unpack()
     row = (vw - 1) * strides[1] + (kw - 1) * dil[1] + 1
     return wv, strides, dil, pads, row
 

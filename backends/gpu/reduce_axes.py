@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 
 def collapse_axes(shape, axes) -> tuple[int, int, int] | None:
     """``(outer, red, inner)`` of reducing ``axes`` of contiguous ``shape``, or None when the
@@ -33,27 +31,10 @@ def collapse_axes(shape, axes) -> tuple[int, int, int] | None:
     return math.prod(s for s, _ in runs[:k]), runs[k][0], math.prod(s for s, _ in runs[k + 1 :])
 
 
-def reduced_axes(op, inputs, attrs, rank: int) -> tuple[int, ...] | None:
-    """Normalised reduced axes (``mnnpy.ops.reduce.reduce_axes``'s rule: absent or empty
-    means all, or none with ``noop_with_empty_axes``), or None when ``axes`` is not known at
-    resize. ``inputs``: the present inputs' infos (data, then axes when ``op.inputs[1] >= 0``)."""
-    axes: list[int] = []
-    if len(op.inputs) > 1 and op.inputs[1] >= 0 and len(inputs) > 1 and inputs[1] is not None:
-        if inputs[1].value is None:
-            return None
-        axes = [int(a) % max(rank, 1) for a in np.asarray(inputs[1].value).reshape(-1)]
-    if not axes:
-        return () if attrs["noop_with_empty_axes"] else tuple(range(rank))
-    return tuple(sorted(set(axes)))
-
-
 def reduce_check(info, backend: str) -> tuple[bool, str]:
-    """``(ok, reason)`` of a ReduceXxx on backend ``backend`` ("OpenCL", "Vulkan"): axes known
-    at resize, forming one contiguous block of the data's shape."""
-    op, shape = info.op, info.inputs[0].shape
-    axes = reduced_axes(op, info.present(), info.attrs, len(shape))
-    if axes is None:
-        return False, f"{op.type} axes computed at run time ({backend} takes axes known at resize)"
+    """``(ok, reason)`` of a ReduceXxx on backend ``backend`` ("OpenCL", "Vulkan"): the reduced
+    axes (the shape function's ``axes``) form one contiguous block of the data's shape."""
+    op, shape, axes = info.op, info.inputs[0].shape, info.geometry["axes"]
     if collapse_axes(shape, axes) is None:
         return False, f"{op.type} axes {list(axes)} of shape {list(shape)} are not one contiguous block"
     return True, ""

@@ -12,10 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from mnnpy.backend import Execution
-from mnnpy.backends.cpu.ops.windows import shape_context
 from mnnpy.backends.opencl.activation import ACTIVATIONS, activation
 from mnnpy.backends.opencl.registry import opencl_execution
-from mnnpy.ops.conv import conv_transpose_pads
 
 SOURCE = "conv_transpose.cl"
 
@@ -52,10 +50,7 @@ class ConvTranspose(Execution):
         m, oh, ow = y.shape[1], y.shape[2], y.shape[3]
         g = self.attrs["group"]
         cg, mg, kh, kw = c // g, w.shape[1], w.shape[2], w.shape[3]
-        a = self.attrs
-        strides = list(a["strides"]) or [1, 1]
-        dil = list(a["dilations"]) or [1, 1]
-        pads = conv_transpose_pads(shape_context(self), x.shape[2:], [kh, kw])
+        _, strides, dil, pads = self.geometry["window"].unpack()
         ocb = _block(mg)
         mgp = -(-mg // ocb) * ocb
         wt = np.zeros((g, cg, kh, kw, mgp), np.float32)
@@ -65,6 +60,7 @@ class ConvTranspose(Execution):
             bias[:, :mg] = np.asarray(b_info.value, np.float32).reshape(g, mg)
         self.w = self.backend.weights(wt)  # fp32 in both storage modes
         self.b = self.backend.weights(bias)
+        a = self.attrs
         option, a0, a1 = activation(a.get("activation", ""), a.get("activation_params", ()))
         zmax = n * g * (mgp // ocb)
         cols = -(-ow // strides[1])  # output columns of one phase (at most)

@@ -2,7 +2,7 @@
 
 Windowed pools: ``shaders/opencl/pool.cl`` (``-D POOL_MAX | POOL_AVG``), one work item per
 output, 1-D and 2-D windows (a 1-D pool runs as H = 1); geometry (pads, auto_pad,
-ceil_mode, dilations) from ``backends/cpu/ops/windows.window``. Global pools, and windowed
+ceil_mode, dilations) from the shape function's ``window`` (``OpInfo.geometry``). Global pools, and windowed
 pools whose one window is the whole unpadded map, are row reductions of ``reduce.cl``
 (a work-group per (n, c) row, local-memory combine).
 """
@@ -14,7 +14,6 @@ import math
 import numpy as np
 
 from mnnpy.backend import Execution
-from mnnpy.backends.cpu.ops.windows import window
 from mnnpy.backends.gpu.reduce_axes import global_pool_check, pool_check
 from mnnpy.backends.opencl.reduce import reduce_launches
 from mnnpy.backends.opencl.registry import opencl_execution
@@ -41,7 +40,7 @@ class Pool(Execution):
     def on_resize(self, inputs, outputs):
         x, y = inputs[0], outputs[0]
         a, k = self.attrs, list(self.attrs["kernel_shape"])
-        out, strides, dil, pads = window(self, x.shape[2:], k, a["ceil_mode"])
+        out, strides, dil, pads = self.geometry["window"].unpack()
         is_max = self.op.type == "MaxPool"
         if list(out) == [1] * len(k) and k == list(x.shape[2:]) and not any(pads):
             kind = "MAX" if is_max else "MEAN"  # one window = the whole map

@@ -15,7 +15,7 @@ import numpy as np
 
 from mnnpy.backend import Execution
 from mnnpy.backends.gpu.pow2 import pow2_ceil, pow2_floor
-from mnnpy.backends.gpu.reduce_axes import collapse_axes, reduce_check, reduced_axes
+from mnnpy.backends.gpu.reduce_axes import collapse_axes, reduce_check
 from mnnpy.backends.opencl.registry import opencl_execution
 
 SOURCE = "reduce.cl"
@@ -123,9 +123,7 @@ class Reduce(Execution):
 
     def on_resize(self, inputs, outputs):
         x, y = inputs[0], outputs[0]
-        infos = [i for i in self.input_infos if i is not None]
-        axes = reduced_axes(self.op, infos, self.attrs, len(x.shape))
-        outer, red, inner = collapse_axes(x.shape, axes)
+        outer, red, inner = collapse_axes(x.shape, self.geometry["axes"])
         self.launches, self.scratch = reduce_launches(self.backend, OPS[self.op.type], x, y, outer, red, inner)
 
     def on_execute(self, inputs, outputs):

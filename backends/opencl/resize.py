@@ -2,8 +2,8 @@
 linear (bilinear) over the last two axes, ``X: (..., IH, IW) -> Y: (..., OH, OW)`` (NCHW: H, W).
 
 The source index (and linear weights) of every output row and column is computed at
-resize with the CPU backend's rules (``mnnpy.backends.cpu.ops.resize``: coordinate
-transformation modes, nearest rounding modes), uploaded as small int tables; the kernels
+resize from the shape function's source coordinates (``mnnpy.ops.geometry``: coordinate
+transformation modes, nearest rounding modes, as on the CPU), uploaded as small int tables; the kernels
 (``shaders/opencl/resize.cl``) only gather. Falls back for cubic, ``antialias``,
 ``exclude_outside``, ``tf_crop_and_resize`` (extrapolation) and resizes of other axes.
 """
@@ -15,9 +15,8 @@ import math
 import numpy as np
 
 from mnnpy.backend import Execution
-from mnnpy.backends.gpu.resize_tables import axis_table, resize_check, resize_context
+from mnnpy.backends.gpu.resize_tables import axis_table, resize_check
 from mnnpy.backends.opencl.registry import opencl_execution
-from mnnpy.ops.resize import resize_scales_sizes
 
 SOURCE = "resize.cl"
 
@@ -32,16 +31,15 @@ class Resize(Execution):
 
     def on_resize(self, inputs, outputs):
         x, y = inputs[0], outputs[0]
-        scales, sizes = resize_scales_sizes(resize_context(self.op, self.input_infos, self.attrs))
+        coords = self.geometry["resize"].coords
         r = len(x.shape)
         ih, iw = (x.shape[-2] if r >= 2 else 1), x.shape[-1]
         oh, ow = (y.shape[-2] if r >= 2 else 1), y.shape[-1]
-        sh = scales[-2] if r >= 2 else 1.0
         planes = math.prod(x.shape[:-2])
         linear = self.attrs["mode"] == "linear"
         # kept on self: the device tables must live as long as the launch
-        self.htab = self.backend.constant(axis_table(self.attrs, ih, oh, sh, linear))
-        self.wtab = self.backend.constant(axis_table(self.attrs, iw, ow, scales[-1], linear))
+        self.htab = self.backend.constant(axis_table(self.attrs, coords.get(r - 2), ih, oh, linear))
+        self.wtab = self.backend.constant(axis_table(self.attrs, coords.get(r - 1), iw, ow, linear))
         args = (x.buffer, np.int32(x.elem_offset), y.buffer, np.int32(y.elem_offset))
         args += tuple(np.int32(v) for v in (ih, iw, oh, ow, planes)) + (self.htab.buffer, self.wtab.buffer)
         name = "resize_linear" if linear else "resize_nearest"

@@ -1,8 +1,8 @@
 """Vulkan Conv (ONNX operators.md #Conv), 2-D NCHW float32, with bias and the converter's fused activation.
 
 ``X: (N, C, H, W)``, ``W: (M, C/G, KH, KW)`` (constant), ``B: (M,)`` (constant, optional)
--> ``Y: (N, M, OH, OW)``; geometry (pads after ``auto_pad``, strides, dilations) from
-``backends/cpu/ops/windows.py`` ``window``. One of three shaders, chosen at resize:
+-> ``Y: (N, M, OH, OW)``; geometry (pads after ``auto_pad``, strides, dilations) from the
+shape function's ``window`` (``OpInfo.geometry``). One of three shaders, chosen at resize:
 
 * pointwise (1x1, stride 1, no pads, group 1): the tiled GEMM of ``gemm.comp``,
   ``Y[n] (M, HW) = W (M, C) @ X[n] (C, HW) + B``, activation fused; W and B used in place;

@@ -14,10 +14,8 @@ import struct
 
 import numpy as np
 
-from mnnpy.backends.cpu.ops.windows import shape_context
 from mnnpy.backends.vulkan.execution import VulkanExecution
 from mnnpy.backends.vulkan.registry import vulkan_execution
-from mnnpy.ops.conv import conv_transpose_pads
 
 PX = 4  # output columns per invocation (conv_transpose.comp)
 OCB = 4  # output channels per invocation (one vec4)
@@ -61,9 +59,7 @@ class ConvTranspose(VulkanExecution):
         m, oh, ow = y.shape[1], y.shape[2], y.shape[3]
         g = a["group"]
         cg, mg, kh, kw = c // g, w.shape[1], w.shape[2], w.shape[3]
-        sh, sw = list(a["strides"]) or [1, 1]
-        dh, dw = list(a["dilations"]) or [1, 1]
-        pads = conv_transpose_pads(shape_context(self), x.shape[2:], [kh, kw])
+        _, (sh, sw), (dh, dw), pads = self.geometry["window"].unpack()
         nmb = -(-mg // OCB)
         mgp = nmb * OCB
         wt = np.zeros((g, kh, kw, cg, mgp), np.float32)

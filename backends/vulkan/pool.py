@@ -3,7 +3,7 @@ GlobalMaxPool.
 
 Windowed pools: ``shaders/vulkan/pool.comp`` (variants ``pool_max``, ``pool_avg``), one
 invocation per output, 1-D to 3-D windows (run as 3-D with leading size-1 dims); geometry
-(pads, auto_pad, ceil_mode, dilations, strides) from ``backends/cpu/ops/windows.window``.
+(pads, auto_pad, ceil_mode, dilations, strides) from the shape function's ``window``.
 Global pools, and windowed pools whose one window is the whole unpadded map, are row
 reductions of ``reduce.comp`` (a work group per (n, c) row, shared-memory combine; see
 ``reduce.reduce_dispatches``).
@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 import struct
 
-from mnnpy.backends.cpu.ops.windows import window
 from mnnpy.backends.gpu.reduce_axes import global_pool_check, pool_check
 from mnnpy.backends.vulkan.execution import VulkanExecution
 from mnnpy.backends.vulkan.reduce import reduce_dispatches
@@ -39,7 +38,7 @@ class Pool(VulkanExecution):
     def prepare(self, inputs, outputs):
         x, y = inputs[0], outputs[0]
         a, k = self.attrs, list(self.attrs["kernel_shape"])
-        out, strides, dil, pads = window(self, x.shape[2:], k, a["ceil_mode"])
+        out, strides, dil, pads = self.geometry["window"].unpack()
         is_max = self.op.type == "MaxPool"
         nc, spatial = x.shape[0] * x.shape[1], list(x.shape[2:])
         self.scratch = None

@@ -15,7 +15,7 @@ import math
 import struct
 
 from mnnpy.backends.gpu.pow2 import pow2_ceil, pow2_floor
-from mnnpy.backends.gpu.reduce_axes import collapse_axes, reduce_check, reduced_axes
+from mnnpy.backends.gpu.reduce_axes import collapse_axes, reduce_check
 from mnnpy.backends.vulkan.execution import VulkanExecution
 from mnnpy.backends.vulkan.registry import vulkan_execution
 
@@ -132,8 +132,7 @@ class Reduce(VulkanExecution):
 
     def prepare(self, inputs, outputs):
         x, y = inputs[0], outputs[0]
-        axes = reduced_axes(self.op, self.input_infos, self.attrs, len(x.shape))
-        outer, red, inner = collapse_axes(x.shape, axes)
+        outer, red, inner = collapse_axes(x.shape, self.geometry["axes"])
         self.scratch = None
         self.passes = reduce_dispatches(self, OPS[self.op.type], x, y, outer, red, inner)
 

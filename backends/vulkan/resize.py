@@ -3,7 +3,7 @@ linear (bilinear) over the last two axes, ``X: (..., IH, IW) -> Y: (..., OH, OW)
 H, W), float32.
 
 The source index (and linear weights) of every output row and column is computed at resize
-with the CPU backend's rules (``mnnpy.backends.cpu.ops.resize``: every
+from the shape function's source coordinates (``mnnpy.ops.geometry``: every
 coordinate_transformation_mode but tf_crop_and_resize, every nearest_mode) and uploaded as
 one small int32 table (``backend.constant``); the shader (``shaders/vulkan/resize.comp``,
 variants ``resize_nearest`` / ``resize_linear``) only gathers, one output per invocation.
@@ -17,10 +17,9 @@ import struct
 
 import numpy as np
 
-from mnnpy.backends.gpu.resize_tables import axis_table, resize_check, resize_context
+from mnnpy.backends.gpu.resize_tables import axis_table, resize_check
 from mnnpy.backends.vulkan.execution import VulkanExecution
 from mnnpy.backends.vulkan.registry import vulkan_execution
-from mnnpy.ops.resize import resize_scales_sizes
 
 
 @vulkan_execution("Resize")
@@ -40,14 +39,13 @@ class Resize(VulkanExecution):
         x, y = inputs[0], outputs[0]
         if y.size == 0 or x.size == 0:
             return
-        scales, _ = resize_scales_sizes(resize_context(self.op, self.input_infos, self.attrs))
+        coords = self.geometry["resize"].coords
         r = len(x.shape)
         ih, iw = (x.shape[-2] if r >= 2 else 1), x.shape[-1]
         oh, ow = (y.shape[-2] if r >= 2 else 1), y.shape[-1]
-        sh = scales[-2] if r >= 2 else 1.0
         linear = self.attrs["mode"] == "linear"
-        rows = axis_table(self.attrs, ih, oh, sh, linear)
-        cols = axis_table(self.attrs, iw, ow, scales[-1], linear)
+        rows = axis_table(self.attrs, coords.get(r - 2), ih, oh, linear)
+        cols = axis_table(self.attrs, coords.get(r - 1), iw, ow, linear)
         table = np.concatenate([rows.reshape(-1), cols.reshape(-1)])
         self.table = self.backend.constant(table)
         push = struct.pack("<8I", y.size, self.elem_offset(x), self.elem_offset(self.table), self.elem_offset(y), ih, iw, oh, ow)

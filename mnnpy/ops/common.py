@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 
+from mnnpy.ops.geometry import Window
+
 
 def broadcast(ctx, shapes) -> tuple[int, ...]:
     """Multidirectional (numpy) broadcast of ``shapes`` (ONNX Broadcasting.md); ``ctx.fail`` on mismatch."""
@@ -22,10 +24,9 @@ def norm_axis(ctx, axis: int, rank: int, what: str = "axis") -> int:
     return axis % rank
 
 
-def window_output(
-    ctx, in_sizes, kernel, strides, dilations, pads, auto_pad: str, ceil_mode: int = 0
-) -> tuple[list[int], list[int]]:
-    """Output spatial sizes and explicit pads (begin..., end...) of a conv/pool window.
+def window_output(ctx, in_sizes, kernel, strides, dilations, pads, auto_pad: str, ceil_mode: int = 0) -> Window:
+    """The ``Window`` of a conv/pool op (output spatial sizes, explicit pads (begin...,
+    end...)), recorded as the op's geometry ``window`` (``ctx.derive``).
 
     ONNX Conv/AveragePool/MaxPool: ``out = floor_or_ceil((in + pb + pe - ((k-1)*d+1)) / s) + 1``;
     ``SAME_UPPER``/``SAME_LOWER``: ``out = ceil(in / s)`` with the odd pad at the end/begin;
@@ -61,4 +62,6 @@ def window_output(
             else:
                 o = span // strides[i] + 1
         out.append(int(o))
-    return out, pb + pe
+    win = Window(*(tuple(int(v) for v in t) for t in (in_sizes, out, kernel, strides, dilations, pb + pe)))
+    ctx.derive(window=win)
+    return win

@@ -9,6 +9,7 @@ HardSigmoid: alpha, beta; LeakyRelu: alpha).
 from __future__ import annotations
 
 from mnnpy.ops.common import window_output
+from mnnpy.ops.geometry import Window
 from mnnpy.ops.registry import Attr, In, op_schema
 
 AUTO_PAD = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
@@ -54,8 +55,8 @@ def conv(ctx):
     if ctx.has(2) and tuple(ctx.shapes[2]) != (w[0],):
         ctx.fail(f"B must have shape ({w[0]},)")
     a = ctx.attrs
-    out, _ = window_output(ctx, x[2:], k, a["strides"], a["dilations"], a["pads"], a["auto_pad"])
-    return [((x[0], w[0], *out), ctx.dtypes[0])]
+    win = window_output(ctx, x[2:], k, a["strides"], a["dilations"], a["pads"], a["auto_pad"])
+    return [((x[0], w[0], *win.out_sizes), ctx.dtypes[0])]
 
 
 @op_schema(
@@ -64,7 +65,10 @@ def conv(ctx):
     attrs={**_WINDOW, "output_padding": Attr("ints", []), "output_shape": Attr("ints", [])},
 )
 def conv_transpose(ctx):
-    """ConvTranspose: ``out = s*(in-1) + op + ((k-1)*d+1) - pb - pe`` (or ``output_shape`` with auto pads)."""
+    """ConvTranspose: ``out = s*(in-1) + op + ((k-1)*d+1) - pb - pe`` (or ``output_shape`` with auto pads).
+
+    Geometry ``window``: ``in_sizes`` are X's spatial dims, ``out_sizes`` Y's, ``pads`` after
+    ``auto_pad``/``output_shape``."""
     x, w, k = _check_rank(ctx)
     a, g, n = ctx.attrs, ctx.attrs["group"], len(x) - 2
     if x[1] != w[0]:
@@ -79,6 +83,7 @@ def conv_transpose(ctx):
         if o <= 0:
             ctx.fail(f"output size {o} on spatial dim {i} is not positive")
         out.append(o)
+    ctx.derive(window=Window(tuple(x[2:]), tuple(out), tuple(k), tuple(strides), tuple(dil), tuple(pads)))
     return [((x[0], w[1] * g, *out), ctx.dtypes[0])]
 
 

@@ -56,8 +56,8 @@ def conv_out(ctx, x, w) -> tuple[int, ...]:
     g = a["group"]
     if k != list(w[2:]) or g < 1 or x[1] != w[1] * g or w[0] % g:
         ctx.fail(f"kernel_shape/group do not match x {x} and w {w}")
-    out, _ = window_output(ctx, x[2:], k, a["strides"], a["dilations"], a["pads"], a["auto_pad"])
-    return (x[0], w[0], *out)
+    win = window_output(ctx, x[2:], k, a["strides"], a["dilations"], a["pads"], a["auto_pad"])
+    return (x[0], w[0], *win.out_sizes)
 
 
 @op_schema(

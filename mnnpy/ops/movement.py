@@ -307,4 +307,6 @@ def einsum(ctx):
     """Einsum: numpy ``einsum`` semantics of ``equation`` (implicit output when there is no ``->``)."""
     if not ctx.shapes:
         ctx.fail("needs at least one input")
-    return [(einsum_parse(ctx)[1], ctx.dtypes[0])]
+    equation, out = einsum_parse(ctx)
+    ctx.derive(einsum=equation)
+    return [(out, ctx.dtypes[0])]

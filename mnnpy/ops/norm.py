@@ -178,7 +178,7 @@ def quant_granularity(ctx, what: str) -> tuple[str, int]:
 def quantize_linear(ctx):
     """QuantizeLinear: ``y = saturate(round_half_even(x / y_scale) + y_zero_point)``, per tensor,
     per axis or blocked. Output type: ``output_dtype``, else the zero point's, else uint8."""
-    quant_granularity(ctx, "QuantizeLinear")
+    ctx.derive(quant=quant_granularity(ctx, "QuantizeLinear"))
     code = ctx.attrs["output_dtype"]
     if code:
         dt = dtypes.from_onnx(code, f"QuantizeLinear '{ctx.op.name}' output_dtype")
@@ -200,7 +200,7 @@ def quantize_linear(ctx):
 def dequantize_linear(ctx):
     """DequantizeLinear: ``y = (x - x_zero_point) * x_scale``, per tensor, per axis or blocked.
     Output type: ``output_dtype``, else the scale's."""
-    quant_granularity(ctx, "DequantizeLinear")
+    ctx.derive(quant=quant_granularity(ctx, "DequantizeLinear"))
     code = ctx.attrs["output_dtype"]
     dt = dtypes.from_onnx(code, f"DequantizeLinear '{ctx.op.name}' output_dtype") if code else ctx.dtypes[1]
     if dt.kind != "f":

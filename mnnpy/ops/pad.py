@@ -28,8 +28,9 @@ def pad_widths(ctx) -> list[tuple[int, int]]:
 def pad(ctx):
     """Pad: ``out[i] = in[i] + pad_begin[i] + pad_end[i]`` per axis; modes constant/reflect/edge/wrap."""
     x = ctx.shapes[0]
-    out = []
-    for d, (b, e) in zip(x, pad_widths(ctx)):
+    out, widths = [], pad_widths(ctx)
+    ctx.derive(pads=widths)
+    for d, (b, e) in zip(x, widths):
         if d + b + e < 0:
             ctx.fail(f"pads ({b}, {e}) crop more than dim {d}")
         if ctx.attrs["mode"] != "constant" and d == 0 and b + e > 0:

@@ -27,8 +27,8 @@ def pool_shape(ctx):
     if len(x) < 3 or len(k) != len(x) - 2:
         ctx.fail(f"X must be (N, C, spatial...) with {len(k)} spatial dims for kernel_shape {k}")
     a = ctx.attrs
-    out, _ = window_output(ctx, x[2:], k, a["strides"], a["dilations"], a["pads"], a["auto_pad"], a["ceil_mode"])
-    return [((x[0], x[1], *out), ctx.dtypes[0])]
+    win = window_output(ctx, x[2:], k, a["strides"], a["dilations"], a["pads"], a["auto_pad"], a["ceil_mode"])
+    return [((x[0], x[1], *win.out_sizes), ctx.dtypes[0])]
 
 
 @op_schema("AveragePool", ["X"], attrs={**POOL_ATTRS, "count_include_pad": Attr("int", 0, (0, 1))})

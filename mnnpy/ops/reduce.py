@@ -23,6 +23,7 @@ def reduce_axes(ctx) -> tuple[int, ...]:
 def _reduce(ctx):
     x = ctx.shapes[0]
     axes = reduce_axes(ctx)
+    ctx.derive(axes=axes)
     if ctx.attrs["keepdims"]:
         out = tuple(1 if i in axes else d for i, d in enumerate(x))
     else:

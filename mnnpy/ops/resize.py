@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 from mnnpy.ops.common import norm_axis
+from mnnpy.ops.geometry import ResizeGeometry, source_coords
 from mnnpy.ops.registry import Attr, In, op_schema
 
 COORD_MODES = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric", "tf_crop_and_resize")
@@ -64,6 +65,32 @@ def resize_scales_sizes(ctx) -> tuple[list[float], list[int]]:
     },
 )
 def resize(ctx):
-    """Resize: nearest/linear/cubic interpolation on any axes; see ``resize_scales_sizes``."""
-    _, sizes = resize_scales_sizes(ctx)
+    """Resize: nearest/linear/cubic interpolation on any axes; see ``resize_scales_sizes``.
+
+    Geometry ``resize``: a ``ResizeGeometry`` (scales, sizes, roi, and the source
+    coordinates of every axis that moves)."""
+    scales, sizes = resize_scales_sizes(ctx)
+    x, ctm = ctx.shapes[0], ctx.attrs["coordinate_transformation_mode"]
+    roi = resize_roi(ctx)
+    coords = {}
+    for ax in range(len(x)):
+        if sizes[ax] != x[ax] or scales[ax] != 1 or roi[ax] != (0.0, 1.0):
+            coords[ax] = source_coords(ctm, sizes[ax], x[ax], scales[ax], roi[ax])
+    ctx.derive(resize=ResizeGeometry(tuple(scales), tuple(sizes), tuple(roi), coords))
     return [(tuple(sizes), ctx.dtypes[0])]
+
+
+def resize_roi(ctx) -> list[tuple[float, float]]:
+    """Per axis ``(start, end)`` of the region of interest: ``roi``'s values under
+    ``tf_crop_and_resize`` (for ``axes``, or every axis), else ``(0, 1)``."""
+    r = len(ctx.shapes[0])
+    roi = [(0.0, 1.0)] * r
+    if ctx.attrs["coordinate_transformation_mode"] == "tf_crop_and_resize":
+        axes = [a % r for a in ctx.attrs["axes"]] or list(range(r))
+        vals = [float(v) for v in ctx.value(1).reshape(-1)]
+        na = len(vals) // 2
+        if na not in (len(axes), r):
+            ctx.fail(f"roi has {len(vals)} values, expected 2 per resized axis")
+        for j, ax in enumerate(axes if na == len(axes) else range(r)):
+            roi[ax] = (vals[j], vals[na + j])
+    return roi

@@ -107,6 +107,7 @@ def dft(ctx):
     if ctx.dtypes[0].kind != "f":
         ctx.fail(f"input must be a float tensor, got {ctx.dtypes[0]}")
     axis, n = dft_params(ctx)
+    ctx.derive(dft=(axis, n))
     out = list(ctx.shapes[0])
     inverse, onesided = ctx.attrs["inverse"], ctx.attrs["onesided"]
     out[axis] = n // 2 + 1 if onesided and not inverse else n
@@ -144,7 +145,8 @@ def stft(ctx):
     ``frame_length//2+1`` bins."""
     if ctx.dtypes[0].kind != "f":
         ctx.fail(f"signal must be a float tensor, got {ctx.dtypes[0]}")
-    _, fl, frames = stft_params(ctx)
+    step, fl, frames = stft_params(ctx)
+    ctx.derive(stft=(step, fl, frames))
     bins = fl // 2 + 1 if ctx.attrs["onesided"] else fl
     return [((ctx.shapes[0][0], frames, bins, 2), ctx.dtypes[0])]
 

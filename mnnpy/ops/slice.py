@@ -47,6 +47,7 @@ def slice_(ctx):
     """Slice: ``output = data[starts:ends:steps]`` on ``axes``, clamped as numpy slicing clamps."""
     x = ctx.shapes[0]
     sl = slice_params(ctx)
+    ctx.derive(slices=sl)
     out = tuple(len(range(*s.indices(d))) for s, d in zip(sl, x))
     if ctx.values[0] is not None and np.prod(x) <= 4096:
         ctx.set_value(0, ctx.values[0][tuple(sl)])

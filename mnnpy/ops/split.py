@@ -45,4 +45,6 @@ def split(ctx):
     """Split: ``input`` cut along ``axis`` into consecutive parts; see ``split_sizes``."""
     x = ctx.shapes[0]
     axis = ctx.attrs["axis"] % len(x)
-    return [(x[:axis] + (s,) + x[axis + 1 :], ctx.dtypes[0]) for s in split_sizes(ctx)]
+    sizes = split_sizes(ctx)
+    ctx.derive(split=sizes)
+    return [(x[:axis] + (s,) + x[axis + 1 :], ctx.dtypes[0]) for s in sizes]

@@ -89,7 +89,9 @@ def col2im_params(ctx):
 def col2im(ctx):
     """Col2Im: ``(N, C*prod(block), L)`` column blocks summed back into ``(N, C, *image_shape)``."""
     x = ctx.shapes[0]
-    image, block, _, _, _, nb = col2im_params(ctx)
+    params = col2im_params(ctx)
+    ctx.derive(col2im=params)
+    image, block, _, _, _, nb = params
     k = math.prod(block)
     if len(x) != 3 or k == 0 or x[1] % k or x[2] != math.prod(nb):
         ctx.fail(f"input must be (N, C*{k}, {math.prod(nb)})")

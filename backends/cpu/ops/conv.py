@@ -13,7 +13,7 @@ chosen at resize:
 * general: im2col into the shared workspace (each tap one strided copy plus zero fills
   where it reads padding; a row of ones carries the bias) and one matmul per group.
 
-ConvTranspose is in ``conv_transpose.py``; window geometry in ``windows.py``.
+ConvTranspose is in ``conv_transpose.py``; window geometry from the shape function (``mnnpy.ops.geometry.Window``).
 """
 
 from __future__ import annotations
@@ -27,10 +27,11 @@ from mnnpy.backend import Execution
 from mnnpy.backends.cpu.blas import MatMul
 from mnnpy.backends.cpu.ops.depthwise import SHORT_MAPS, _Depthwise, _DepthwiseRows
 from mnnpy.backends.cpu.ops.elementwise import bias_activation
-from mnnpy.backends.cpu.ops.windows import box_complement, tap_slices, view_as, window
+from mnnpy.backends.cpu.ops.windows import box_complement, view_as
 from mnnpy.backends.cpu.parallel import parallel, workers
 from mnnpy.backends.cpu.registry import cpu_execution
 from mnnpy.backends.cpu.scratch import scratch
+from mnnpy.ops.geometry import tap_slices
 
 
 class _Pointwise:
@@ -178,7 +179,7 @@ class Conv(Execution):
         x, w, y = inputs[0], inputs[1], outputs[0]
         b = inputs[2] if len(inputs) > 2 else None
         n, c, m, g = x.shape[0], x.shape[1], w.shape[0], self.attrs["group"]
-        out, strides, dil, pads = window(self, x.shape[2:], w.shape[2:])
+        out, strides, dil, pads = self.geometry["window"].unpack()
         self.const = all(i is None or i.value is not None for i in self.input_infos[1:])
         self.empty = y.size == 0
         if self.empty:

@@ -10,10 +10,10 @@ import numpy as np
 from mnnpy.backend import Execution
 from mnnpy.backends.cpu.blas import MatMul
 from mnnpy.backends.cpu.ops.elementwise import bias_activation
-from mnnpy.backends.cpu.ops.windows import shape_context, tap_range, view_as
+from mnnpy.backends.cpu.ops.windows import view_as
 from mnnpy.backends.cpu.registry import cpu_execution
 from mnnpy.backends.cpu.scratch import scratch
-from mnnpy.ops.conv import conv_transpose_pads
+from mnnpy.ops.geometry import tap_range
 
 
 @cpu_execution("ConvTranspose")
@@ -22,7 +22,7 @@ class ConvTranspose(Execution):
 
     ``Y_full[n, m, i*s + k*d] += sum_c X[n, c, i] * W[c, m, k]`` (cols = W^T @ X, then
     col2im), ``Y = Y_full[pads_begin : pads_begin + O] + B``; pads from auto_pad /
-    output_shape per the ONNX spec (``mnnpy.ops.conv.conv_transpose_pads``).
+    output_shape per the ONNX spec (the shape function's ``window``).
     """
 
     def on_resize(self, inputs, outputs):
@@ -30,12 +30,9 @@ class ConvTranspose(Execution):
         x, w, y = inputs[0], inputs[1], outputs[0]
         b = inputs[2] if len(inputs) > 2 else None
         n, c, g = x.shape[0], x.shape[1], self.attrs["group"]
-        kernel, nd = w.shape[2:], x.ndim - 2
+        kernel = w.shape[2:]
         mg, cg, m = w.shape[1], c // g, y.shape[1]
-        a = self.attrs
-        strides = list(a["strides"]) or [1] * nd
-        dil = list(a["dilations"]) or [1] * nd
-        pads = conv_transpose_pads(shape_context(self), x.shape[2:], kernel)
+        _, strides, dil, pads = self.geometry["window"].unpack()
         self.const = all(i is None or i.value is not None for i in self.input_infos[1:])
         self.empty = y.size == 0
         if self.empty:

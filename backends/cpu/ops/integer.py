@@ -14,7 +14,6 @@ import itertools
 import numpy as np
 
 from mnnpy.backend import Execution
-from mnnpy.backends.cpu.ops.windows import window
 from mnnpy.backends.cpu.registry import cpu_execution
 
 F64 = np.dtype(np.float64)
@@ -53,7 +52,7 @@ class _ConvF64:
     """``conv(x, w)`` in float64 over explicit zero padding: one tensordot per kernel tap and group."""
 
     def __init__(self, exe, x_shape, w_shape, y_shape):
-        out, strides, dil, pads = window(exe, x_shape[2:], w_shape[2:])
+        out, strides, dil, pads = exe.geometry["window"].unpack()
         n = len(out)
         self.g = exe.attrs["group"]
         self.pad = [(0, 0), (0, 0)] + [(pads[i], pads[n + i]) for i in range(n)]

@@ -12,10 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from mnnpy.backend import Execution
-from mnnpy.backends.cpu.ops.shape_ops import shape_context
 from mnnpy.backends.cpu.registry import cpu_execution
 from mnnpy.errors import ShapeError
-from mnnpy.ops.movement import einsum_parse, nonzero_indices
+from mnnpy.ops.movement import nonzero_indices
 
 REDUCE_AT = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
 
@@ -330,7 +329,7 @@ class Einsum(Execution):
     """``Y = einsum(equation, *inputs)`` (numpy), the contraction order planned at resize."""
 
     def on_resize(self, inputs, outputs):
-        self.eq = einsum_parse(shape_context(self))[0]
+        self.eq = self.geometry["einsum"]
         self.path = False
         if len(inputs) > 2:
             self.path = np.einsum_path(self.eq, *inputs, optimize="greedy")[0]

@@ -14,11 +14,10 @@ import math
 import numpy as np
 
 from mnnpy.backend import Execution
-from mnnpy.backends.cpu.ops.shape_ops import shape_context
-from mnnpy.backends.cpu.ops.windows import tap_slices, view_as, window
+from mnnpy.backends.cpu.ops.windows import view_as
 from mnnpy.backends.cpu.registry import cpu_execution
 from mnnpy.backends.cpu.scratch import scratch
-from mnnpy.ops.norm import quant_granularity
+from mnnpy.ops.geometry import tap_slices
 
 
 def _reduced(shape, axis):
@@ -272,7 +271,7 @@ class LpPool(Execution):
     def on_resize(self, inputs, outputs):
         x, y = inputs[0], outputs[0]
         k = list(self.attrs["kernel_shape"])
-        out, strides, dil, pads = window(self, x.shape[2:], k, self.attrs["ceil_mode"])
+        out, strides, dil, pads = self.geometry["window"].unpack()
         nd, spatial = len(k), x.shape[2:]
         self.empty = y.size == 0
         if self.empty:
@@ -318,7 +317,7 @@ class _Linear(Execution):
     cropped to X) into scratch when they are not constants, at resize when they are."""
 
     def on_resize(self, inputs, outputs):
-        kind, axis = quant_granularity(shape_context(self), self.op.type)
+        kind, axis = self.geometry["quant"]
         x = self.input_infos[0]
         self.kind, self.axis, self.xshape = kind, axis, x.shape
         self.block = self.attrs["block_size"]

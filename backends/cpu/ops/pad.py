@@ -16,10 +16,8 @@ from __future__ import annotations
 import numpy as np
 
 from mnnpy.backend import Execution
-from mnnpy.backends.cpu.ops.windows import shape_context
 from mnnpy.backends.cpu.registry import cpu_execution
 from mnnpy.errors import ShapeError
-from mnnpy.ops.pad import pad_widths
 
 
 def source_index(j: np.ndarray, size: int, mode: str) -> np.ndarray:
@@ -41,7 +39,7 @@ class Pad(Execution):
 
     def on_resize(self, inputs, outputs):
         x, y = inputs[0], outputs[0]
-        widths = pad_widths(shape_context(self))
+        widths = self.geometry["pads"]
         self.mode = self.attrs["mode"]
         self.empty = y.size == 0
         if self.empty:

@@ -14,10 +14,11 @@ import math
 import numpy as np
 
 from mnnpy.backend import Execution
-from mnnpy.backends.cpu.ops.windows import tap_slices, view_as, window
+from mnnpy.backends.cpu.ops.windows import view_as
 from mnnpy.backends.cpu.parallel import parallel, split, workers
 from mnnpy.backends.cpu.registry import cpu_execution
 from mnnpy.backends.cpu.scratch import scratch
+from mnnpy.ops.geometry import tap_slices
 
 
 def _lowest(dtype: np.dtype):
@@ -49,7 +50,7 @@ class Pool(Execution):
         x, y = inputs[0], outputs[0]
         ind = outputs[1] if len(outputs) > 1 else None
         a, k = self.attrs, list(self.attrs["kernel_shape"])
-        out, strides, dil, pads = window(self, x.shape[2:], k, a["ceil_mode"])
+        out, strides, dil, pads = self.geometry["window"].unpack()
         nd, spatial = len(k), x.shape[2:]
         self.is_max = self.op.type == "MaxPool"
         self.empty = y.size == 0

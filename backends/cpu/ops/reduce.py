@@ -5,10 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from mnnpy.backend import Execution
-from mnnpy.backends.cpu.ops.shape_ops import shape_context
 from mnnpy.backends.cpu.registry import cpu_execution
 from mnnpy.backends.cpu.scratch import scratch
-from mnnpy.ops.reduce import reduce_axes
 
 
 @cpu_execution("ReduceMean")
@@ -20,7 +18,7 @@ class ReduceMean(Execution):
 
     def on_resize(self, inputs, outputs):
         x = self.input_infos[0]
-        self.axes = reduce_axes(shape_context(self))
+        self.axes = self.geometry["axes"]
         self.keep = bool(self.attrs["keepdims"])
         self.count = int(np.prod([x.shape[a] for a in self.axes], dtype=np.int64))
         self.scratch = None

@@ -14,10 +14,8 @@ import math
 import numpy as np
 
 from mnnpy.backend import Execution
-from mnnpy.backends.cpu.ops.shape_ops import shape_context
 from mnnpy.backends.cpu.registry import cpu_execution
 from mnnpy.backends.cpu.scratch import scratch
-from mnnpy.ops.reduce import reduce_axes
 from mnnpy.ops.reductions import REDUCTIONS
 
 
@@ -52,7 +50,7 @@ class Reduce(Execution):
 
     def on_resize(self, inputs, outputs):
         x = self.input_infos[0]
-        self.axes = reduce_axes(shape_context(self))
+        self.axes = self.geometry["axes"]
         kshape = tuple(1 if i in self.axes else d for i, d in enumerate(x.shape))
         self.yk = outputs[0].reshape(kshape)
         t = self.op.type

@@ -12,24 +12,6 @@ import numpy as np
 from mnnpy.backend import Execution
 from mnnpy.backends.cpu.registry import cpu_execution
 from mnnpy.errors import ShapeError
-from mnnpy.ops import ShapeContext, get_schema
-
-
-def shape_context(exe: Execution) -> ShapeContext:
-    """A ShapeContext over an Execution's input infos (values known at resize included).
-
-    Lets a kernel reuse its op's shape helpers (``slice_params``, ``reduce_axes``...).
-    """
-    infos = exe.input_infos
-    values = [None if i is None else i.value for i in infos]
-    return ShapeContext(
-        exe.op,
-        get_schema(exe.op.type),
-        [None if i is None else tuple(i.shape) for i in infos],
-        [None if i is None else i.dtype for i in infos],
-        values,
-        exe.attrs,
-    )
 
 
 def same_buffer(a: np.ndarray, b: np.ndarray) -> bool:
@@ -100,9 +82,7 @@ class Slice(Execution):
     """``Y = X[starts:ends:steps]`` on ``axes`` (ONNX clamping; negative steps walk backwards)."""
 
     def on_resize(self, inputs, outputs):
-        from mnnpy.ops.slice import slice_params
-
-        self.view = inputs[0][tuple(slice_params(shape_context(self)))]
+        self.view = inputs[0][tuple(self.geometry["slices"])]
 
     def on_execute(self, inputs, outputs):
         np.copyto(outputs[0], self.view)

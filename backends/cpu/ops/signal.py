@@ -11,9 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from mnnpy.backend import Execution
-from mnnpy.backends.cpu.ops.shape_ops import shape_context
 from mnnpy.backends.cpu.registry import cpu_execution
-from mnnpy.ops.signal import dft_params, mel_weight_matrix, stft_params, window
+from mnnpy.ops.signal import mel_weight_matrix, window
 
 
 def _complex(x: np.ndarray) -> np.ndarray:
@@ -55,7 +54,7 @@ class DFT(Execution):
     """``Y = fft/ifft/rfft/irfft(X, n, axis)`` (numpy.fft)."""
 
     def on_resize(self, inputs, outputs):
-        self.axis, self.n = dft_params(shape_context(self))
+        self.axis, self.n = self.geometry["dft"]
 
     def on_execute(self, inputs, outputs):
         x, y = inputs[0], outputs[0]
@@ -77,7 +76,7 @@ class STFT(Execution):
     """Frames as a strided view of the signal, times the window, FFT along the frame."""
 
     def on_resize(self, inputs, outputs):
-        self.step, self.fl, self.frames = stft_params(shape_context(self))
+        self.step, self.fl, self.frames = self.geometry["stft"]
 
     def on_execute(self, inputs, outputs):
         x = _complex(inputs[0])  # (batch, length)

@@ -5,9 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from mnnpy.backend import Execution
-from mnnpy.backends.cpu.ops.shape_ops import shape_context
 from mnnpy.backends.cpu.registry import cpu_execution
-from mnnpy.ops.split import split_sizes
 
 
 @cpu_execution("Split")
@@ -18,7 +16,7 @@ class Split(Execution):
         x = inputs[0]
         axis = self.attrs["axis"] % x.ndim
         self.pairs, start = [], 0
-        for y, n in zip(outputs, split_sizes(shape_context(self))):
+        for y, n in zip(outputs, self.geometry["split"]):
             if y is not None and y.size:
                 self.pairs.append((y, x[(slice(None),) * axis + (slice(start, start + n),)]))
             start += n

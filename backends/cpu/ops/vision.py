@@ -14,10 +14,9 @@ import itertools
 import numpy as np
 
 from mnnpy.backend import Execution
-from mnnpy.backends.cpu.ops.shape_ops import shape_context
 from mnnpy.backends.cpu.registry import cpu_execution
 from mnnpy.errors import ShapeError
-from mnnpy.ops.vision import affine_base_grid, col2im_params, nms_args, nms_select, unpool_shape
+from mnnpy.ops.vision import affine_base_grid, nms_args, nms_select, unpool_shape
 
 F32 = np.dtype(np.float32)
 
@@ -55,7 +54,7 @@ class Col2Im(Execution):
     """Sum each block tap's column slab into a strided window of a padded image, then crop."""
 
     def on_resize(self, inputs, outputs):
-        image, block, dil, pads, strides, nb = col2im_params(shape_context(self))
+        image, block, dil, pads, strides, nb = self.geometry["col2im"]
         n = len(image)
         y = outputs[0]
         self.padded = np.empty((*y.shape[:2], *(image[i] + pads[i] + pads[n + i] for i in range(n))), y.dtype)
