@@ -17,8 +17,9 @@ from mnnpy.errors import (
     UnsupportedOperatorError,
 )
 from mnnpy.interpreter import Interpreter, load
+from mnnpy.io_desc import IODesc
 from mnnpy.model_file import FORMAT_VERSION
-from mnnpy.session import IODesc, Session
+from mnnpy.session import Session
 
 __version__ = "0.1.0"
 

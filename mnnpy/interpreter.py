@@ -14,9 +14,10 @@ from collections.abc import Sequence
 from mnnpy import model_file
 from mnnpy.backend import BackendConfig, backend_availability, backend_in_auto, get_runtime, registered_backends
 from mnnpy.errors import BackendUnavailableError, InputError
+from mnnpy.io_desc import IODesc
 from mnnpy.ir import Net
 from mnnpy.ops import resolve_attrs
-from mnnpy.session import IODesc, Session
+from mnnpy.session import Session
 
 PRECISIONS = ("high", "normal", "low")
 TUNING = ("none", "fast", "wide")

@@ -11,16 +11,15 @@ the plan cache, the run loop and the segments of models whose shapes depend on v
 from __future__ import annotations
 
 import threading
-import warnings
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from mnnpy.backend import Backend
 from mnnpy.errors import InputError, ShapeError
+from mnnpy.io_desc import IODesc
 from mnnpy.ir import Graph, Net
 from mnnpy.ops import get_schema
 from mnnpy.planner import Plan, Planner
@@ -29,15 +28,6 @@ from mnnpy.size_computer import value_inputs
 
 RESIZE_CACHE = 4
 MAX_VALUE_INPUT = 1 << 16  # elements of an input whose contents decide shapes
-
-
-@dataclass(frozen=True)
-class IODesc:
-    """A graph input or output: name, shape (ints for fixed dims, str/None for dynamic), dtype."""
-
-    name: str
-    shape: tuple[int | str | None, ...] | None
-    dtype: np.dtype
 
 
 class Session:
@@ -60,6 +50,7 @@ class Session:
         self._lock = threading.Lock()
         g = self.graph
         self._input_index = {g.tensors[t].name: t for t in g.inputs}
+        self._input_desc = {t: self._desc(t) for t in g.inputs}
         self._value_inputs = sorted(value_inputs(g))
         self.resize_count = 0
         self._output_shapes: dict[str, tuple[int, ...]] | None = None
@@ -98,47 +89,35 @@ class Session:
         without planning memory or creating Executions. Without it: the schedule of the last
         run (every segment of a model whose shapes depend on computed values) or resize, or
         before either, that of the declared shapes with every dynamic dim set to 1."""
-        return self._schedule(shapes).describe(self.graph) + self._unscheduled_note(shapes)
+        schedule, barrier = self._described(shapes)
+        note = ""
+        if barrier is not None:
+            op = self.graph.ops[barrier]
+            note = f"\nops from {op.type} '{op.name}' on are scheduled at run time (their shapes depend on computed values)"
+        return schedule.describe(self.graph) + note
 
     def dot(self, shapes: Mapping[str, tuple[int, ...]] | None = None) -> str:
         """The Schedule (see ``partitions``) as Graphviz text: ops coloured by backend,
         copies dashed, fallback reasons as tooltips (``mnnpy info --dot``)."""
         from mnnpy.schedule import to_dot
 
-        return to_dot(self._schedule(shapes), self.graph)
+        return to_dot(self._described(shapes)[0], self.graph)
 
-    def _schedule(self, shapes) -> Schedule:
-        if shapes is not None:
-            return self._schedule_only(shapes)[0]
-        if self._segments:
-            return merge_schedules([p.schedule for p in self._segments])
-        if self._plan is not None:
-            return self._plan.schedule
-        return self._schedule_only(self._default_shapes())[0]
-
-    def _unscheduled_note(self, shapes) -> str:
+    def _described(self, shapes) -> tuple[Schedule, int | None]:
+        """(Schedule, op index where shapes become data-dependent or None) for ``partitions``:
+        of ``shapes`` (sizes and placement only, no memory, no Executions), else of the last
+        run's segments or resize, else of the declared shapes (dynamic dims 1)."""
         if shapes is None and (self._segments or self._plan is not None):
-            barrier = (self._segments or [self._plan])[-1].sizes.barrier
-        else:
-            barrier = self._schedule_only(shapes if shapes is not None else self._default_shapes())[1]
-        if barrier is None:
-            return ""
-        op = self.graph.ops[barrier]
-        return f"\nops from {op.type} '{op.name}' on are scheduled at run time (their shapes depend on computed values)"
-
-    def _schedule_only(self, shapes: Mapping[str, tuple[int, ...]]) -> tuple[Schedule, int | None]:
-        """(Schedule of the first segment for ``shapes``, the op index where shapes become
-        data-dependent or None): sizes and placement only, no memory, no Executions."""
+            plans = self._segments or [self._plan]
+            return merge_schedules([p.schedule for p in plans]), plans[-1].sizes.barrier
+        if shapes is None:
+            shapes = {d.name: tuple(s if isinstance(s, int) and s >= 0 else 1 for s in (d.shape or ())) for d in self.inputs}
         checked = self._check_shapes(shapes)
         try:
             sizes = self.planner.infer(checked)
         except ShapeError as e:
             raise ShapeError(f"input shapes {self._named(checked)}: {e}") from None
         return self.planner.schedule(sizes), sizes.barrier
-
-    def _default_shapes(self) -> dict[str, tuple[int, ...]]:
-        """Declared input shapes with every dynamic dim set to 1 (for describing before a resize)."""
-        return {d.name: tuple(s if isinstance(s, int) and s >= 0 else 1 for s in (d.shape or ())) for d in self.inputs}
 
     # -- resize -------------------------------------------------------------------------
     def resize(self, shapes: Mapping[str, tuple[int, ...]]) -> None:
@@ -164,28 +143,7 @@ class Session:
         if not isinstance(shapes, Mapping):
             raise InputError(f"resize() takes a dict of input name -> shape, got {type(shapes).__name__}")
         self._check_names(shapes)
-        out = {}
-        for name, shape in shapes.items():
-            t = self._input_index[name]
-            declared = self.graph.tensors[t].shape
-            if isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__"):
-                raise InputError(f"input '{name}': shape must be a sequence of ints, got {shape!r}")
-            shape = tuple(shape)
-            if not all(isinstance(d, (int, np.integer)) and not isinstance(d, (bool, np.bool_)) for d in shape):
-                raise InputError(f"input '{name}': shape must be a sequence of ints, got {shape!r}")
-            shape = tuple(int(d) for d in shape)
-            if declared is not None:
-                if len(shape) != len(declared):
-                    raise InputError(
-                        f"input '{name}': rank {len(shape)} {shape}, expected rank {len(declared)} {tuple(declared)}"
-                    )
-                for i, (got, want) in enumerate(zip(shape, declared)):
-                    if isinstance(want, int) and want >= 0 and got != want:
-                        raise InputError(f"input '{name}': dim {i} is {got}, expected {want} (shape {tuple(declared)})")
-            if any(d < 0 for d in shape):
-                raise InputError(f"input '{name}': negative dim in {shape}")
-            out[t] = shape
-        return out
+        return {self._input_index[n]: self._input_desc[self._input_index[n]].check_shape(s) for n, s in shapes.items()}
 
     def _get_plan(
         self,
@@ -293,24 +251,7 @@ class Session:
         if not isinstance(feeds, Mapping):
             raise InputError(f"run() takes a dict of input name -> array, got {type(feeds).__name__}")
         self._check_names(feeds)
-        out = {}
-        for name, value in feeds.items():
-            t = self._input_index[name]
-            want = self.graph.tensors[t].dtype
-            if isinstance(value, np.ndarray):
-                if value.dtype != want:
-                    raise InputError(f"input '{name}': dtype {value.dtype}, expected {want}")
-                out[t] = value
-                continue
-            # Python scalars and (nested) lists take the input's dtype, as numpy would cast them
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("error", RuntimeWarning)
-                    a = np.asarray(value, dtype=want)
-            except (ValueError, TypeError, OverflowError, RuntimeWarning) as e:
-                raise InputError(f"input '{name}': cannot make a {want} array of {type(value).__name__}: {e}") from None
-            out[t] = a
-        return out
+        return {self._input_index[n]: self._input_desc[self._input_index[n]].array(v) for n, v in feeds.items()}
 
     def _check_names(self, feeds: Mapping[str, Any]) -> None:
         unknown = [n for n in feeds if n not in self._input_index]

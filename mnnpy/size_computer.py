@@ -68,9 +68,10 @@ def compute_sizes(
     ``input_values``: known contents of inputs that shape functions read (see
     ``value_inputs``); ``input_dtypes``: dtypes of inputs that are not graph inputs.
     ``evaluate(op_info)`` computes a small op whose inputs are all known at resize (the
-    CPU backend provides it); attributes are each op's ``resolved`` ones (set at load). The walk stops at the first op whose value
-    inputs are unknown (``barrier``): the session runs what comes before, then resizes
-    the rest with the values computed. Raises ``ShapeError`` naming the op.
+    CPU backend provides it); attributes are each op's ``resolved`` ones (set at load).
+    The walk stops at the first op whose value inputs are unknown (``barrier``): the
+    session runs what comes before, then resizes the rest with the values computed.
+    Raises ``ShapeError`` naming the op.
     """
     r = SizeResult(graph)
     for t, desc in enumerate(graph.tensors):
@@ -83,46 +84,59 @@ def compute_sizes(
         r.values[t] = value
     for i in range(start, len(graph.ops)):
         op = graph.ops[i]
-        schema = get_schema(op.type)
-        if any(op.inputs[k] >= 0 and op.inputs[k] not in r.values for k in schema.value_inputs(len(op.inputs))):
+        if any(op.inputs[k] >= 0 and op.inputs[k] not in r.values for k in get_schema(op.type).value_inputs(len(op.inputs))):
             r.barrier = i
             break
-        shapes = [r.shapes.get(t) if t >= 0 else None for t in op.inputs]
-        dtypes = [r.dtypes.get(t) if t >= 0 else None for t in op.inputs]
-        values = [r.values.get(t) if t >= 0 else None for t in op.inputs]
-        for t, s in zip(op.inputs, shapes):
-            if t >= 0 and s is None:
-                raise ShapeError(f"{op.type} '{op.name}': input '{graph.tensors[t].name}' has no shape (not produced before use)")
-        ctx = ShapeContext(op, schema, shapes, dtypes, values, op.resolved)
-        try:
-            outs = schema.infer(ctx)
-        except ShapeError:
-            raise
-        except (ValueError, TypeError, IndexError, KeyError, OverflowError, ZeroDivisionError) as e:
-            raise ShapeError(f"{op.type} '{op.name}' with input shapes {shapes}: {e}") from e
-        for k, t in enumerate(op.outputs):
-            if t >= 0 and k < len(outs):
-                r.shapes[t], r.dtypes[t] = tuple(int(d) for d in outs[k][0]), np.dtype(outs[k][1])
-                if any(d < 0 for d in r.shapes[t]):
-                    raise ShapeError(f"{op.type} '{op.name}': negative output dim {r.shapes[t]}")
-        if ctx.geometry:
-            r.geometry[i] = ctx.geometry
-        live_outs = [t for t in op.outputs if t >= 0]
-        if ctx.out_values and all(k in ctx.out_values for k, t in enumerate(op.outputs) if t >= 0):
-            for k, t in enumerate(op.outputs):
-                if t >= 0:
-                    r.values[t] = np.asarray(ctx.out_values[k]).astype(r.dtypes[t], copy=False).reshape(r.shapes[t])
-            continue
-        known = all(v is not None for t, v in zip(op.inputs, values) if t >= 0)
-        small = sum(int(np.prod(r.shapes[t])) for t in live_outs) <= FOLD_LIMIT
-        if known and small and op.inputs:
-            results = evaluate(r.op_info(i))
-            for t, v in zip(op.outputs, results):
-                if t >= 0:
-                    r.values[t] = v
-            continue
-        r.runtime_ops.append(i)
+        ctx = _infer(r, i)
+        if not _fold(r, i, ctx, evaluate):
+            r.runtime_ops.append(i)
     return r
+
+
+def _infer(r: SizeResult, i: int) -> ShapeContext:
+    """Apply op ``i``'s shape function: its outputs' shapes and dtypes into ``r``, its
+    derived geometry kept; returns the context (with any values it published)."""
+    op = r.graph.ops[i]
+    shapes = [r.shapes.get(t) if t >= 0 else None for t in op.inputs]
+    dtypes = [r.dtypes.get(t) if t >= 0 else None for t in op.inputs]
+    values = [r.values.get(t) if t >= 0 else None for t in op.inputs]
+    for t, s in zip(op.inputs, shapes):
+        if t >= 0 and s is None:
+            raise ShapeError(f"{op.type} '{op.name}': input '{r.graph.tensors[t].name}' has no shape (not produced before use)")
+    ctx = ShapeContext(op, get_schema(op.type), shapes, dtypes, values, op.resolved)
+    try:
+        outs = ctx.schema.infer(ctx)
+    except ShapeError:
+        raise
+    except (ValueError, TypeError, IndexError, KeyError, OverflowError, ZeroDivisionError) as e:
+        raise ShapeError(f"{op.type} '{op.name}' with input shapes {shapes}: {e}") from e
+    for k, t in enumerate(op.outputs):
+        if t >= 0 and k < len(outs):
+            r.shapes[t], r.dtypes[t] = tuple(int(d) for d in outs[k][0]), np.dtype(outs[k][1])
+            if any(d < 0 for d in r.shapes[t]):
+                raise ShapeError(f"{op.type} '{op.name}': negative output dim {r.shapes[t]}")
+    if ctx.geometry:
+        r.geometry[i] = ctx.geometry
+    return ctx
+
+
+def _fold(r: SizeResult, i: int, ctx: ShapeContext, evaluate: Evaluate) -> bool:
+    """Whether op ``i``'s outputs are known at resize, recording them in ``r.values``: values
+    its shape function published (``Shape``), or computed by ``evaluate`` when every input is
+    known and the outputs hold at most ``FOLD_LIMIT`` elements."""
+    op = r.graph.ops[i]
+    live = [(k, t) for k, t in enumerate(op.outputs) if t >= 0]
+    if ctx.out_values and all(k in ctx.out_values for k, _ in live):
+        for k, t in live:
+            r.values[t] = np.asarray(ctx.out_values[k]).astype(r.dtypes[t], copy=False).reshape(r.shapes[t])
+        return True
+    known = all(v is not None for t, v in zip(op.inputs, ctx.values) if t >= 0)
+    if not (known and op.inputs and sum(int(np.prod(r.shapes[t])) for _, t in live) <= FOLD_LIMIT):
+        return False
+    for t, v in zip(op.outputs, evaluate(r.op_info(i))):
+        if t >= 0:
+            r.values[t] = v
+    return True
 
 
 def value_inputs(graph: Graph) -> set[int]:

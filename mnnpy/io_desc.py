@@ -1,0 +1,58 @@
+"""``IODesc``: a graph input or output as the public API describes it, and what an input
+accepts (shape and value checks behind ``Session.resize`` and ``Session.run``)."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mnnpy.errors import InputError
+
+
+@dataclass(frozen=True)
+class IODesc:
+    """A graph input or output: name, shape (ints for fixed dims, str/None for dynamic), dtype."""
+
+    name: str
+    shape: tuple[int | str | None, ...] | None
+    dtype: np.dtype
+
+    def check_shape(self, shape: Any) -> tuple[int, ...]:
+        """``shape`` as a tuple of ints if this input takes it: a sequence of non-negative
+        ints of the declared rank, equal to every fixed declared dim. Raises ``InputError``."""
+        if isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__"):
+            raise InputError(f"input '{self.name}': shape must be a sequence of ints, got {shape!r}")
+        shape = tuple(shape)
+        if not all(isinstance(d, (int, np.integer)) and not isinstance(d, (bool, np.bool_)) for d in shape):
+            raise InputError(f"input '{self.name}': shape must be a sequence of ints, got {shape!r}")
+        shape = tuple(int(d) for d in shape)
+        declared = self.shape
+        if declared is not None:
+            if len(shape) != len(declared):
+                raise InputError(
+                    f"input '{self.name}': rank {len(shape)} {shape}, expected rank {len(declared)} {tuple(declared)}"
+                )
+            for i, (got, want) in enumerate(zip(shape, declared)):
+                if isinstance(want, int) and want >= 0 and got != want:
+                    raise InputError(f"input '{self.name}': dim {i} is {got}, expected {want} (shape {tuple(declared)})")
+        if any(d < 0 for d in shape):
+            raise InputError(f"input '{self.name}': negative dim in {shape}")
+        return shape
+
+    def array(self, value: Any) -> np.ndarray:
+        """``value`` as an array of this input's dtype: an ndarray must already have it (no
+        silent cast); Python scalars and nested lists are converted as NumPy would (an
+        overflowing or non-numeric value is refused). Raises ``InputError``."""
+        if isinstance(value, np.ndarray):
+            if value.dtype != self.dtype:
+                raise InputError(f"input '{self.name}': dtype {value.dtype}, expected {self.dtype}")
+            return value
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", RuntimeWarning)
+                return np.asarray(value, dtype=self.dtype)
+        except (ValueError, TypeError, OverflowError, RuntimeWarning) as e:
+            raise InputError(f"input '{self.name}': cannot make a {self.dtype} array of {type(value).__name__}: {e}") from None
