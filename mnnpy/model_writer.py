@@ -27,8 +27,8 @@ def write_model(net: Net, *, identifier: bytes, version: int, align: int) -> byt
 
     Raises ``ModelFormatError`` for an attribute value no attribute type can hold.
     """
-    blobs = constants(net)
-    placement = data_offsets(blobs, align)
+    blobs = _constants(net)
+    placement = _data_offsets(blobs, align)
     head = _HeadWriter(blobs, placement, 0).model(net, identifier, version)
     data_start = _round_up(len(head), align)
     head = _HeadWriter(blobs, placement, data_start).model(net, identifier, version)
@@ -42,7 +42,7 @@ def write_model(net: Net, *, identifier: bytes, version: int, align: int) -> byt
     return bytes(out)
 
 
-def constants(net: Net) -> list[np.ndarray]:
+def _constants(net: Net) -> list[np.ndarray]:
     """Every constant of ``net`` (C-contiguous) in buffer order: per graph, the tensors' data,
     then the ops' TENSOR attributes."""
     blobs = []
@@ -53,7 +53,7 @@ def constants(net: Net) -> list[np.ndarray]:
     return blobs
 
 
-def data_offsets(blobs: list[np.ndarray], align: int) -> list[int]:
+def _data_offsets(blobs: list[np.ndarray], align: int) -> list[int]:
     """Offset in bytes of each blob from the start of the data section (each padded to ``align``)."""
     offsets, cursor = [], 0
     for blob in blobs:
@@ -62,7 +62,7 @@ def data_offsets(blobs: list[np.ndarray], align: int) -> list[int]:
     return offsets
 
 
-def attr_type(value: Any) -> int:
+def _attr_type(value: Any) -> int:
     """The ``AttrType`` code that stores ``value``; raises ``ModelFormatError`` if none does."""
     if isinstance(value, GraphRef):
         return AttrType.GRAPH
@@ -103,9 +103,9 @@ class _HeadWriter:
         self.b = flatbuffers.Builder(1024)
         self.b.ForceDefaults(True)
         self.blobs, self.placement, self.data_start = blobs, placement, data_start
-        self.next_buffer = 0  # constants are met in the order of ``constants(net)``
+        self.next_buffer = 0  # constants are met in the order of ``_constants(net)``
 
-    # -------------------------------------------------------------------- vectors
+    # ------------------------------------------------------- vectors and tables
     def numbers(self, start_vector, values, kind: str = "int32") -> int:
         """A vector of scalars (``int32``, ``int64`` or ``float32``)."""
         start_vector(self.b, len(values))
@@ -121,6 +121,17 @@ class _HeadWriter:
             self.b.PrependUOffsetTRelative(o)
         return self.b.EndVector()
 
+    def table(self, start, fields: list[tuple[Any, Any]], end) -> int:
+        """One table: ``start``, each ``(<Table>Add<Field>, value)`` in order, ``end``.
+
+        Strings, vectors and child tables in ``fields`` must be built before (flatbuffers
+        builds children first); their offsets are the values.
+        """
+        start(self.b)
+        for add, value in fields:
+            add(self.b, value)
+        return end(self.b)
+
     def take_buffer(self) -> int:
         """Index of the next constant's ``Buffer``."""
         self.next_buffer += 1
@@ -134,100 +145,76 @@ class _HeadWriter:
         buffers = [self.buffer(blob.nbytes, offset) for blob, offset in zip(self.blobs, self.placement)]
         producer = self.b.CreateString(net.producer_name)
         producer_version = self.b.CreateString(net.producer_version)
-        metadata = self.tables(fb.ModelStartMetadataVector, metadata)
-        graphs = self.tables(fb.ModelStartGraphsVector, graphs)
-        buffers = self.tables(fb.ModelStartBuffersVector, buffers)
-        fb.ModelStart(self.b)
-        fb.ModelAddFormatVersion(self.b, version)
-        fb.ModelAddProducerName(self.b, producer)
-        fb.ModelAddProducerVersion(self.b, producer_version)
-        fb.ModelAddMetadata(self.b, metadata)
-        fb.ModelAddGraphs(self.b, graphs)
-        fb.ModelAddBuffers(self.b, buffers)
-        self.b.Finish(fb.ModelEnd(self.b), file_identifier=identifier)
+        fields = [
+            (fb.ModelAddFormatVersion, version),
+            (fb.ModelAddProducerName, producer),
+            (fb.ModelAddProducerVersion, producer_version),
+            (fb.ModelAddMetadata, self.tables(fb.ModelStartMetadataVector, metadata)),
+            (fb.ModelAddGraphs, self.tables(fb.ModelStartGraphsVector, graphs)),
+            (fb.ModelAddBuffers, self.tables(fb.ModelStartBuffersVector, buffers)),
+        ]
+        self.b.Finish(self.table(fb.ModelStart, fields, fb.ModelEnd), file_identifier=identifier)
         return bytes(self.b.Output())
 
     def key_value(self, key: str, value: str) -> int:
         """One metadata entry."""
-        key, value = self.b.CreateString(key), self.b.CreateString(value)
-        fb.KeyValueStart(self.b)
-        fb.KeyValueAddKey(self.b, key)
-        fb.KeyValueAddValue(self.b, value)
-        return fb.KeyValueEnd(self.b)
+        fields = [(fb.KeyValueAddKey, self.b.CreateString(key)), (fb.KeyValueAddValue, self.b.CreateString(value))]
+        return self.table(fb.KeyValueStart, fields, fb.KeyValueEnd)
 
     def buffer(self, nbytes: int, offset: int) -> int:
         """Where one constant's ``nbytes`` lie: ``offset`` bytes into the data section."""
-        fb.BufferStart(self.b)
-        fb.BufferAddOffset(self.b, self.data_start + offset)
-        fb.BufferAddSize(self.b, nbytes)
-        return fb.BufferEnd(self.b)
+        fields = [(fb.BufferAddOffset, self.data_start + offset), (fb.BufferAddSize, nbytes)]
+        return self.table(fb.BufferStart, fields, fb.BufferEnd)
 
     def graph(self, g: Graph) -> int:
         """One graph: its tensors, ops, inputs and outputs (tensor indices)."""
         tensors = [self.tensor(t) for t in g.tensors]
         ops = [self.op(op) for op in g.ops]
-        name = self.b.CreateString(g.name)
-        tensors = self.tables(fb.GraphStartTensorsVector, tensors)
-        ops = self.tables(fb.GraphStartOpsVector, ops)
-        inputs = self.numbers(fb.GraphStartInputsVector, g.inputs)
-        outputs = self.numbers(fb.GraphStartOutputsVector, g.outputs)
-        fb.GraphStart(self.b)
-        fb.GraphAddName(self.b, name)
-        fb.GraphAddTensors(self.b, tensors)
-        fb.GraphAddOps(self.b, ops)
-        fb.GraphAddInputs(self.b, inputs)
-        fb.GraphAddOutputs(self.b, outputs)
-        return fb.GraphEnd(self.b)
+        fields = [
+            (fb.GraphAddName, self.b.CreateString(g.name)),
+            (fb.GraphAddTensors, self.tables(fb.GraphStartTensorsVector, tensors)),
+            (fb.GraphAddOps, self.tables(fb.GraphStartOpsVector, ops)),
+            (fb.GraphAddInputs, self.numbers(fb.GraphStartInputsVector, g.inputs)),
+            (fb.GraphAddOutputs, self.numbers(fb.GraphStartOutputsVector, g.outputs)),
+        ]
+        return self.table(fb.GraphStart, fields, fb.GraphEnd)
 
     def tensor(self, t: TensorDesc) -> int:
         """One tensor: name, dtype code, shape (when known) and buffer index (-1: not a constant)."""
-        name = self.b.CreateString(t.name)
-        shape = self.tables(fb.TensorStartShapeVector, [self.dim(d) for d in t.shape or ()])
-        buffer = self.take_buffer() if t.data is not None else -1
-        fb.TensorStart(self.b)
-        fb.TensorAddName(self.b, name)
-        fb.TensorAddDtype(self.b, dtypes.to_code(t.dtype))
-        fb.TensorAddShape(self.b, shape)
-        fb.TensorAddHasShape(self.b, t.shape is not None)
-        fb.TensorAddBuffer(self.b, buffer)
-        return fb.TensorEnd(self.b)
+        fields = [
+            (fb.TensorAddName, self.b.CreateString(t.name)),
+            (fb.TensorAddDtype, dtypes.to_code(t.dtype)),
+            (fb.TensorAddShape, self.tables(fb.TensorStartShapeVector, [self.dim(d) for d in t.shape or ()])),
+            (fb.TensorAddHasShape, t.shape is not None),
+            (fb.TensorAddBuffer, self.take_buffer() if t.data is not None else -1),
+        ]
+        return self.table(fb.TensorStart, fields, fb.TensorEnd)
 
     def dim(self, d: int | str | None) -> int:
         """One dimension: a size >= 0, or -1 with the dimension's name when it has one."""
-        param = self.b.CreateString(d) if isinstance(d, str) else None
-        fb.DimStart(self.b)
-        fb.DimAddValue(self.b, d if isinstance(d, int) and d >= 0 else -1)
-        if param is not None:
-            fb.DimAddParam(self.b, param)
-        return fb.DimEnd(self.b)
+        fields = [(fb.DimAddValue, d if isinstance(d, int) and d >= 0 else -1)]
+        if isinstance(d, str):
+            fields.append((fb.DimAddParam, self.b.CreateString(d)))
+        return self.table(fb.DimStart, fields, fb.DimEnd)
 
     def op(self, op: Op) -> int:
         """One op: type, name, input/output tensor indices (-1: absent) and attributes."""
         attrs = [self.attribute(key, value) for key, value in op.attrs.items()]
-        type_ = self.b.CreateString(op.type)
-        name = self.b.CreateString(op.name)
-        inputs = self.numbers(fb.OpStartInputsVector, op.inputs)
-        outputs = self.numbers(fb.OpStartOutputsVector, op.outputs)
-        attrs = self.tables(fb.OpStartAttributesVector, attrs)
-        fb.OpStart(self.b)
-        fb.OpAddType(self.b, type_)
-        fb.OpAddName(self.b, name)
-        fb.OpAddInputs(self.b, inputs)
-        fb.OpAddOutputs(self.b, outputs)
-        fb.OpAddAttributes(self.b, attrs)
-        return fb.OpEnd(self.b)
+        fields = [
+            (fb.OpAddType, self.b.CreateString(op.type)),
+            (fb.OpAddName, self.b.CreateString(op.name)),
+            (fb.OpAddInputs, self.numbers(fb.OpStartInputsVector, op.inputs)),
+            (fb.OpAddOutputs, self.numbers(fb.OpStartOutputsVector, op.outputs)),
+            (fb.OpAddAttributes, self.tables(fb.OpStartAttributesVector, attrs)),
+        ]
+        return self.table(fb.OpStart, fields, fb.OpEnd)
 
     def attribute(self, key: str, value: Any) -> int:
         """One attribute: name, type code, then the fields its type uses."""
-        kind = attr_type(value)
-        name = self.b.CreateString(key)
-        fields = self._ATTR_FIELDS[kind](self, value)  # strings and vectors go before the table
-        fb.AttributeStart(self.b)
-        fb.AttributeAddName(self.b, name)
-        fb.AttributeAddType(self.b, kind)
-        for add, field in fields:
-            add(self.b, field)
-        return fb.AttributeEnd(self.b)
+        kind = _attr_type(value)
+        fields = [(fb.AttributeAddName, self.b.CreateString(key)), (fb.AttributeAddType, kind)]
+        fields += self._ATTR_FIELDS[kind](self, value)
+        return self.table(fb.AttributeStart, fields, fb.AttributeEnd)
 
     # Each returns [(AttributeAdd<Field>, value), ...] for one attribute type.
     def _int_fields(self, value):
