@@ -166,11 +166,12 @@ def converter_fingerprint() -> str:
     version and a hash of its source, so a cached conversion is redone when any of them changes."""
     import mnnpy
     import mnnpy.converter as conv
-    from mnnpy import model_file
+    from mnnpy import model_file, model_reader, model_writer
 
     h = hashlib.sha256(f"{mnnpy.__version__}/{model_file.FORMAT_VERSION}".encode())
     roots = [Path(conv.__file__).parent, Path(mnnpy.__file__).parent / "ops"]
-    files = [Path(model_file.__file__)] + sorted(p for r in roots for p in r.rglob("*.py"))
+    files = [Path(m.__file__) for m in (model_file, model_writer, model_reader)]
+    files += sorted(p for r in roots for p in r.rglob("*.py"))
     for p in files:
         h.update(p.name.encode())
         h.update(p.read_bytes())

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import mnnpy
-from mnnpy import model_file
+from mnnpy import dtypes, model_file, models
 from mnnpy.ir import Graph, GraphRef, Net, Op, TensorDesc
 
 F32 = np.dtype(np.float32)
@@ -129,6 +129,16 @@ def test_loaded_model_runs(tmp_path, rng):
     model_file.save(small_net(), path)
     x = rng.standard_normal((2, 3, 5)).astype(np.float32)
     np.testing.assert_array_equal(mnnpy.load(path).run({"x": x})["y"], np.maximum(x + x, 0))
+
+
+@pytest.mark.parametrize("kind", sorted(models.OCR_MODELS))
+def test_real_model_round_trips_byte_identically(kind):
+    """load -> serialize gives back the converted file's bytes exactly (same writer, same layout)."""
+    try:
+        path = models.ocr_mnnpy_path(kind)
+    except models.ModelFetchError as e:
+        pytest.fail(f"cannot fetch the PP-OCR models: {e}")
+    assert model_file.serialize(model_file.load(path)) == path.read_bytes()
 
 
 # ----------------------------------------------------------------------- hostile bytes
@@ -272,7 +282,7 @@ def test_bad_graph_reference():
 
 def test_unknown_dtype_code(monkeypatch):
     net = small_net()
-    monkeypatch.setattr(model_file.dtypes, "to_code", lambda dt: 99)
+    monkeypatch.setattr(dtypes, "to_code", lambda dt: 99)
     data = model_file.serialize(net)
     monkeypatch.undo()
     expect_error(data, "unknown dtype code 99")
@@ -280,7 +290,7 @@ def test_unknown_dtype_code(monkeypatch):
 
 def test_string_dtype_code_is_rejected(monkeypatch):
     net = small_net()
-    monkeypatch.setattr(model_file.dtypes, "to_code", lambda dt: 13)
+    monkeypatch.setattr(dtypes, "to_code", lambda dt: 13)
     data = model_file.serialize(net)
     monkeypatch.undo()
     expect_error(data, "unknown dtype code 13")
