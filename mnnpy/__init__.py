@@ -7,12 +7,9 @@ GPU package; backends load on demand.
 
 from mnnpy.errors import (
     BackendUnavailableError,
-    DeadlineMissedError,
     InputError,
-    LoopTimeoutError,
     MnnpyError,
     ModelFormatError,
-    OutputBufferTooSmallError,
     ShapeError,
     UnsupportedOperatorError,
 )
@@ -25,14 +22,11 @@ __version__ = "0.1.0"
 __all__ = [
     "FORMAT_VERSION",
     "BackendUnavailableError",
-    "DeadlineMissedError",
     "IODesc",
     "InputError",
     "Interpreter",
-    "LoopTimeoutError",
     "MnnpyError",
     "ModelFormatError",
-    "OutputBufferTooSmallError",
     "Session",
     "ShapeError",
     "UnsupportedOperatorError",
