@@ -99,7 +99,8 @@ def run(args: argparse.Namespace) -> int:
     """Run the demo for parsed ``args``; returns the exit status (1: the text read differs).
 
     Raises ``InputError`` for bad options or an unreadable image, before any model is
-    loaded; ``models.ModelFetchError`` when the models cannot be fetched or converted.
+    loaded; ``models.ModelFetchError`` when the models cannot be fetched or converted;
+    ``BackendUnavailableError`` for a backend that cannot run here.
     """
     from PIL import Image
 
