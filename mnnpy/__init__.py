@@ -2,21 +2,20 @@
 
 Convert an ONNX model once (``mnnpy convert model.onnx model.mnnpy``), then load and
 run it: ``mnnpy.load("model.mnnpy").run({"x": array})``. Importing mnnpy imports no
-GPU package; backends load on demand.
+GPU package; backends load on demand. ``MAX_THREADS``: the most CPU threads a session
+takes (``create_session(num_threads=...)``). Real models for tests and demos are in
+``mnnpy.models``; applications built on this API (the OCR pipeline, the demo) in ``mnnpy.apps``.
 """
 
 from mnnpy.errors import (
     BackendUnavailableError,
-    DeadlineMissedError,
     InputError,
-    LoopTimeoutError,
     MnnpyError,
     ModelFormatError,
-    OutputBufferTooSmallError,
     ShapeError,
     UnsupportedOperatorError,
 )
-from mnnpy.interpreter import Interpreter, load
+from mnnpy.interpreter import MAX_THREADS, Interpreter, load
 from mnnpy.io_desc import IODesc
 from mnnpy.model_file import FORMAT_VERSION
 from mnnpy.session import Session
@@ -25,15 +24,13 @@ __version__ = "0.1.0"
 
 __all__ = [
     "FORMAT_VERSION",
+    "MAX_THREADS",
     "BackendUnavailableError",
-    "DeadlineMissedError",
     "IODesc",
     "InputError",
     "Interpreter",
-    "LoopTimeoutError",
     "MnnpyError",
     "ModelFormatError",
-    "OutputBufferTooSmallError",
     "Session",
     "ShapeError",
     "UnsupportedOperatorError",

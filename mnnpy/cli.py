@@ -5,7 +5,7 @@ its arguments to an ``argparse`` parser, and a handler ``fn(args) -> exit code``
 Another module adds one with the ``command`` decorator, or lazily: an entry
 ``name: (module, help)`` in ``LAZY_COMMANDS``, where ``module`` defines
 ``add_arguments(parser)`` and ``run(args) -> int`` and is imported only when that
-subcommand is asked for (``mnnpy demo`` -> ``mnnpy.demo``). Errors from
+subcommand is asked for (``mnnpy demo`` -> ``mnnpy.apps.demo``). Errors from
 mnnpy (``MnnpyError``) print ``error: ...`` on stderr and exit 2, without a traceback;
 a stdout pipe closed by its reader (``| head -1``) ends the command quietly with 141.
 """
@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from mnnpy.errors import InputError, MnnpyError
+from mnnpy.interpreter import MAX_THREADS
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ class Command:
 COMMANDS: dict[str, Command] = {}
 # subcommands defined elsewhere: name -> (module with add_arguments/run, help line)
 LAZY_COMMANDS: dict[str, tuple[str, str]] = {
-    "demo": ("mnnpy.demo", "read a line of text with PP-OCR (detection + recognition) and time each stage"),
+    "demo": ("mnnpy.apps.demo", "read a line of text with PP-OCR (detection + recognition) and time each stage"),
 }
 
 
@@ -189,7 +190,6 @@ def _info_schedule(args, interp) -> int:
 
 # ---------------------------------------------------------------------------------- run
 DEFAULT_DYNAMIC_DIM = 64  # a dynamic dim other than the first (batch, default 1) when --shape is absent
-MAX_THREADS = 256  # --threads is 1..MAX_THREADS
 MAX_RANDOM_INPUT_BYTES = 2**31  # a random input larger than this is refused
 
 
@@ -389,10 +389,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     return guarded(command)
 
 
-def guarded(command, name_errors: bool = False) -> int:
+def guarded(command) -> int:
     """Run ``command()`` as a program's body: its exit status; 2 with ``error: ...`` on stderr
-    (no traceback) for an ``MnnpyError`` (``name_errors``: prefixed with the error's class);
-    141, quietly, when stdout is a pipe its reader closed early."""
+    (no traceback) for an ``MnnpyError``; 141, quietly, when stdout is a pipe its reader
+    closed early."""
     try:
         try:
             return command()
@@ -401,7 +401,7 @@ def guarded(command, name_errors: bool = False) -> int:
     except BrokenPipeError:
         return _stdout_closed()
     except MnnpyError as e:
-        print(f"error: {type(e).__name__ + ': ' if name_errors else ''}{e}", file=sys.stderr)
+        print(f"error: {e}", file=sys.stderr)
         return 2
 
 

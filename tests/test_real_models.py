@@ -59,7 +59,7 @@ class Pair:
 def real_image_diffs(backend: str, precision: str) -> dict[str, np.ndarray]:
     """|mnnpy - onnxruntime| of det, rec and cls on the demo's rendered line (det on the image,
     rec and cls on the crops of onnxruntime's det boxes), on ``backend`` in ``precision``."""
-    from mnnpy import demo, ocr
+    from mnnpy.apps import demo, ocr
 
     img = ocr.render_text(demo.DEFAULT_TEXT)
     diffs = {}

@@ -59,7 +59,7 @@ def test_imagenet_models(name, precision):
 
 @pytest.mark.parametrize("precision", PRECISIONS)
 def test_demo_reads_the_same_text(precision):
-    from mnnpy import demo, ocr
+    from mnnpy.apps import demo, ocr
 
     image = ocr.render_text(demo.DEFAULT_TEXT)
     assert demo.read(image, backend="vulkan", precision=precision).text == demo.DEFAULT_TEXT

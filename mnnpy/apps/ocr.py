@@ -22,7 +22,8 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont, UnidentifiedImageError
 from scipy import ndimage
 
-from mnnpy.errors import InputError
+import mnnpy
+from mnnpy import InputError
 
 Runner = Callable[[np.ndarray], np.ndarray]
 
@@ -298,8 +299,6 @@ def make_runner(
         name = sess.get_inputs()[0].name
         meta = dict(sess.get_modelmeta().custom_metadata_map)
         return (lambda x: sess.run(None, {name: x})[0]), meta
-    import mnnpy
-
     interp = mnnpy.Interpreter(str(model_path))
     session = interp.create_session(backend=backend, num_threads=num_threads, precision=precision)
     name, out = interp.inputs[0].name, interp.outputs[0].name

@@ -1,0 +1,11 @@
+"""Applications built on mnnpy, apart from the engine, using only its public API.
+
+- ``mnnpy.apps.ocr``: PP-OCR text reading (detection, direction classification,
+  recognition, CTC decoding) with NumPy, SciPy and Pillow around any model runner.
+- ``mnnpy.apps.demo``: the main job on real input, ``mnnpy demo`` (also
+  ``python -m mnnpy.demo``): render a line, read it back, time each stage.
+
+What an app may use: ``mnnpy`` (``Interpreter``, ``load``, ``Session``, the error
+classes, ``MAX_THREADS``), ``mnnpy.converter.convert`` and ``mnnpy.models``. The core
+never imports an app; the CLI names ``mnnpy.apps.demo`` as a lazily imported subcommand.
+"""
