@@ -14,7 +14,7 @@ from onnx import helper
 
 from mnnpy.backend import backend_availability
 from mnnpy.ops.reductions import REDUCTIONS
-from tests.backend_compare import ACCUMULATE, ELEMENTWISE, compare
+from tests.backend_compare import ACCUMULATE, ELEMENTWISE, compare, sessions
 from tests.oracle import make_model, rand
 from tests.test_gpu_reduce import _data
 from tests.test_gpu_reduce import _layernorm as gpu_layernorm
@@ -51,16 +51,20 @@ def test_reduce_empty_axes_reduce_all(rng, op):
     _reduce(rng, op, (3, 5, 7), [], noop=0, keepdims=0)
 
 
-def test_reduce_axes_unknown_at_resize_fall_back():
-    """``axes`` whose value is not known at resize: check() declines with the reason."""
-    from mnnpy.backend import OpInfo, TensorInfo
-    from mnnpy.backends.vulkan.reduce import Reduce
-    from mnnpy.ir import Op
-
-    op = Op("ReduceSum", "r", [0, 1], [2])
-    infos = [TensorInfo(0, "x", (3, 5), np.dtype(np.float32)), TensorInfo(1, "axes", (1,), np.dtype(np.int64))]
-    ok, why = Reduce.check(OpInfo(0, op, {"keepdims": 1, "noop_with_empty_axes": 0}, tuple(infos), (None,)))
-    assert not ok and why == "ReduceSum axes computed at run time (Vulkan takes axes known at resize)"
+def test_reduce_axes_fed_at_run_time(rng):
+    """``axes`` fed as a graph input: its value shapes the plan, so the session plans the
+    reduction at ``run`` with the value known (the shape function's ``axes`` reach the
+    check), and the reduction runs on Vulkan; another value gives another plan."""
+    x = rand(rng, 3, 5, 7)
+    node = helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=1)
+    model = make_model([node], {"x": x, "axes": np.array([1], np.int64)}, ["y"], opset=18)
+    for axes in ([1], [2]):
+        feeds = {"x": x, "axes": np.array(axes, np.int64)}
+        _compare(model, feeds)
+        s = sessions(model, "vulkan")[0]
+        atol, rtol = ACCUMULATE
+        np.testing.assert_allclose(s.run(feeds)["y"], x.sum(axis=tuple(axes), keepdims=True), atol=atol, rtol=rtol)
+        assert "on cpu" not in s.partitions() and "on vulkan" in s.partitions()
 
 
 @pytest.mark.parametrize("op,opset", [("ReduceSum", 11), ("ReduceMax", 13)])
