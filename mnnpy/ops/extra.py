@@ -1,5 +1,5 @@
 """Further ONNX ops (operators.md, the newest opset's form of each): bitwise ops, Shrink,
-Swish, ReverseSequence, Compress, Unique, Det, RMSNormalization, CenterCropPad.
+ReverseSequence, Compress, Unique, Det, RMSNormalization, CenterCropPad.
 
 Compress and Unique have data-dependent output shapes: the condition (Compress) and
 the data (Unique) are value inputs, read at resize.
@@ -44,14 +44,6 @@ def shrink(ctx):
     """Shrink: ``x + bias`` where ``x < -lambd``, ``x - bias`` where ``x > lambd``, else 0."""
     if ctx.dtypes[0].kind not in "fiu":
         ctx.fail(f"input must be numeric, got {ctx.dtypes[0]}")
-    return [(ctx.shapes[0], ctx.dtypes[0])]
-
-
-@op_schema("Swish", ["X"], attrs={"alpha": Attr("float", 1.0)})
-def swish(ctx):
-    """Swish (opset 24): ``x * sigmoid(alpha * x)``."""
-    if ctx.dtypes[0].kind != "f":
-        ctx.fail(f"input must be a float tensor, got {ctx.dtypes[0]}")
     return [(ctx.shapes[0], ctx.dtypes[0])]
 
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from mnnpy.backend import Execution
 from mnnpy.backends.cpu.blas import MatMul as BlasMatMul
-from mnnpy.backends.cpu.ops.elementwise import apply_activation
+from mnnpy.backends.cpu.ops.activation import apply_activation
 from mnnpy.backends.cpu.registry import cpu_execution
 from mnnpy.backends.cpu.scratch import scratch
 from mnnpy.ops.recurrent import GATES
