@@ -111,8 +111,12 @@ class Backend:
         return True, ""
 
     def can_alias(self, op: Op) -> bool:
-        """Whether output 0 of a reshape-like op may share its input's buffer on this backend."""
-        return False
+        """Whether output 0 of ``op`` may share its input's buffer on this backend. Default:
+        where the op's schema declares it (``OpSchema.alias``: reshape-like ops, metadata
+        only on contiguous storage)."""
+        from mnnpy.ops import get_schema
+
+        return get_schema(op.type).alias is not None
 
     def create_execution(
         self, op: Op, attrs: dict, inputs: Sequence[TensorInfo], outputs: Sequence[TensorInfo]

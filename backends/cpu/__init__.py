@@ -47,9 +47,6 @@ class CPUBackend(Backend):
             return True, ""
         return False, f"no CPU execution for {op.type}"
 
-    def can_alias(self, op: Op) -> bool:
-        return True
-
     def create_execution(self, op, attrs, inputs, outputs) -> Execution | None:
         cls = executions().get(op.type)
         return None if cls is None else cls(self, op, attrs, inputs, outputs)

@@ -37,7 +37,6 @@ from mnnpy.ir import Op
 
 DEVICE_ENV = "MNNPY_OPENCL_DEVICE"
 MAX_ELEMENTS = 2**31 - 1  # kernels index with 32-bit ints
-ALIASING = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")  # metadata-only on NCHW
 
 
 @dataclass(frozen=True)
@@ -185,7 +184,9 @@ class OpenCLRuntime(Runtime):
 
         self.programs = ProgramCache(self)
         self.tuner = Tuner(self)
-        self._prelude = _shader_dir().joinpath("common.h").read_text()
+        from mnnpy.backends.opencl.activation import source as activation_source
+
+        self._prelude = _shader_dir().joinpath("common.h").read_text() + activation_source()
 
     def describe(self) -> str:
         """One line: device name, platform, OpenCL version, compute units, memory."""
@@ -218,8 +219,9 @@ class OpenCLRuntime(Runtime):
         return f"cache: {d} ({binaries} program binaries; {FILE} {tuned}; ${CACHE_ENV} moves it, 0 turns it off)"
 
     def program(self, file: str, options: Sequence[str] = ()):
-        """The built program of ``shaders/opencl/<file>`` (``common.h`` prepended) with
-        build ``options``; cached in memory and as a binary on disk (``ProgramCache``)."""
+        """The built program of ``shaders/opencl/<file>`` (``common.h`` and the generated
+        activations prepended) with build ``options``; cached in memory and as a binary on
+        disk (``ProgramCache``)."""
         source = self._prelude + "\n#line 1\n" + _shader_dir().joinpath(file).read_text()
         return self.programs.get(file, source, list(options))
 
@@ -355,10 +357,6 @@ class OpenCLBackend(Backend):
         # a zero-sized cl.Buffer is an error; earlier plans keep their arena through their handles
         self._check_size(int(nbytes), "the memory plan of this resize")
         self.arena = self.cl.Buffer(self.runtime.context, self.cl.mem_flags.READ_WRITE, max(int(nbytes), 4))
-
-    def can_alias(self, op: Op) -> bool:
-        """Reshape-like ops are metadata-only: NCHW is contiguous, the output shares the buffer."""
-        return op.type in ALIASING
 
     def acquire(self, tensor: TensorInfo, offset: int) -> CLTensor:
         dtype = self.storage if tensor.dtype == np.float32 else np.dtype(tensor.dtype)

@@ -13,8 +13,9 @@ import numpy as np
 
 from mnnpy.backend import Execution
 from mnnpy.backends.cpu.ops.windows import shape_context
-from mnnpy.backends.opencl.activation import ACTIVATIONS, activation
+from mnnpy.backends.opencl.activation import activation
 from mnnpy.backends.opencl.registry import opencl_execution
+from mnnpy.ops.activation import GPU
 from mnnpy.ops.conv import conv_transpose_pads
 
 SOURCE = "conv_transpose.cl"
@@ -40,7 +41,7 @@ class ConvTranspose(Execution):
         if any(t.value is None for t in inputs[1:]):
             return False, "ConvTranspose weights/bias computed at run time (OpenCL takes constants)"
         act = attrs.get("activation", "")
-        if act not in ACTIVATIONS:
+        if act not in ("", *GPU):
             return False, f"fused activation '{act}' is not on OpenCL"
         return True, ""
 

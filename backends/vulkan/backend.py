@@ -135,12 +135,6 @@ class VulkanBackend(Backend):
     def acquire_constant(self, tensor: TensorInfo) -> VkTensor:
         return self._memory.constant(np.asarray(tensor.value, dtype=tensor.dtype))
 
-    def can_alias(self, op: Op) -> bool:
-        """Reshape-like ops are metadata-only on contiguous NCHW: the output shares the buffer."""
-        from mnnpy.backends.vulkan.movement import ALIASING
-
-        return op.type in ALIASING
-
     def constant(self, value: np.ndarray) -> VkTensor:
         """A device copy of ``value`` owned by this resize (re-laid weights, tables), uploaded
         once at the end of the resize with the graph's constants. Call it from ``prepare``."""

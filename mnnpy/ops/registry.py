@@ -252,3 +252,9 @@ def get_schema(type: str) -> OpSchema | None:
 def all_schemas() -> dict[str, OpSchema]:
     """Every registered op schema, by type."""
     return dict(_SCHEMAS.entries())
+
+
+def aliasing_ops() -> tuple[str, ...]:
+    """Op types whose output 0 may share an input's buffer (``OpSchema.alias``: reshape-like
+    ops, metadata only on contiguous storage), in registration order."""
+    return tuple(t for t, s in all_schemas().items() if s.alias is not None)
