@@ -210,8 +210,10 @@ def _unary(ctx):
 def _doc(a: Activation) -> str:
     dtypes = {None: "any dtype", "f": "float", "fiu": "numbers"}[a.kinds]
     if a.bounds:
-        return f"{a.name}: {a.formula}; ``min``/``max`` are scalars (rank 0 or one element); {dtypes}."
-    return f"{a.name}: ``Y = f(X)``, {a.formula}; same shape and dtype ({dtypes})."
+        text = f"{a.name}: {a.formula}; ``min``/``max`` are scalars (rank 0 or one element); {dtypes}."
+    else:
+        text = f"{a.name}: ``Y = f(X)``, {a.formula}; same shape and dtype ({dtypes})."
+    return text + (" Conv may fuse it (``activation``)." if a.fuse else "")
 
 
 for _a in ACTIVATIONS.values():
