@@ -193,14 +193,10 @@ def _block_check(ctx) -> tuple[int, int, int, int, int]:
     return (*x, b)
 
 
-@op_schema(
-    "DepthToSpace",
-    ["input"],
-    ["output"],
-    attrs={"blocksize": Attr("int"), "mode": Attr("string", "DCR", ("DCR", "CRD"))},
-    same_rank=(0,),
-    flops=MOVES,
-)
+BLOCK_ATTRS = {"blocksize": Attr("int"), "mode": Attr("string", "DCR", ("DCR", "CRD"))}
+
+
+@op_schema("DepthToSpace", ["input"], ["output"], attrs=BLOCK_ATTRS, same_rank=(0,), flops=MOVES)
 def depth_to_space(ctx):
     """DepthToSpace: ``(N, C, H, W) -> (N, C / b^2, H * b, W * b)``; DCR or CRD channel order."""
     n, c, h, w, b = _block_check(ctx)
@@ -209,14 +205,7 @@ def depth_to_space(ctx):
     return [((n, c // (b * b), h * b, w * b), ctx.dtypes[0])]
 
 
-@op_schema(
-    "SpaceToDepth",
-    ["input"],
-    ["output"],
-    attrs={"blocksize": Attr("int"), "mode": Attr("string", "DCR", ("DCR", "CRD"))},
-    same_rank=(0,),
-    flops=MOVES,
-)
+@op_schema("SpaceToDepth", ["input"], ["output"], attrs=BLOCK_ATTRS, same_rank=(0,), flops=MOVES)
 def space_to_depth(ctx):
     """SpaceToDepth: ``(N, C, H, W) -> (N, C * b^2, H / b, W / b)``; DCR or CRD channel order."""
     n, c, h, w, b = _block_check(ctx)
