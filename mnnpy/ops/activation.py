@@ -81,7 +81,8 @@ class Activation:
 
     @property
     def lower(self) -> str:
-        """The name in lower case: ``act_<lower>`` (GPU function), ``ACT_<LOWER.upper()>``."""
+        """The name in lower case, as in ``act_<lower>`` (the GPU function), the Vulkan variant
+        ``unary_<lower>`` and the OpenCL option ``-D ACT_<NAME>`` (in capitals)."""
         return self.name.lower()
 
 
@@ -89,7 +90,8 @@ def _table(*entries: Activation) -> dict[str, Activation]:
     return {a.name: a for a in entries}
 
 
-# Conv-fusable activations first: Vulkan's ACT codes are their positions (fused_code).
+# Vulkan's ACT codes are the positions among the entries with ``fuse`` (``fused_code``): an entry
+# added without ``fuse`` leaves them, and so the committed Conv/GEMM SPIR-V, as they are.
 ACTIVATIONS = _table(
     Activation("Relu", "``max(x, 0)``", "isnan(x) ? x : max(x, 0.0f)", fuse=True, kinds=None),
     Activation(
