@@ -51,11 +51,20 @@ def test_schema_declares_its_facts(op):
         assert s.same_rank, op
 
 
+def _plans_mflops(session) -> dict[str, float]:
+    """op type -> MFLOPs over the plan(s) of ``session``'s last run or resize."""
+    plans = [session._plan] if session._plan is not None else session._segments  # the planned SizeComputer results
+    out: dict[str, float] = {}
+    for plan in plans:
+        for i, v in mflops_by_op(session.graph, plan.sizes).items():
+            out[session.graph.ops[i].type] = out.get(session.graph.ops[i].type, 0.0) + v
+    return out
+
+
 def _plan_mflops(model, shapes):
     s = mnnpy.Interpreter(convert(model)).create_session(backend="cpu")
     s.resize(shapes)
-    sizes = s._plan.sizes  # the plan's SizeComputer result
-    return {s.graph.ops[i].type: v for i, v in mflops_by_op(s.graph, sizes).items()}
+    return _plans_mflops(s)
 
 
 def test_flops_of_conv_gemm_matmul(rng):
@@ -123,3 +132,28 @@ def test_rank_bounds_follow_same_rank(rng):
     g.ops += [Op("Conv", "c", [x, w], [y], {}), Op("Relu", "r", [y], [z], {})]
     lb = rank_lower_bounds(g)
     assert lb[y] == 4 and lb[z] == 4
+
+
+def _one_case_per_op():
+    from tests.conformance.node_cases import cases_by_op, expected_failures
+
+    failing = expected_failures("cpu")
+    schemas = all_schemas()
+    for op, cases in sorted(cases_by_op().items()):
+        case = next((c for c in cases if c.name not in failing and "_expanded" not in c.name), None)
+        if op in schemas and case is not None:
+            yield pytest.param(case, id=op)
+
+
+@pytest.mark.parametrize("case", list(_one_case_per_op()))
+def test_flops_rule_runs_on_a_node_test(case):
+    """Each op's FLOPs rule on the shapes of one ONNX node test: a finite count, not negative."""
+    from mnnpy.onnx_backend import as_array
+
+    s = mnnpy.Interpreter(convert(case.model)).create_session(backend="cpu")
+    inputs, _ = case.data_sets[0]
+    names = [i.name for i in s.inputs]
+    with np.errstate(all="ignore"):
+        s.run({n: as_array(v) for n, v in zip(names, inputs)})
+    for op, v in _plans_mflops(s).items():
+        assert np.isfinite(v) and v >= 0, (op, v)

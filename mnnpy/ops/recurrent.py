@@ -109,7 +109,7 @@ def recurrent_flops(ctx, outs) -> float:
     gates * hidden) and the gate arithmetic (LSTM 20, GRU 16, RNN 3 per hidden unit)"""
     d, g, n_in = ctx.shapes[1]
     hidden = ctx.shapes[2][2]
-    steps = numel(ctx.shapes[0]) // n_in  # seq * batch
+    steps = numel(ctx.shapes[0][:2])  # seq * batch
     return d * steps * (2 * g * (n_in + hidden) + GATE_FLOPS[ctx.op.type] * hidden)
 
 

@@ -106,7 +106,7 @@ def fft_flops(n: int, transforms: int) -> float:
 def dft_flops(ctx, outs) -> float:
     """``5 n log2 n`` per transform of length ``n = dft_length`` (an FFT's count)"""
     axis, n = dft_params(ctx)
-    return fft_flops(n, numel(outs[0]) // (outs[0][axis] * outs[0][-1]))
+    return fft_flops(n, numel(outs[0]) // max(outs[0][axis] * outs[0][-1], 1))
 
 
 @op_schema(
