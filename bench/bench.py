@@ -12,7 +12,10 @@ mnnpy ``num_threads=2``). After a warm-up, the two engines alternate in blocks o
 hits both alike.
 Reported, in ms: median and min latency of each, the ratio mnnpy/onnxruntime (of the
 medians), the time to create a session (mnnpy: load the converted file, create the session and
-resize it for the input shape; conversion is listed apart) and the first run.
+resize it for the input shape; conversion is listed apart) and the first run. Beside them the
+model's work per run in GFLOPs (the op schemas' FLOPs rules summed over the plan,
+``mnnpy.ops.flops``; a multiply-add counts two) and the rate each engine's median gives, in
+GFLOP/s.
 """
 
 from __future__ import annotations
@@ -81,6 +84,7 @@ def bench_model(onnx_bytes: bytes, shape: tuple[int, ...], threads: int, runs: i
     sm = mnnpy.Interpreter(data).create_session(backend="cpu", num_threads=threads)
     sm.resize({name: shape})  # prepare for this input shape (MNN: resizeSession)
     r["mnn_create"] = _ms(t0)
+    r["mflops"] = plan_mflops(sm)
     t0 = time.perf_counter()
     sm.run({name: x})
     r["mnn_first"] = _ms(t0)
@@ -102,20 +106,31 @@ def bench_model(onnx_bytes: bytes, shape: tuple[int, ...], threads: int, runs: i
     return r
 
 
+def plan_mflops(session) -> float:
+    """MFLOPs of one run of ``session``'s plan for the shapes of its last resize: the schemas'
+    FLOPs rules over the plan's SizeComputer result (``mnnpy.ops.flops.mflops_by_op``)."""
+    from mnnpy.ops.flops import mflops_by_op
+
+    return sum(mflops_by_op(session.graph, session._plan.sizes).values())
+
+
 HEADER = (
-    "| model | input | ORT median | ORT min | mnnpy median | mnnpy min | ratio mnnpy/ORT "
-    "| ORT create / first | mnnpy convert / create / first | mnnpy first / median |"
+    "| model | input | GFLOPs | ORT median | ORT min | mnnpy median | mnnpy min | ratio mnnpy/ORT "
+    "| GFLOP/s ORT / mnnpy | ORT create / first | mnnpy convert / create / first | mnnpy first / median |"
 )
+COLUMNS = HEADER.count("|") - 1
 
 
 def table_row(name: str, shape, r: dict) -> str:
     """One markdown row; an engine failure is written in place of the numbers."""
     shp = "x".join(map(str, shape))
     if "error" in r:
-        return f"| {name} | {shp} | {r['error']} |" + " |" * 7
+        return f"| {name} | {shp} | {r['error']} |" + " |" * (COLUMNS - 3)
+    gflops = r["mflops"] / 1e3
+    rates = f"{r['mflops'] / r['ort_median']:.1f} / {r['mflops'] / r['mnn_median']:.1f}"  # MFLOP per ms = GFLOP/s
     return (
-        f"| {name} | {shp} | {r['ort_median']:.1f} | {r['ort_min']:.1f} | {r['mnn_median']:.1f} "
-        f"| {r['mnn_min']:.1f} | **{r['ratio']:.2f}** | {r['ort_create']:.0f} / {r['ort_first']:.1f} "
+        f"| {name} | {shp} | {gflops:.2f} | {r['ort_median']:.1f} | {r['ort_min']:.1f} | {r['mnn_median']:.1f} "
+        f"| {r['mnn_min']:.1f} | **{r['ratio']:.2f}** | {rates} | {r['ort_create']:.0f} / {r['ort_first']:.1f} "
         f"| {r['convert']:.0f} / {r['mnn_create']:.0f} / {r['mnn_first']:.1f} "
         f"| {r['mnn_first'] / r['mnn_median']:.2f} |"
     )
@@ -167,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if any(k in os.environ for k in BLAS_ENV):
         print(f"warning: {' / '.join(BLAS_ENV)} set; run with `env -u ...` (see docstring)", file=sys.stderr)
-    rows = [HEADER, "|" + " --- |" * 10]
+    rows = [HEADER, "|" + " --- |" * COLUMNS]
     print(rows[0], rows[1], sep="\n", flush=True)
     for name, (data, shape) in load_models(args.models).items():
         try:
@@ -188,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
                 "ratio = mnnpy median / onnxruntime median (lower is better for mnnpy). "
                 "create: session creation (mnnpy: load the converted file, create the session and resize it "
                 "for the input shape: shapes, schedule, memory plan, prepared weights and buffers); "
-                "first: the first run after that."
+                "first: the first run after that. GFLOPs: the work of one run by the op schemas' FLOPs rules "
+                "(`mnnpy.ops.flops`, a multiply-add counts two); GFLOP/s: that work over each engine's median."
             ),
             "",
             *machine_info(args.threads),

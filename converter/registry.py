@@ -9,10 +9,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from mnnpy.ops import get_schema
 from mnnpy.registry import Registry
 
 _CONVERTERS = Registry("converter", "mnnpy.converter.onnx_ops")
 onnx_op = _CONVERTERS.register
+
+
+def copy_node(node, ctx, type_: str | None = None) -> None:
+    """Emit ``node`` as it is (as ``type_``, default its own type), keeping only the
+    attributes the canonical schema declares (older opsets' extras, such as
+    ``consumed_inputs``, are dropped; absent ones take the schema's defaults)."""
+    type_ = type_ or node.op_type
+    schema = get_schema(type_)
+    attrs = {k: v for k, v in ctx.attrs(node).items() if k in schema.attrs}
+    ctx.emit(type_, list(node.input), list(node.output), attrs, node.name)
 
 
 def converters() -> dict[str, Callable]:

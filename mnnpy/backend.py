@@ -150,10 +150,12 @@ class Backend:
         return True, ""
 
     def can_alias(self, op: Op) -> bool:
-        """Whether output 0 of an op whose schema declares ``alias`` (reshape-like: only the
-        metadata changes) may share its input's storage here. Default: yes (contiguous
-        layouts); a backend whose layout makes the op a real copy says no."""
-        return True
+        """Whether output 0 of ``op`` may share its input's buffer on this backend. Default:
+        where the op's schema declares it (``OpSchema.alias``: reshape-like ops, metadata
+        only on contiguous storage)."""
+        from mnnpy.ops import get_schema
+
+        return get_schema(op.type).alias is not None
 
     def create_execution(self, info: OpInfo) -> Execution | None:
         """A new Execution for the op of ``info``, or ``None`` when unsupported."""

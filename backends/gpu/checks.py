@@ -10,36 +10,28 @@ from __future__ import annotations
 import numpy as np
 
 from mnnpy.backends.gpu.layout import broadcast_strides
+from mnnpy.ops.activation import ACTIVATIONS, gpu_scalars
 
 
 def unary_check(info, backend: str) -> tuple[bool, str]:
-    """Clip's bounds must be known at resize (constants), one element each."""
-    if info.type == "Clip":
-        for t in info.present()[1:]:
+    """An op whose scalars are its inputs (Clip's bounds, ``Activation.bounds``) needs them
+    known at resize (constants), one element each."""
+    if ACTIVATIONS[info.type].bounds:
+        for t in info.inputs[1:]:
+            if t is None:
+                continue
             if t.value is None:
-                return False, f"Clip min/max computed at run time ({backend} takes constant bounds)"
+                return False, f"{info.type} min/max computed at run time ({backend} takes constant bounds)"
             if t.value.size != 1:
-                return False, "Clip min/max must be one element"
+                return False, f"{info.type} min/max must be one element"
     return True, ""
 
 
 def unary_params(op_type: str, attrs, input_infos) -> tuple[float, float]:
-    """The two scalars of a unary op: HardSigmoid ``(alpha, beta)``, LeakyRelu ``(alpha, 0)``,
-    Clip ``(min, max)`` from its constant inputs (absent = -FLT_MAX / +FLT_MAX, ONNX's
-    ``numeric_limits`` defaults: +-inf clamp to them), else ``(0, 0)``."""
-    if op_type == "HardSigmoid":
-        return float(attrs["alpha"]), float(attrs["beta"])
-    if op_type == "LeakyRelu":
-        return float(attrs["alpha"]), 0.0
-    if op_type == "Clip":
-        big = float(np.finfo(np.float32).max)
-        bounds = [-big, big]
-        for k in (1, 2):
-            info = input_infos[k] if len(input_infos) > k else None
-            if info is not None:
-                bounds[k - 1] = float(np.asarray(info.value).reshape(()))
-        return bounds[0], bounds[1]
-    return 0.0, 0.0
+    """``(a0, a1)``: the op's scalars (``Activation.scalars``: HardSigmoid ``(alpha, beta)``,
+    LeakyRelu ``(alpha, 0)``, Clip ``(min, max)`` from its constant inputs, absent = -FLT_MAX /
+    +FLT_MAX), zeros where it has fewer."""
+    return gpu_scalars(op_type, attrs, [None if t is None else t.value for t in input_infos])
 
 
 def binary_check(info, backend: str, max_rank: int) -> tuple[bool, str]:

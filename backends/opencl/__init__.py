@@ -183,7 +183,9 @@ class OpenCLRuntime(Runtime):
 
         self.programs = ProgramCache(self)
         self.tuner = Tuner(self)
-        self._prelude = _shader_dir().joinpath("common.h").read_text()
+        from mnnpy.backends.opencl.activation import source as activation_source
+
+        self._prelude = _shader_dir().joinpath("common.h").read_text() + activation_source()
 
     def describe(self) -> str:
         """One line: device name, platform, OpenCL version, compute units, memory."""
@@ -216,8 +218,9 @@ class OpenCLRuntime(Runtime):
         return f"cache: {d} ({binaries} program binaries; {FILE} {tuned}; ${CACHE_ENV} moves it, 0 turns it off)"
 
     def program(self, file: str, options: Sequence[str] = ()):
-        """The built program of ``shaders/opencl/<file>`` (``common.h`` prepended) with
-        build ``options``; cached in memory and as a binary on disk (``ProgramCache``)."""
+        """The built program of ``shaders/opencl/<file>`` (``common.h`` and the generated
+        activations prepended) with build ``options``; cached in memory and as a binary on
+        disk (``ProgramCache``)."""
         source = self._prelude + "\n#line 1\n" + _shader_dir().joinpath(file).read_text()
         return self.programs.get(file, source, list(options))
 

@@ -25,9 +25,10 @@ from mnnpy.backend import Execution
 from mnnpy.backends.gpu.checks import conv_operands_check
 from mnnpy.backends.gpu.conv_geometry import conv_bias, conv_geometry, is_pointwise
 from mnnpy.backends.gpu.gemm_geometry import pointwise_conv_problem
-from mnnpy.backends.opencl.activation import ACTIVATIONS, activation
+from mnnpy.backends.opencl.activation import activation
 from mnnpy.backends.opencl.gemm import gemm_launch, use_local_tiles
 from mnnpy.backends.opencl.registry import opencl_execution
+from mnnpy.ops.activation import GPU
 
 SOURCE = "conv.cl"
 VW = 4  # output pixels along W per work item
@@ -61,7 +62,7 @@ class Conv(Execution):
             return ok, why
         if any(t is not None and t.dtype != np.float32 for t in inputs):
             return False, "Conv with non-float32 weights (OpenCL runs float32 only)"
-        if attrs.get("activation", "") not in ACTIVATIONS:
+        if attrs.get("activation", "") not in ("", *GPU):
             return False, f"fused activation {attrs['activation']!r} has no OpenCL kernel"
         if max(w.shape[2:]) > MAX_KERNEL:
             return False, f"kernel {list(w.shape[2:])} larger than {MAX_KERNEL} (OpenCL unrolls kernel loops)"

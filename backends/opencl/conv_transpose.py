@@ -12,8 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from mnnpy.backend import Execution
-from mnnpy.backends.opencl.activation import ACTIVATIONS, activation
+from mnnpy.backends.opencl.activation import activation
 from mnnpy.backends.opencl.registry import opencl_execution
+from mnnpy.ops.activation import GPU
 
 SOURCE = "conv_transpose.cl"
 
@@ -38,7 +39,7 @@ class ConvTranspose(Execution):
         if any(t.value is None for t in info.present()[1:]):
             return False, "ConvTranspose weights/bias computed at run time (OpenCL takes constants)"
         act = attrs.get("activation", "")
-        if act not in ACTIVATIONS:
+        if act not in ("", *GPU):
             return False, f"fused activation '{act}' is not on OpenCL"
         return True, ""
 

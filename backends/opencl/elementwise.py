@@ -1,7 +1,8 @@
 """OpenCL elementwise Executions: unary activations/math and broadcasting binary ops.
 
-Kernels: ``shaders/opencl/elementwise.cl``, the operation chosen by a ``-D OP_<NAME>``
-(or ``-D ACT_<NAME>``) build option. ``on_resize`` builds/fetches the program, sets every
+Kernels: ``shaders/opencl/elementwise.cl``, the operation chosen by a ``-D ACT_<NAME>``
+(unary: the activation table's ops with a GPU expression) or ``-D OP_<NAME>`` (binary)
+build option. ``on_resize`` builds/fetches the program, sets every
 kernel argument and the global size; ``on_execute`` enqueues one kernel.
 """
 
@@ -12,19 +13,19 @@ import numpy as np
 from mnnpy.backend import Execution
 from mnnpy.backends.gpu.checks import binary_check, unary_check, unary_params
 from mnnpy.backends.gpu.layout import broadcast_strides
-from mnnpy.backends.opencl.activation import ACTIVATIONS, activation
+from mnnpy.backends.opencl.activation import activation
 from mnnpy.backends.opencl.registry import opencl_execution
+from mnnpy.ops.activation import GPU
 
 SOURCE = "elementwise.cl"
 MAX_RANK = 8  # kernel's index decomposition; ONNX models here need at most 6
 
 
-@opencl_execution(
-    "Relu", "Sigmoid", "Tanh", "HardSwish", "HardSigmoid", "LeakyRelu", "Clip", "Swish", "Sqrt", "Abs", "Neg", "Exp"
-)
+@opencl_execution(*GPU)
 class Unary(Execution):
-    """``Y = F(X)``, X and Y float32 of one shape. Scalars: HardSigmoid ``alpha, beta``;
-    LeakyRelu ``alpha``; Clip ``min, max`` (constant inputs, absent = -+FLT_MAX)."""
+    """``Y = F(X)``, X and Y float32 of one shape. Scalars (``Activation.scalars``):
+    HardSigmoid ``alpha, beta``; LeakyRelu, Swish ``alpha``; Clip ``min, max`` (constant
+    inputs, absent = -+FLT_MAX)."""
 
     @staticmethod
     def check(info) -> tuple[bool, str]:
@@ -35,9 +36,7 @@ class Unary(Execution):
 
     def on_resize(self, inputs, outputs):
         x, y = inputs[0], outputs[0]
-        t = self.op.type
-        option = activation(t)[0] if t in ACTIVATIONS else f"-D OP_{t.upper()}"
-        p0, p1 = self._params()
+        option, p0, p1 = activation(self.op.type, self._params())
         args = (
             x.buffer,
             np.int32(x.elem_offset),

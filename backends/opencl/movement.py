@@ -18,6 +18,7 @@ from mnnpy.backend import Execution
 from mnnpy.backends.gpu.checks import gather_check, slice_check
 from mnnpy.backends.gpu.layout import collapse, contiguous_strides, slice_ranges, transpose_geometry
 from mnnpy.backends.opencl.registry import opencl_execution
+from mnnpy.ops import aliasing_ops
 
 SOURCE = "movement.cl"
 MAX_RANK = 8  # the int8 index decomposition of the kernels
@@ -53,7 +54,7 @@ def strided_launch(backend, x, x_off: int, y, y_off: int, dims, xstr, ystr):
     return backend.launch(SOURCE, "strided", options, (*args, *vecs), (work, outer))
 
 
-@opencl_execution("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")
+@opencl_execution(*aliasing_ops())
 class Reshape(Execution):
     """Metadata-only on contiguous NCHW: output = input's bytes under a new shape.
 

@@ -14,8 +14,9 @@ shape function's ``window`` (``OpInfo.geometry``). One of three shaders, chosen 
   split the input channels over ``channel_split`` invocations of a work group, partial
   sums added in shared memory.
 
-Fused activations: Relu, Clip(min, max), LeakyRelu(alpha), Sigmoid, HardSigmoid(alpha,
-beta), HardSwish, Tanh (specialization constants). 1-D/3-D convs, weights or bias computed
+Fused activations: those of the activation table with ``fuse`` (Relu, Clip(min, max),
+LeakyRelu(alpha), Sigmoid, HardSigmoid(alpha, beta), HardSwish, Tanh), by specialization
+constants (``act_spec``). 1-D/3-D convs, weights or bias computed
 at run time, non-float32 operands and grids beyond the device limits fall back to the CPU
 (``check``, with the reason).
 """
@@ -31,8 +32,9 @@ from mnnpy.backends.gpu.checks import conv_operands_check
 from mnnpy.backends.gpu.conv_geometry import conv_bias, conv_geometry, is_pointwise
 from mnnpy.backends.gpu.gemm_geometry import pointwise_conv_problem
 from mnnpy.backends.vulkan.execution import VulkanExecution
-from mnnpy.backends.vulkan.gemm import ACTIVATIONS, GEMM_VARIANTS, MAX_GROUPS, act_spec, gemm_dispatch, grid_fits
+from mnnpy.backends.vulkan.gemm import GEMM_VARIANTS, MAX_GROUPS, act_spec, gemm_dispatch, grid_fits
 from mnnpy.backends.vulkan.registry import vulkan_execution
+from mnnpy.ops.activation import GPU
 
 VW = 4  # output pixels along W per invocation (conv.comp)
 MAX_ROW = 32  # depthwise: registers for the inputs one kernel row of VW windows spans
@@ -81,7 +83,7 @@ class Conv(VulkanExecution):
         if bad:
             return False, f"Conv with dtype {', '.join(bad)} (Vulkan runs float32 only)"
         act = attrs.get("activation", "")
-        if act not in ACTIVATIONS:
+        if act not in ("", *GPU):
             return False, f"fused activation {act!r} has no Vulkan shader"
         n, c, h, wd = x.shape
         m, g = w.shape[0], attrs.get("group", 1)

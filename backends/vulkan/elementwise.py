@@ -1,7 +1,8 @@
 """Vulkan elementwise Executions: unary activations/math and broadcasting binary ops (float32).
 
-Shaders: ``shaders/vulkan/unary.comp`` (variants ``unary_<op>``) and ``binary.comp``
-(variants ``binary_<op>``), listed in ``shaders/vulkan/manifest.json``. Op scalars and the
+Shaders: ``shaders/vulkan/unary.comp`` (variants ``unary_<op>``, one per op of the
+activation table with a GPU expression, made by ``shaders/vulkan/build.py``) and
+``binary.comp`` (variants ``binary_<op>``, listed in ``shaders/vulkan/manifest.json``). Op scalars and the
 broadcast switch are specialization constants, sizes/offsets/strides push constants.
 """
 
@@ -13,17 +14,16 @@ from mnnpy.backends.gpu.checks import binary_check, unary_check, unary_params
 from mnnpy.backends.gpu.layout import broadcast_strides
 from mnnpy.backends.vulkan.execution import VulkanExecution
 from mnnpy.backends.vulkan.registry import vulkan_execution
+from mnnpy.ops.activation import GPU
 
 MAX_RANK = 8  # binary.comp's push-constant arrays
 
 
-@vulkan_execution(
-    "Relu", "Sigmoid", "Tanh", "HardSwish", "HardSigmoid", "LeakyRelu", "Clip", "Sqrt", "Abs", "Neg", "Exp", "Swish"
-)
+@vulkan_execution(*GPU)
 class Unary(VulkanExecution):
-    """``Y = F(X)``, X and Y float32 of one shape. Scalars (specialization constants 1, 2):
-    HardSigmoid ``alpha, beta``; LeakyRelu ``alpha``; Clip ``min, max`` (constant inputs,
-    absent = -FLT_MAX / +FLT_MAX)."""
+    """``Y = F(X)``, X and Y float32 of one shape. Scalars (specialization constants 1, 2;
+    ``Activation.scalars``): HardSigmoid ``alpha, beta``; LeakyRelu, Swish ``alpha``; Clip
+    ``min, max`` (constant inputs, absent = -FLT_MAX / +FLT_MAX)."""
 
     @staticmethod
     def check(info) -> tuple[bool, str]:
@@ -40,7 +40,7 @@ class Unary(VulkanExecution):
 
     @staticmethod
     def variant_for(op_type: str) -> str:
-        """The SPIR-V variant of ``op_type`` (``unary_<op>`` in manifest.json)."""
+        """The SPIR-V variant of ``op_type`` (``unary_<op>``, made by build.py)."""
         return f"unary_{op_type.lower()}"
 
 

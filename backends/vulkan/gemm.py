@@ -19,20 +19,19 @@ import numpy as np
 from mnnpy.backends.gpu.gemm_geometry import gemm_problem, gemv_shape, matmul_batch, matmul_geometry
 from mnnpy.backends.vulkan.execution import VulkanExecution
 from mnnpy.backends.vulkan.registry import vulkan_execution
+from mnnpy.ops.activation import fused_code
 
 RM = RN = 4  # outputs per invocation along rows / columns (gemm.comp)
 MAX_GROUPS = 65535  # the smallest maxComputeWorkGroupCount the Vulkan specification allows
 SMALL_GRID = 128  # fewer 64 x 64 tiles than this: 32 x 32 tiles
 
-# Conv's fused ``activation`` -> gemm.comp/conv.comp's ACT specialization constant
-ACTIVATIONS = {"": 0, "Relu": 1, "Clip": 2, "LeakyRelu": 3, "Sigmoid": 4, "HardSigmoid": 5, "HardSwish": 6, "Tanh": 7}
-
 
 def act_spec(kind: str | None, params: Sequence[float] = ()) -> tuple[tuple[int, int | float], ...]:
-    """Specialization constants 1 (ACT), 2, 3 (its scalars: Clip min, max; LeakyRelu alpha;
-    HardSigmoid alpha, beta) for a fused activation. ``KeyError`` for an unknown kind."""
+    """Specialization constants 1 (ACT: ``fused_code``, the code of the generated
+    ``activation.glsl``), 2, 3 (its scalars: Clip min, max; LeakyRelu alpha; HardSigmoid
+    alpha, beta) for Conv's fused activation. ``KeyError`` for one Conv cannot fuse."""
     p = [float(v) for v in params] + [0.0, 0.0]
-    return (1, ACTIVATIONS[kind or ""]), (2, p[0]), (3, p[1])
+    return (1, fused_code(kind)), (2, p[0]), (3, p[1])
 
 
 def tile_config(m: int, n: int, batch: int = 1) -> tuple[int, int]:
@@ -96,7 +95,7 @@ def gemm_dispatch(
     leading dimensions ``lda``, ``ldb``, ``ldy``. ``strides``: per-batch element strides of
     A, B, Y; ``table``: a device uint32 ``(batch, 2)`` array of A/B element offsets used
     instead of their strides. ``c_strides``: C's element strides along rows and columns (0
-    where broadcast). ``act``: fused activation ``(kind, params)`` (``ACTIVATIONS``)."""
+    where broadcast). ``act``: fused activation ``(kind, params)`` (``act_spec``)."""
     lx, ly = tile_config(m, n, batch)
     cc = a if c is None else c  # unused bindings point at A
     tt = a if table is None else table

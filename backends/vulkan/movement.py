@@ -25,6 +25,7 @@ from mnnpy.backends.gpu.checks import gather_check, slice_check
 from mnnpy.backends.gpu.layout import collapse, contiguous_strides, slice_ranges, transpose_geometry
 from mnnpy.backends.vulkan.execution import VulkanExecution
 from mnnpy.backends.vulkan.registry import vulkan_execution
+from mnnpy.ops import aliasing_ops
 
 MAX_RANK = 8  # movement_strided's push-constant arrays
 MAX_BATCH_RANK = 6  # movement_transpose's batch arrays
@@ -32,7 +33,6 @@ TILE = 32  # movement_transpose: TILE x TILE tiles, local (TILE, 8, 1)
 MIN_TILED = 8  # both tiled dims at least this long, else the strided copy
 VEC = 4  # innermost elements per invocation of the strided copy when its row is long
 CONCAT_INPUTS = 4  # inputs per dispatch of movement_concat
-ALIASING = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")  # metadata-only on NCHW
 
 
 def _float_data(info) -> tuple[bool, str]:
@@ -68,7 +68,7 @@ class Movement(VulkanExecution):
         self.dispatch("movement_strided", [x, y], (1,), push, n, ((1, len(d)), (2, vec)))
 
 
-@vulkan_execution(*ALIASING)
+@vulkan_execution(*aliasing_ops())
 class Reshape(Movement):
     """Metadata-only on contiguous NCHW: output = input's elements under a new shape.
 

@@ -8,8 +8,7 @@ became an input and no default changed, so each node is copied as it is.
 
 from __future__ import annotations
 
-from mnnpy.converter.registry import onnx_op
-from mnnpy.ops import get_schema
+from mnnpy.converter.registry import copy_node, onnx_op
 
 EXTRA_OPS = (
     "BitwiseAnd",
@@ -17,7 +16,6 @@ EXTRA_OPS = (
     "BitwiseXor",
     "BitwiseNot",
     "Shrink",
-    "Swish",
     "ReverseSequence",
     "Compress",
     "Unique",
@@ -27,9 +25,4 @@ EXTRA_OPS = (
 )
 
 
-@onnx_op(*EXTRA_OPS)
-def extra_op(node, ctx):
-    """Copy the node as it is, keeping only attributes the canonical schema declares."""
-    schema = get_schema(node.op_type)
-    attrs = {k: v for k, v in ctx.attrs(node).items() if k in schema.attrs}
-    ctx.emit(node.op_type, list(node.input), list(node.output), attrs, node.name)
+onnx_op(*EXTRA_OPS)(copy_node)

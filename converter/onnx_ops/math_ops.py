@@ -10,40 +10,10 @@ only widen dtypes (bfloat16, strings) or clarify edge cases (BitShift and Mod in
 
 from __future__ import annotations
 
-from mnnpy.converter.registry import onnx_op
-from mnnpy.ops import get_schema
+from mnnpy.converter.registry import copy_node, onnx_op
 
 MATH_OPS = (
-    "Abs",
-    "Neg",
-    "Exp",
-    "Log",
-    "Reciprocal",
-    "Floor",
-    "Ceil",
-    "Round",
-    "Sign",
-    "Erf",
-    "Sin",
-    "Cos",
-    "Tan",
-    "Asin",
-    "Acos",
-    "Atan",
-    "Sinh",
-    "Cosh",
-    "Asinh",
-    "Acosh",
-    "Atanh",
-    "Softplus",
-    "Softsign",
-    "Elu",
-    "Selu",
-    "Celu",
     "PRelu",
-    "ThresholdedRelu",
-    "Gelu",
-    "Mish",
     "Not",
     "And",
     "Or",
@@ -66,9 +36,4 @@ MATH_OPS = (
 )
 
 
-@onnx_op(*MATH_OPS)
-def math_op(node, ctx):
-    """Copy the node as it is, keeping only attributes the canonical schema declares."""
-    schema = get_schema(node.op_type)
-    attrs = {k: v for k, v in ctx.attrs(node).items() if k in schema.attrs}
-    ctx.emit(node.op_type, list(node.input), list(node.output), attrs, node.name)
+onnx_op(*MATH_OPS)(copy_node)

@@ -12,9 +12,8 @@ Scatter (9-10, deprecated in 11) is ScatterElements without ``reduction``.
 
 from __future__ import annotations
 
-from mnnpy.converter.registry import onnx_op
+from mnnpy.converter.registry import copy_node, onnx_op
 from mnnpy.errors import ModelFormatError
-from mnnpy.ops import get_schema
 
 SAME = (
     "Expand",
@@ -36,21 +35,15 @@ SAME = (
 )
 
 
-def _copy(node, ctx, type_: str) -> None:
-    schema = get_schema(type_)
-    attrs = {k: v for k, v in ctx.attrs(node).items() if k in schema.attrs}
-    ctx.emit(type_, list(node.input), list(node.output), attrs, node.name)
-
-
 @onnx_op(*SAME)
 def movement(node, ctx):
     """Copy the node as it is, keeping only attributes the canonical schema declares."""
     if node.op_type == "Tile" and len(node.input) != 2:
         raise ModelFormatError(f"Tile '{node.name}': the opset-1 form (tiles, axis) is not supported")
-    _copy(node, ctx, node.op_type)
+    copy_node(node, ctx)
 
 
 @onnx_op("Scatter")
 def scatter(node, ctx):
     """Scatter (opsets 9-10) -> ScatterElements (same inputs and ``axis``)."""
-    _copy(node, ctx, "ScatterElements")
+    copy_node(node, ctx, "ScatterElements")

@@ -10,17 +10,9 @@ GroupNormalization 18 (scale/bias per group) is kept as it is: the kernel accept
 
 from __future__ import annotations
 
-from mnnpy.converter.registry import onnx_op
-from mnnpy.ops import get_schema
+from mnnpy.converter.registry import copy_node, onnx_op
 
-
-def _copy(node, ctx):
-    schema = get_schema(node.op_type)
-    attrs = {k: v for k, v in ctx.attrs(node).items() if k in schema.attrs}
-    ctx.emit(node.op_type, list(node.input), list(node.output), attrs, node.name)
-
-
-@onnx_op(
+onnx_op(
     "LayerNormalization",
     "InstanceNormalization",
     "GroupNormalization",
@@ -31,10 +23,7 @@ def _copy(node, ctx):
     "LpPool",
     "QuantizeLinear",
     "DequantizeLinear",
-)
-def copy(node, ctx):
-    """Copy the node, keeping the attributes the canonical schema declares."""
-    _copy(node, ctx)
+)(copy_node)
 
 
 @onnx_op("LogSoftmax", "Hardmax")

@@ -6,17 +6,9 @@ schema does not know, such as ``consumed_inputs`` of old opsets, are dropped).
 
 from __future__ import annotations
 
-from mnnpy.converter.registry import onnx_op
-from mnnpy.ops import get_schema
+from mnnpy.converter.registry import copy_node, onnx_op
 
 SAME = (
-    "Relu",
-    "Sigmoid",
-    "Tanh",
-    "Sqrt",
-    "HardSigmoid",
-    "HardSwish",
-    "LeakyRelu",
     "Identity",
     "Add",
     "Sub",
@@ -41,9 +33,4 @@ SAME = (
 )
 
 
-@onnx_op(*SAME)
-def passthrough(node, ctx):
-    """Copy the node as it is, keeping only attributes the canonical schema declares."""
-    schema = get_schema(node.op_type)
-    attrs = {k: v for k, v in ctx.attrs(node).items() if k in schema.attrs}
-    ctx.emit(node.op_type, list(node.input), list(node.output), attrs, node.name)
+onnx_op(*SAME)(copy_node)

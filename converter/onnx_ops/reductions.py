@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mnnpy.converter.registry import onnx_op
-from mnnpy.ops import get_schema
+from mnnpy.converter.registry import copy_node, onnx_op
 from mnnpy.ops.reductions import REDUCTIONS
 
 _AXES_INPUT_SINCE = {"ReduceSum": 13}
@@ -29,12 +28,7 @@ def reduce(node, ctx):
     ctx.emit(node.op_type, inputs, list(node.output), attrs, node.name)
 
 
-@onnx_op("ArgMax", "ArgMin")
-def arg_extreme(node, ctx):
-    """ArgMax/ArgMin: attributes copied (``select_last_index`` defaults to 0)."""
-    schema = get_schema(node.op_type)
-    attrs = {k: v for k, v in ctx.attrs(node).items() if k in schema.attrs}
-    ctx.emit(node.op_type, list(node.input), list(node.output), attrs, node.name)
+onnx_op("ArgMax", "ArgMin")(copy_node)
 
 
 @onnx_op("TopK")

@@ -9,18 +9,12 @@ Version history (ONNX Changelog): MaxUnpool 9, 11 (output_shape input semantics)
 
 from __future__ import annotations
 
-from mnnpy.converter.registry import onnx_op
-from mnnpy.ops import get_schema
+from mnnpy.converter.registry import copy_node, onnx_op
 
 GRID_MODES = {"bilinear": "linear", "bicubic": "cubic"}
 
 
-@onnx_op("MaxUnpool", "Col2Im", "NonMaxSuppression", "AffineGrid")
-def vision_op(node, ctx):
-    """Copy the node as it is, keeping only attributes the canonical schema declares."""
-    schema = get_schema(node.op_type)
-    attrs = {k: v for k, v in ctx.attrs(node).items() if k in schema.attrs}
-    ctx.emit(node.op_type, list(node.input), list(node.output), attrs, node.name)
+onnx_op("MaxUnpool", "Col2Im", "NonMaxSuppression", "AffineGrid")(copy_node)
 
 
 @onnx_op("GridSample")

@@ -15,37 +15,16 @@ is dropped and the rest renumbered.
 from __future__ import annotations
 
 from mnnpy.ir import Graph
+from mnnpy.ops import get_schema
 
 from .common import GraphView
 
-_SAME_RANK = {
-    "Relu",
-    "Sigmoid",
-    "Tanh",
-    "Sqrt",
-    "HardSwish",
-    "HardSigmoid",
-    "LeakyRelu",
-    "Identity",
-    "Clip",
-    "BatchNormalization",
-    "Softmax",
-    "Transpose",
-    "Cast",
-    "Resize",
-    "Pad",
-    "MaxPool",
-    "AveragePool",
-    "GlobalAveragePool",
-    "Conv",
-    "ConvTranspose",
-}
-_BINARY = {"Add", "Sub", "Mul", "Div", "Pow"}
 _NEUTRAL = {"Mul": (1.0, (0, 1)), "Div": (1.0, (0,)), "Add": (0.0, (0, 1)), "Sub": (0.0, (0,))}
 
 
 def rank_lower_bounds(graph: Graph) -> dict[int, int]:
-    """A lower bound on each tensor's rank (0 when nothing is known)."""
+    """A lower bound on each tensor's rank (0 when nothing is known): declared shapes, then
+    each op's output 0 from its inputs (``OpSchema.same_rank``; MatMul, constant Reshape)."""
     lb: dict[int, int] = {}
     for t, d in enumerate(graph.tensors):
         if d.data is not None:
@@ -54,21 +33,17 @@ def rank_lower_bounds(graph: Graph) -> dict[int, int]:
             lb[t] = len(d.shape)
     for op in graph.ops:
         ins = [lb.get(t, 0) if t >= 0 else 0 for t in op.inputs]
-        if op.type in _SAME_RANK and ins:
-            r = ins[0]
-            if op.type in ("Conv", "ConvTranspose") and len(ins) > 1:
-                r = max(r, ins[1])
-        elif op.type in _BINARY or op.type == "Concat":
-            r = max(ins, default=0)
+        same = get_schema(op.type).rank_inputs(len(op.inputs))  # output 0 has these inputs' rank
+        if same:
+            r = max(ins[k] for k in same)
         elif op.type == "MatMul" and len(ins) == 2:
             r = max(max(ins) - 1, 0)
         elif op.type == "Reshape" and len(op.inputs) > 1 and graph.tensors[op.inputs[1]].data is not None:
             r = int(graph.tensors[op.inputs[1]].data.size)
         else:
             r = 0
-        for t in op.outputs:
-            if t >= 0:
-                lb[t] = max(lb.get(t, 0), r)
+        if op.outputs and op.outputs[0] >= 0:
+            lb[op.outputs[0]] = max(lb.get(op.outputs[0], 0), r)
     return lb
 
 

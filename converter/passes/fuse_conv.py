@@ -16,7 +16,7 @@ users never change. Weights are new constant tensors (a shared ``W`` is not touc
   ``b'[m] = b[m] + b * sum(W[m])``. Scaling commutes with zero padding, a shift does not,
   so a shift is folded only into a Conv without padding.
 - ``fuse_activation``: ``act(Conv(...))`` -> Conv with ``activation``/``activation_params``
-  for Relu, Clip (constant bounds), HardSwish, HardSigmoid, Sigmoid, LeakyRelu, Tanh.
+  for the activations with ``fuse`` in ``mnnpy.ops.activation`` (Clip: constant bounds).
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from __future__ import annotations
 import numpy as np
 
 from mnnpy.ir import Graph
+from mnnpy.ops.activation import ACTIVATIONS
 
 from .common import GraphView, scalar
 
-FLOAT_MAX = 3.4028234663852886e38
 CONVS = ("Conv", "ConvTranspose")
 
 
@@ -191,24 +191,15 @@ def fold_affine_into_next(graph: Graph, keep_names=frozenset()) -> int:
 
 
 def _activation(v: GraphView, op) -> tuple[str, list[float]] | None:
-    """(activation, params) for a fusable activation op, else ``None``."""
-    a = op.attrs
-    if op.type in ("Relu", "Sigmoid", "Tanh", "HardSwish"):
-        return op.type, []
-    if op.type == "HardSigmoid":
-        return "HardSigmoid", [float(a.get("alpha", 0.2)), float(a.get("beta", 0.5))]
-    if op.type == "LeakyRelu":
-        return "LeakyRelu", [float(a.get("alpha", 0.01))]
-    if op.type == "Clip":
-        bounds = []
-        for k, default in ((1, -FLOAT_MAX), (2, FLOAT_MAX)):
-            t = op.inputs[k] if len(op.inputs) > k else -1
-            value = default if t < 0 else scalar(v.const(t))
-            if value is None:
-                return None
-            bounds.append(value)
-        return "Clip", bounds
-    return None
+    """(activation, params) for an op Conv may fuse (``Activation.fuse``), else ``None``;
+    Clip's bounds must be constants."""
+    act = ACTIVATIONS.get(op.type)
+    if act is None or not act.fuse:
+        return None
+    values = [None] + [scalar(v.const(t)) if t >= 0 else None for t in op.inputs[1:]]
+    if any(t >= 0 and value is None for t, value in zip(op.inputs[1:], values[1:])):
+        return None
+    return op.type, [float(p) for p in act.scalars(op.attrs, values)]
 
 
 def fuse_activation(graph: Graph, keep_names=frozenset()) -> int:

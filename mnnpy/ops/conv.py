@@ -2,18 +2,21 @@
 
 ``X: (N, C, *spatial)``, ``W: (M, C/group, *kernel)``, ``B: (M,)`` -> ``Y: (N, M, *out)``.
 The converter may fuse a following activation into Conv: ``activation`` is one of
-``FUSED_ACTIVATIONS`` and ``activation_params`` holds its parameters (Clip: min, max;
-HardSigmoid: alpha, beta; LeakyRelu: alpha).
+``FUSED_ACTIVATIONS`` (the activation table's entries with ``fuse``) and
+``activation_params`` holds its scalars (``Activation.scalars``: Clip min, max;
+HardSigmoid alpha, beta; LeakyRelu alpha).
 """
 
 from __future__ import annotations
 
+from mnnpy.ops.activation import ACTIVATIONS, FUSED
 from mnnpy.ops.common import window_output
+from mnnpy.ops.flops import numel
 from mnnpy.ops.geometry import Window
 from mnnpy.ops.registry import Attr, In, op_schema
 
 AUTO_PAD = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
-FUSED_ACTIVATIONS = ("", "Relu", "Clip", "HardSwish", "HardSigmoid", "Sigmoid", "LeakyRelu", "Tanh")
+FUSED_ACTIVATIONS = ("", *FUSED)
 
 _WINDOW = {
     "auto_pad": Attr("string", "NOTSET", AUTO_PAD),
@@ -37,6 +40,19 @@ def _check_rank(ctx):
     return x, w, k
 
 
+def conv_flops(ctx, outs) -> float:
+    """per output element: 2 * (C/group) * prod(kernel) (multiply-adds), 1 for the bias, the
+    fused activation's FLOPs per element"""
+    act = ctx.attrs["activation"]
+    per = 2 * numel(ctx.shapes[1][1:]) + ctx.has(2) + (ACTIVATIONS[act].flops if act else 0)
+    return per * numel(outs[0])
+
+
+def conv_transpose_flops(ctx, outs) -> float:
+    """2 * (M/group) * prod(kernel) per input element (multiply-adds), 1 per output element for the bias"""
+    return 2 * numel(ctx.shapes[0]) * numel(ctx.shapes[1][1:]) + ctx.has(2) * numel(outs[0])
+
+
 @op_schema(
     "Conv",
     ["X", "W", In("B", optional=True)],
@@ -45,6 +61,8 @@ def _check_rank(ctx):
         "activation": Attr("string", "", FUSED_ACTIVATIONS),
         "activation_params": Attr("floats", []),
     },
+    same_rank=(0, 1),
+    flops=conv_flops,
 )
 def conv(ctx):
     """Conv: ``Y[n, m] = B[m] + sum_c,k X_pad[n, g*C/G + c, s*o + d*k] * W[m, c, k]``; fused activation after."""
@@ -63,6 +81,8 @@ def conv(ctx):
     "ConvTranspose",
     ["X", "W", In("B", optional=True)],
     attrs={**_WINDOW, "output_padding": Attr("ints", []), "output_shape": Attr("ints", [])},
+    same_rank=(0, 1),
+    flops=conv_transpose_flops,
 )
 def conv_transpose(ctx):
     """ConvTranspose: ``out = s*(in-1) + op + ((k-1)*d+1) - pb - pe`` (or ``output_shape`` with auto pads).

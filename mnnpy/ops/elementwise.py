@@ -1,34 +1,20 @@
-"""Elementwise ops: unary activations and math, binary ops with broadcasting, Clip.
+"""Identity and the arithmetic binary ops with broadcasting (ONNX operators.md).
 
-Unary: ``Y = f(X)``, same shape and dtype. Binary: ``C = A op B`` with ONNX
-multidirectional broadcasting (numpy rules). ``Clip``: ``min(max(X, min), max)``
-with optional scalar ``min``/``max`` inputs (opset-11+ form; the converter turns the
-opset-6 attributes into constant inputs).
+Binary: ``C = A op B`` with ONNX multidirectional broadcasting (numpy rules). The
+unary elementwise ops (activations, Clip, unary math) are declared in
+``mnnpy.ops.activation``.
 """
 
 from __future__ import annotations
 
 from mnnpy.ops.common import broadcast
-from mnnpy.ops.registry import Attr, In, op_schema
+from mnnpy.ops.registry import op_schema
 
 
-def _same(ctx):
+@op_schema("Identity", ["X"], alias=0, same_rank=(0,))
+def _identity(ctx):
+    """Identity: ``Y = X`` (any dtype); Y may share X's buffer."""
     return [(ctx.shapes[0], ctx.dtypes[0])]
-
-
-UNARY = {
-    "Relu": {},
-    "Sigmoid": {},
-    "Tanh": {},
-    "Sqrt": {},
-    "HardSwish": {},
-    "HardSigmoid": {"alpha": Attr("float", 0.2), "beta": Attr("float", 0.5)},
-    "LeakyRelu": {"alpha": Attr("float", 0.01)},
-    "Identity": {},
-}
-
-for _name, _attrs in UNARY.items():
-    op_schema(_name, ["X"], attrs=_attrs, alias=0 if _name == "Identity" else None)(_same)
 
 
 def _binary(ctx):
@@ -37,20 +23,12 @@ def _binary(ctx):
     return [(broadcast(ctx, ctx.shapes[:2]), ctx.dtypes[0])]
 
 
-for _name in ("Add", "Sub", "Mul", "Div"):
-    op_schema(_name, ["A", "B"], ["C"])(_binary)
+for _name, _sign in (("Add", "+"), ("Sub", "-"), ("Mul", "*"), ("Div", "/")):
+    _doc = f"{_name}: ``C = A {_sign} B``, broadcast; one dtype (integer Div truncates toward zero)."
+    op_schema(_name, ["A", "B"], ["C"], elementwise=True, doc=_doc)(_binary)
 
 
-@op_schema("Pow", ["X", "Y"], ["Z"])
+@op_schema("Pow", ["X", "Y"], ["Z"], elementwise=True)
 def _pow(ctx):
     """Pow: ``Z = X ** Y``, broadcast; the exponent may have another dtype (opset 12+)."""
     return [(broadcast(ctx, ctx.shapes[:2]), ctx.dtypes[0])]
-
-
-@op_schema("Clip", ["input", In("min", optional=True), In("max", optional=True)], ["output"])
-def _clip(ctx):
-    """Clip: ``min(max(input, min), max)``; ``min``/``max`` are scalars (rank 0 or one element)."""
-    for i in (1, 2):
-        if ctx.has(i) and len(ctx.shapes[i]) > 1:
-            ctx.fail("min and max must be scalars")
-    return [(ctx.shapes[0], ctx.dtypes[0])]

@@ -1,5 +1,5 @@
 """Further ONNX ops (operators.md, the newest opset's form of each): bitwise ops, Shrink,
-Swish, ReverseSequence, Compress, Unique, Det, RMSNormalization, CenterCropPad.
+ReverseSequence, Compress, Unique, Det, RMSNormalization, CenterCropPad.
 
 Compress and Unique have data-dependent output shapes: the condition (Compress) and
 the data (Unique) are value inputs, read at resize.
@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from mnnpy.ops.common import broadcast, norm_axis
+from mnnpy.ops.flops import MOVES, numel, per_element, per_input_element
 from mnnpy.ops.registry import Attr, In, op_schema
 
 I64 = np.dtype(np.int64)
@@ -28,18 +29,25 @@ def _bitwise(ctx):
     return [(broadcast(ctx, ctx.shapes[:2]), ctx.dtypes[0])]
 
 
-for _name in ("BitwiseAnd", "BitwiseOr", "BitwiseXor"):
-    op_schema(_name, ["A", "B"], ["C"])(_bitwise)
+for _name, _sign in (("BitwiseAnd", "&"), ("BitwiseOr", "|"), ("BitwiseXor", "^")):
+    op_schema(_name, ["A", "B"], ["C"], elementwise=True, doc=f"{_name}: ``C = A {_sign} B`` on integers, broadcast.")(_bitwise)
 
 
-@op_schema("BitwiseNot", ["X"])
+@op_schema("BitwiseNot", ["X"], elementwise=True)
 def bitwise_not(ctx):
     """BitwiseNot: ``~X`` on integers."""
     _int_dtype(ctx, 1)
     return [(ctx.shapes[0], ctx.dtypes[0])]
 
 
-@op_schema("Shrink", ["input"], ["output"], attrs={"bias": Attr("float", 0.0), "lambd": Attr("float", 0.5)})
+@op_schema(
+    "Shrink",
+    ["input"],
+    ["output"],
+    attrs={"bias": Attr("float", 0.0), "lambd": Attr("float", 0.5)},
+    elementwise=True,
+    flops=per_element(2),
+)
 def shrink(ctx):
     """Shrink: ``x + bias`` where ``x < -lambd``, ``x - bias`` where ``x > lambd``, else 0."""
     if ctx.dtypes[0].kind not in "fiu":
@@ -47,18 +55,12 @@ def shrink(ctx):
     return [(ctx.shapes[0], ctx.dtypes[0])]
 
 
-@op_schema("Swish", ["X"], attrs={"alpha": Attr("float", 1.0)})
-def swish(ctx):
-    """Swish (opset 24): ``x * sigmoid(alpha * x)``."""
-    if ctx.dtypes[0].kind != "f":
-        ctx.fail(f"input must be a float tensor, got {ctx.dtypes[0]}")
-    return [(ctx.shapes[0], ctx.dtypes[0])]
-
-
 @op_schema(
     "ReverseSequence",
     ["input", "sequence_lens"],
     attrs={"batch_axis": Attr("int", 1, (0, 1)), "time_axis": Attr("int", 0, (0, 1))},
+    same_rank=(0,),
+    flops=MOVES,
 )
 def reverse_sequence(ctx):
     """ReverseSequence: reverse the first ``sequence_lens[b]`` steps along ``time_axis`` of each batch ``b``."""
@@ -71,7 +73,7 @@ def reverse_sequence(ctx):
     return [(x, ctx.dtypes[0])]
 
 
-@op_schema("Compress", ["input", In("condition", value=True)], ["output"], attrs={"axis": Attr("int", None)})
+@op_schema("Compress", ["input", In("condition", value=True)], ["output"], attrs={"axis": Attr("int", None)}, flops=MOVES)
 def compress(ctx):
     """Compress: the slices of ``input`` along ``axis`` (flattened when absent) where ``condition`` is true
     (a shorter condition counts as false beyond its end)."""
@@ -113,6 +115,7 @@ def unique_parts(x: np.ndarray, axis, sorted_: int):
     [In("X", value=True)],
     ["Y", "indices", "inverse_indices", "counts"],
     attrs={"axis": Attr("int", None), "sorted": Attr("int", 1, (0, 1))},
+    flops=per_input_element(1),
 )
 def unique(ctx):
     """Unique: distinct elements (or slices along ``axis``), first-occurrence indices,
@@ -127,7 +130,13 @@ def unique(ctx):
     return [(parts[0].shape, ctx.dtypes[0])] + [(p.shape, I64) for p in parts[1:]]
 
 
-@op_schema("Det", ["X"])
+def det_flops(ctx, outs) -> float:
+    """``2/3 M^3`` per ``(M, M)`` matrix (an LU factorisation)"""
+    m = ctx.shapes[0][-1]
+    return 2 / 3 * m**3 * numel(outs[0])
+
+
+@op_schema("Det", ["X"], flops=det_flops)
 def det(ctx):
     """Det: determinants of the trailing ``(M, M)`` matrices, shape ``X.shape[:-2]``."""
     x = ctx.shapes[0]
@@ -142,6 +151,8 @@ def det(ctx):
     "RMSNormalization",
     ["X", "scale"],
     attrs={"axis": Attr("int", -1), "epsilon": Attr("float", 1e-5), "stash_type": Attr("int", 1, (1,))},
+    same_rank=(0,),
+    flops=per_input_element(4),
 )
 def rms_normalization(ctx):
     """RMSNormalization (opset 23): ``X / sqrt(mean(X^2 over axis..) + epsilon) * scale``."""
@@ -172,7 +183,14 @@ def center_crop_pad_slices(shape, target, axes):
     return tuple(out), tuple(crop), tuple(pad)
 
 
-@op_schema("CenterCropPad", ["input_data", In("shape", value=True)], ["output_data"], attrs={"axes": Attr("ints", [])})
+@op_schema(
+    "CenterCropPad",
+    ["input_data", In("shape", value=True)],
+    ["output_data"],
+    attrs={"axes": Attr("ints", [])},
+    same_rank=(0,),
+    flops=MOVES,
+)
 def center_crop_pad(ctx):
     """CenterCropPad: crop or zero-pad each of ``axes`` (all when empty) to ``shape``, centred
     (the odd element goes to the end)."""

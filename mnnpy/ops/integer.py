@@ -12,6 +12,7 @@ import numpy as np
 
 from mnnpy.ops.common import broadcast, window_output
 from mnnpy.ops.conv import _WINDOW
+from mnnpy.ops.flops import numel
 from mnnpy.ops.registry import In, op_schema
 
 I32 = np.dtype(np.int32)
@@ -40,7 +41,20 @@ def _quant(ctx, *idx):
             ctx.fail(f"input {i} must be int8/uint8, got {ctx.dtypes[i]}")
 
 
-@op_schema("MatMulInteger", ["A", "B", In("a_zero_point", optional=True), In("b_zero_point", optional=True)])
+def integer_matmul_flops(ctx, outs) -> float:
+    """2 * K per output element (multiply-adds; K = the first operand's last dim), 3 more to requantize (QLinear)"""
+    return (2 * ctx.shapes[0][-1] + 3 * (ctx.op.type == "QLinearMatMul")) * numel(outs[0])
+
+
+def integer_conv_flops(ctx, outs) -> float:
+    """2 * (C/group) * prod(kernel) per output element (multiply-adds), 4 more to requantize (QLinear)"""
+    w = ctx.shapes[3 if ctx.op.type == "QLinearConv" else 1]
+    return (2 * numel(w[1:]) + 4 * (ctx.op.type == "QLinearConv")) * numel(outs[0])
+
+
+@op_schema(
+    "MatMulInteger", ["A", "B", In("a_zero_point", optional=True), In("b_zero_point", optional=True)], flops=integer_matmul_flops
+)
 def matmul_integer(ctx):
     """MatMulInteger: ``Y = (A - a_zero_point) @ (B - b_zero_point)`` in int32."""
     _quant(ctx, 0, 1, 2, 3)
@@ -64,6 +78,8 @@ def conv_out(ctx, x, w) -> tuple[int, ...]:
     "ConvInteger",
     ["x", "w", In("x_zero_point", optional=True), In("w_zero_point", optional=True)],
     attrs=dict(_WINDOW),
+    same_rank=(0, 1),
+    flops=integer_conv_flops,
 )
 def conv_integer(ctx):
     """ConvInteger: ``Y = conv(x - x_zero_point, w - w_zero_point)`` in int32 (padding contributes 0)."""
@@ -74,6 +90,7 @@ def conv_integer(ctx):
 @op_schema(
     "QLinearMatMul",
     ["a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "y_scale", "y_zero_point"],
+    flops=integer_matmul_flops,
 )
 def qlinear_matmul(ctx):
     """QLinearMatMul: ``y = saturate(rint((a - a_zp) @ (b - b_zp) * a_scale * b_scale / y_scale) + y_zp)``."""
@@ -85,6 +102,8 @@ def qlinear_matmul(ctx):
     "QLinearConv",
     ["x", "x_scale", "x_zero_point", "w", "w_scale", "w_zero_point", "y_scale", "y_zero_point", In("B", optional=True)],
     attrs=dict(_WINDOW),
+    same_rank=(0, 3),
+    flops=integer_conv_flops,
 )
 def qlinear_conv(ctx):
     """QLinearConv: ``y = saturate(rint((conv(x - x_zp, w - w_zp) + B) * x_scale * w_scale / y_scale) + y_zp)``."""

@@ -1,11 +1,11 @@
 """Elementwise math, logic and comparison ops (ONNX operators.md, latest-opset forms).
 
-Unary math and activations (``Y = f(X)``, same shape and dtype), logical and bitwise
-ops, comparisons (bool output), ``Mod``, the variadic broadcasting ``Max``/``Min``/
+Logical and bitwise ops, comparisons (bool output), ``Mod``, the variadic broadcasting ``Max``/``Min``/
 ``Mean``/``Sum``, ``PRelu`` (slope broadcast unidirectionally to ``X``), ``Where``,
 ``IsNaN``/``IsInf`` (bool output) and ``CastLike`` (``input`` converted to the dtype of
 ``target_type``). Every opset from 7 on has these forms (older attributes such as
-``consumed_inputs`` are dropped by the converter).
+``consumed_inputs`` are dropped by the converter). The unary math ops and activations
+(``Y = f(X)``) are declared in ``mnnpy.ops.activation``.
 """
 
 from __future__ import annotations
@@ -13,42 +13,10 @@ from __future__ import annotations
 import numpy as np
 
 from mnnpy.ops.common import broadcast
+from mnnpy.ops.flops import MOVES, numel, per_element
 from mnnpy.ops.registry import Attr, In, op_schema
 
 BOOL = np.dtype(np.bool_)
-
-# unary ops defined on floats only
-FLOAT_UNARY = {
-    "Exp": {},
-    "Log": {},
-    "Reciprocal": {},
-    "Floor": {},
-    "Ceil": {},
-    "Round": {},
-    "Erf": {},
-    "Sin": {},
-    "Cos": {},
-    "Tan": {},
-    "Asin": {},
-    "Acos": {},
-    "Atan": {},
-    "Sinh": {},
-    "Cosh": {},
-    "Asinh": {},
-    "Acosh": {},
-    "Atanh": {},
-    "Softplus": {},
-    "Softsign": {},
-    "Elu": {"alpha": Attr("float", 1.0)},
-    "Selu": {"alpha": Attr("float", 1.67326319217681884765625), "gamma": Attr("float", 1.05070102214813232421875)},
-    "Celu": {"alpha": Attr("float", 1.0)},
-    "ThresholdedRelu": {"alpha": Attr("float", 1.0)},
-    "Gelu": {"approximate": Attr("string", "none", ("none", "tanh"))},
-    "Mish": {},
-}
-
-# unary ops defined on numbers (ints and floats)
-NUMBER_UNARY = ("Abs", "Neg", "Sign")
 
 
 def _float_unary(ctx):
@@ -57,20 +25,7 @@ def _float_unary(ctx):
     return [(ctx.shapes[0], ctx.dtypes[0])]
 
 
-def _number_unary(ctx):
-    if ctx.dtypes[0].kind not in "fiu":
-        ctx.fail(f"input must be a numeric tensor, got {ctx.dtypes[0]}")
-    return [(ctx.shapes[0], ctx.dtypes[0])]
-
-
-for _name, _attrs in FLOAT_UNARY.items():
-    op_schema(_name, ["X"], attrs=_attrs)(_float_unary)
-
-for _name in NUMBER_UNARY:
-    op_schema(_name, ["X"])(_number_unary)
-
-
-@op_schema("Not", ["X"])
+@op_schema("Not", ["X"], elementwise=True)
 def _not(ctx):
     """Not: logical negation of a bool tensor."""
     if ctx.dtypes[0] != BOOL:
@@ -78,14 +33,14 @@ def _not(ctx):
     return [(ctx.shapes[0], BOOL)]
 
 
-@op_schema("IsNaN", ["X"])
+@op_schema("IsNaN", ["X"], elementwise=True)
 def _isnan(ctx):
     """IsNaN: bool mask of NaN elements."""
     _float_unary(ctx)
     return [(ctx.shapes[0], BOOL)]
 
 
-@op_schema("IsInf", ["X"], attrs={"detect_negative": Attr("int", 1), "detect_positive": Attr("int", 1)})
+@op_schema("IsInf", ["X"], attrs={"detect_negative": Attr("int", 1), "detect_positive": Attr("int", 1)}, elementwise=True)
 def _isinf(ctx):
     """IsInf: bool mask of +inf (``detect_positive``) and -inf (``detect_negative``) elements."""
     _float_unary(ctx)
@@ -109,14 +64,20 @@ def _compare(ctx):
     return [(broadcast(ctx, ctx.shapes[:2]), BOOL)]
 
 
-for _name in ("And", "Or", "Xor"):
-    op_schema(_name, ["A", "B"], ["C"])(_logical)
+for _name, _rule in (("And", "A and B"), ("Or", "A or B"), ("Xor", "A xor B")):
+    op_schema(_name, ["A", "B"], ["C"], elementwise=True, doc=f"{_name}: ``C = {_rule}``, bool, broadcast.")(_logical)
 
-for _name in ("Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual"):
-    op_schema(_name, ["A", "B"], ["C"])(_compare)
+for _name, _rule in (
+    ("Equal", "A == B"),
+    ("Greater", "A > B"),
+    ("GreaterOrEqual", "A >= B"),
+    ("Less", "A < B"),
+    ("LessOrEqual", "A <= B"),
+):
+    op_schema(_name, ["A", "B"], ["C"], elementwise=True, doc=f"{_name}: ``C = {_rule}`` (bool), broadcast.")(_compare)
 
 
-@op_schema("BitShift", ["X", "Y"], ["Z"], attrs={"direction": Attr("string", choices=("LEFT", "RIGHT"))})
+@op_schema("BitShift", ["X", "Y"], ["Z"], attrs={"direction": Attr("string", choices=("LEFT", "RIGHT"))}, elementwise=True)
 def _bitshift(ctx):
     """BitShift: ``X << Y`` or ``X >> Y`` (arithmetic for signed), broadcast; integers only."""
     _same_dtypes(ctx, 2)
@@ -125,7 +86,7 @@ def _bitshift(ctx):
     return [(broadcast(ctx, ctx.shapes[:2]), ctx.dtypes[0])]
 
 
-@op_schema("Mod", ["A", "B"], ["C"], attrs={"fmod": Attr("int", 0, (0, 1))})
+@op_schema("Mod", ["A", "B"], ["C"], attrs={"fmod": Attr("int", 0, (0, 1))}, elementwise=True, flops=per_element(3))
 def _mod(ctx):
     """Mod: ``A - floor(A/B)*B`` (``fmod=0``, sign of B) or ``A - trunc(A/B)*B`` (``fmod=1``)."""
     _same_dtypes(ctx, 2)
@@ -134,7 +95,7 @@ def _mod(ctx):
     return [(broadcast(ctx, ctx.shapes[:2]), ctx.dtypes[0])]
 
 
-@op_schema("PRelu", ["X", "slope"])
+@op_schema("PRelu", ["X", "slope"], elementwise=True, flops=per_element(2))
 def _prelu(ctx):
     """PRelu: ``slope * X`` where ``X < 0`` else ``X``; ``slope`` broadcasts to ``X`` (unidirectional)."""
     _same_dtypes(ctx, 2)
@@ -150,11 +111,17 @@ def _variadic(ctx):
     return [(broadcast(ctx, ctx.shapes), ctx.dtypes[0])]
 
 
+def _variadic_flops(ctx, outs) -> float:
+    """(inputs - 1) per output element (Mean: inputs)"""
+    return (len(ctx.shapes) - (ctx.op.type != "Mean")) * numel(outs[0])
+
+
 for _name, _out in (("Max", "max"), ("Min", "min"), ("Mean", "mean"), ("Sum", "sum")):
-    op_schema(_name, [In("data_0", variadic=True)], [_out])(_variadic)
+    _doc = f"{_name}: elementwise {_out} of one or more inputs, broadcast together (NaN propagates)."
+    op_schema(_name, [In("data_0", variadic=True)], [_out], elementwise=True, flops=_variadic_flops, doc=_doc)(_variadic)
 
 
-@op_schema("Where", ["condition", "X", "Y"], ["output"])
+@op_schema("Where", ["condition", "X", "Y"], ["output"], elementwise=True)
 def _where(ctx):
     """Where: ``X`` where ``condition`` else ``Y``, all three broadcast together."""
     if ctx.dtypes[0] != BOOL:
@@ -169,6 +136,8 @@ def _where(ctx):
     ["input", "target_type"],
     ["output"],
     attrs={"saturate": Attr("int", 1), "round_mode": Attr("string", "up", ("up", "down", "nearest"))},
+    same_rank=(0,),
+    flops=MOVES,
 )
 def _cast_like(ctx):
     """CastLike: ``input`` converted to ``target_type``'s dtype (Cast semantics)."""

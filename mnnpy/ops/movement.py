@@ -10,6 +10,7 @@ import numpy as np
 
 from mnnpy import dtypes
 from mnnpy.ops.common import broadcast, norm_axis
+from mnnpy.ops.flops import MOVES, numel, per_element, per_input_element
 from mnnpy.ops.registry import Attr, In, op_schema
 
 INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
@@ -32,7 +33,7 @@ def _index_dtype(ctx, i: int, what: str = "indices") -> None:
         ctx.fail(f"{what} must be int32/int64, got {ctx.dtypes[i]}")
 
 
-@op_schema("Expand", ["input", In("shape", value=True)], ["output"])
+@op_schema("Expand", ["input", In("shape", value=True)], ["output"], flops=MOVES)
 def expand(ctx):
     """Expand: ``out.shape = broadcast(input.shape, shape)`` (bidirectional: a 1 in ``shape`` keeps the input dim)."""
     target = _ints(ctx, 1)
@@ -41,7 +42,7 @@ def expand(ctx):
     return [(broadcast(ctx, [ctx.shapes[0], tuple(target)]), ctx.dtypes[0])]
 
 
-@op_schema("Tile", ["input", In("repeats", value=True)], ["output"])
+@op_schema("Tile", ["input", In("repeats", value=True)], ["output"], flops=MOVES)
 def tile(ctx):
     """Tile: ``out.shape[i] = input.shape[i] * repeats[i]``; one non-negative repeat per axis."""
     x, reps = ctx.shapes[0], _ints(ctx, 1)
@@ -70,6 +71,7 @@ def range_count(ctx, start, limit, delta) -> int:
     [In("start", value=True), In("limit", value=True), In("delta", value=True)],
     ["output"],
     attrs={"stash_type": Attr("int", 1, (1, 11))},
+    flops=per_element(1),
 )
 def range_(ctx):
     """Range: ``n = max(ceil((limit - start) / delta), 0)`` elements ``start + i * delta``."""
@@ -79,7 +81,7 @@ def range_(ctx):
     return [((range_count(ctx, start, limit, delta),), ctx.dtypes[0])]
 
 
-@op_schema("GatherElements", ["data", "indices"], ["output"], attrs={"axis": Attr("int", 0)})
+@op_schema("GatherElements", ["data", "indices"], ["output"], attrs={"axis": Attr("int", 0)}, flops=MOVES)
 def gather_elements(ctx):
     """GatherElements: ``out[i..] = data[i.. with axis -> indices[i..]]``; out.shape = indices.shape."""
     x, idx = ctx.shapes[0], ctx.shapes[1]
@@ -105,7 +107,7 @@ def gather_nd_shape(ctx) -> tuple[int, ...]:
     return tuple(idx[:-1]) + tuple(x[b + last :])
 
 
-@op_schema("GatherND", ["data", "indices"], ["output"], attrs={"batch_dims": Attr("int", 0)})
+@op_schema("GatherND", ["data", "indices"], ["output"], attrs={"batch_dims": Attr("int", 0)}, flops=MOVES)
 def gather_nd(ctx):
     """GatherND: gather slices of ``data`` addressed by the last dim of ``indices`` (int64)."""
     if ctx.dtypes[1] != np.dtype(np.int64):
@@ -116,7 +118,19 @@ def gather_nd(ctx):
 REDUCTIONS = ("none", "add", "mul", "max", "min")
 
 
-@op_schema("ScatterND", ["data", "indices", "updates"], ["output"], attrs={"reduction": Attr("string", "none", REDUCTIONS)})
+def scatter_flops(ctx, outs) -> float:
+    """none (``reduction='none'``), else 1 per element of ``updates``"""
+    return 0.0 if ctx.attrs["reduction"] == "none" else float(numel(ctx.shapes[2]))
+
+
+@op_schema(
+    "ScatterND",
+    ["data", "indices", "updates"],
+    ["output"],
+    attrs={"reduction": Attr("string", "none", REDUCTIONS)},
+    same_rank=(0,),
+    flops=scatter_flops,
+)
 def scatter_nd(ctx):
     """ScatterND: ``out = data`` with ``out[indices[i..]] (reduction)= updates[i..]``;
     ``updates.shape = indices.shape[:-1] + data.shape[indices.shape[-1]:]``."""
@@ -137,6 +151,8 @@ def scatter_nd(ctx):
     ["data", "indices", "updates"],
     ["output"],
     attrs={"axis": Attr("int", 0), "reduction": Attr("string", "none", REDUCTIONS)},
+    same_rank=(0,),
+    flops=scatter_flops,
 )
 def scatter_elements(ctx):
     """ScatterElements: ``out = data`` with ``out[i.. with axis -> indices[i..]] (reduction)= updates[i..]``."""
@@ -152,7 +168,7 @@ def scatter_elements(ctx):
     return [(tuple(x), ctx.dtypes[0])]
 
 
-@op_schema("OneHot", ["indices", In("depth", value=True), "values"], ["output"], attrs={"axis": Attr("int", -1)})
+@op_schema("OneHot", ["indices", In("depth", value=True), "values"], ["output"], attrs={"axis": Attr("int", -1)}, flops=MOVES)
 def one_hot(ctx):
     """OneHot: a new axis of size ``depth`` at ``axis``; ``values = [off, on]`` give the dtype."""
     idx = ctx.shapes[0]
@@ -177,7 +193,10 @@ def _block_check(ctx) -> tuple[int, int, int, int, int]:
     return (*x, b)
 
 
-@op_schema("DepthToSpace", ["input"], ["output"], attrs={"blocksize": Attr("int"), "mode": Attr("string", "DCR", ("DCR", "CRD"))})
+BLOCK_ATTRS = {"blocksize": Attr("int"), "mode": Attr("string", "DCR", ("DCR", "CRD"))}
+
+
+@op_schema("DepthToSpace", ["input"], ["output"], attrs=BLOCK_ATTRS, same_rank=(0,), flops=MOVES)
 def depth_to_space(ctx):
     """DepthToSpace: ``(N, C, H, W) -> (N, C / b^2, H * b, W * b)``; DCR or CRD channel order."""
     n, c, h, w, b = _block_check(ctx)
@@ -186,7 +205,7 @@ def depth_to_space(ctx):
     return [((n, c // (b * b), h * b, w * b), ctx.dtypes[0])]
 
 
-@op_schema("SpaceToDepth", ["input"], ["output"], attrs={"blocksize": Attr("int"), "mode": Attr("string", "DCR", ("DCR", "CRD"))})
+@op_schema("SpaceToDepth", ["input"], ["output"], attrs=BLOCK_ATTRS, same_rank=(0,), flops=MOVES)
 def space_to_depth(ctx):
     """SpaceToDepth: ``(N, C, H, W) -> (N, C * b^2, H / b, W / b)``; DCR or CRD channel order."""
     n, c, h, w, b = _block_check(ctx)
@@ -195,7 +214,9 @@ def space_to_depth(ctx):
     return [((n, c * b * b, h // b, w // b), ctx.dtypes[0])]
 
 
-@op_schema("Trilu", ["input", In("k", optional=True)], ["output"], attrs={"upper": Attr("int", 1, (0, 1))})
+@op_schema(
+    "Trilu", ["input", In("k", optional=True)], ["output"], attrs={"upper": Attr("int", 1, (0, 1))}, same_rank=(0,), flops=MOVES
+)
 def trilu(ctx):
     """Trilu: keep the upper (``j - i >= k``) or lower (``j - i <= k``) triangle of the last two dims.
 
@@ -207,7 +228,14 @@ def trilu(ctx):
     return [(ctx.shapes[0], ctx.dtypes[0])]
 
 
-@op_schema("CumSum", ["x", "axis"], ["y"], attrs={"exclusive": Attr("int", 0, (0, 1)), "reverse": Attr("int", 0, (0, 1))})
+@op_schema(
+    "CumSum",
+    ["x", "axis"],
+    ["y"],
+    attrs={"exclusive": Attr("int", 0, (0, 1)), "reverse": Attr("int", 0, (0, 1))},
+    same_rank=(0,),
+    flops=per_element(1),
+)
 def cumsum(ctx):
     """CumSum: running sums along ``axis`` (an input that does not change the shape)."""
     if len(ctx.shapes[0]) == 0:
@@ -220,7 +248,7 @@ def cumsum(ctx):
     return [(ctx.shapes[0], ctx.dtypes[0])]
 
 
-@op_schema("NonZero", [In("X", value=True)], ["Y"])
+@op_schema("NonZero", [In("X", value=True)], ["Y"], flops=per_input_element(1))
 def nonzero(ctx):
     """NonZero: ``(rank, count)`` int64 indices of the non-zero elements (row-major order).
 
@@ -242,7 +270,7 @@ def nonzero_indices(v: np.ndarray) -> np.ndarray:
     return np.array(np.nonzero(v), dtype=np.int64).reshape(v.ndim, -1)
 
 
-@op_schema("EyeLike", ["input"], ["output"], attrs={"dtype": Attr("int", None), "k": Attr("int", 0)})
+@op_schema("EyeLike", ["input"], ["output"], attrs={"dtype": Attr("int", None), "k": Attr("int", 0)}, flops=MOVES)
 def eye_like(ctx):
     """EyeLike: a 2-D tensor of the input's shape with ones on diagonal ``k`` (dtype: ``dtype`` or the input's)."""
     x = ctx.shapes[0]
@@ -255,7 +283,7 @@ def eye_like(ctx):
     return [(tuple(x), dt)]
 
 
-@op_schema("Size", ["data"], ["size"])
+@op_schema("Size", ["data"], ["size"], flops=MOVES)
 def size(ctx):
     """Size: the input's element count as an int64 scalar (known from the shape, so published)."""
     n = np.array(math.prod(ctx.shapes[0]), dtype=np.int64)
@@ -302,7 +330,19 @@ def einsum_parse(ctx) -> tuple[str, tuple[int, ...]]:
     return f"{lhs}->{rhs}", out
 
 
-@op_schema("Einsum", [In("Inputs", variadic=True)], ["Output"], attrs={"equation": Attr("string")})
+def einsum_flops(ctx, outs) -> float:
+    """inputs per point of the whole index space (output elements times the summed labels'
+    sizes): the products and the sum"""
+    lhs, rhs = einsum_parse(ctx)[0].split("->")
+    sizes: dict[str, int] = {}
+    for term, shape in zip(lhs.split(","), ctx.shapes):
+        head, _, tail = term.partition("...")
+        sizes.update(zip(head, shape))
+        sizes.update(zip(tail, shape[len(shape) - len(tail) :]))
+    return len(ctx.shapes) * numel(outs[0]) * math.prod(d for ch, d in sizes.items() if ch not in rhs)
+
+
+@op_schema("Einsum", [In("Inputs", variadic=True)], ["Output"], attrs={"equation": Attr("string")}, flops=einsum_flops)
 def einsum(ctx):
     """Einsum: numpy ``einsum`` semantics of ``equation`` (implicit output when there is no ``->``)."""
     if not ctx.shapes:

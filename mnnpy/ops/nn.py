@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from mnnpy.ops.common import norm_axis
+from mnnpy.ops.flops import numel, per_input_element
 from mnnpy.ops.registry import Attr, In, op_schema
 
 
@@ -17,6 +18,8 @@ from mnnpy.ops.registry import Attr, In, op_schema
         "momentum": Attr("float", 0.9),
         "training_mode": Attr("int", 0, (0, 1)),
     },
+    same_rank=(0,),
+    flops=per_input_element(2),
 )
 def batch_normalization(ctx):
     """BatchNormalization over axis 1: ``Y = scale * (X - mean) / sqrt(var + epsilon) + B``.
@@ -33,7 +36,7 @@ def batch_normalization(ctx):
     return [(x, ctx.dtypes[0]), ((c,), ctx.dtypes[3]), ((c,), ctx.dtypes[4])]
 
 
-@op_schema("Softmax", ["input"], ["output"], attrs={"axis": Attr("int", -1)})
+@op_schema("Softmax", ["input"], ["output"], attrs={"axis": Attr("int", -1)}, same_rank=(0,), flops=per_input_element(4))
 def softmax(ctx):
     """Softmax (opset-13 semantics): ``exp(x - max) / sum(exp(x - max))`` along ``axis``.
 
@@ -43,7 +46,12 @@ def softmax(ctx):
     return [(ctx.shapes[0], ctx.dtypes[0])]
 
 
-@op_schema("MatMul", ["A", "B"])
+def matmul_flops(ctx, outs) -> float:
+    """2 * K per output element (multiply-adds; K = A's last dim)"""
+    return 2 * ctx.shapes[0][-1] * numel(outs[0])
+
+
+@op_schema("MatMul", ["A", "B"], flops=matmul_flops)
 def matmul(ctx):
     """MatMul: numpy.matmul semantics (1-D operands promoted, batch dims broadcast)."""
     a, b = ctx.shapes[0], ctx.shapes[1]
@@ -65,6 +73,12 @@ def matmul(ctx):
     return [(tuple(int(d) for d in out), ctx.dtypes[0])]
 
 
+def gemm_flops(ctx, outs) -> float:
+    """2 * K per output element (multiply-adds), 2 more with C (``beta * C`` and the sum)"""
+    k = ctx.shapes[0][0] if ctx.attrs["transA"] else ctx.shapes[0][1]
+    return (2 * k + 2 * ctx.has(2)) * numel(outs[0])
+
+
 @op_schema(
     "Gemm",
     ["A", "B", In("C", optional=True)],
@@ -74,6 +88,7 @@ def matmul(ctx):
         "transA": Attr("int", 0, (0, 1)),
         "transB": Attr("int", 0, (0, 1)),
     },
+    flops=gemm_flops,
 )
 def gemm(ctx):
     """Gemm: ``Y = alpha * A' @ B' + beta * C`` (C unidirectionally broadcast to (M, N))."""

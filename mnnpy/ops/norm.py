@@ -9,6 +9,7 @@ import numpy as np
 
 from mnnpy import dtypes
 from mnnpy.ops.common import norm_axis
+from mnnpy.ops.flops import numel, per_input_element
 from mnnpy.ops.pool import POOL_ATTRS, pool_shape
 from mnnpy.ops.registry import Attr, In, op_schema
 
@@ -22,7 +23,7 @@ def _axis_same(ctx):
     return _same(ctx)
 
 
-@op_schema("LogSoftmax", ["input"], ["output"], attrs={"axis": Attr("int", -1)})
+@op_schema("LogSoftmax", ["input"], ["output"], attrs={"axis": Attr("int", -1)}, same_rank=(0,), flops=per_input_element(4))
 def log_softmax(ctx):
     """LogSoftmax (opset-13 semantics): ``x - max - log(sum(exp(x - max)))`` along ``axis``.
 
@@ -30,7 +31,7 @@ def log_softmax(ctx):
     return _axis_same(ctx)
 
 
-@op_schema("Hardmax", ["input"], ["output"], attrs={"axis": Attr("int", -1)})
+@op_schema("Hardmax", ["input"], ["output"], attrs={"axis": Attr("int", -1)}, same_rank=(0,), flops=per_input_element(1))
 def hardmax(ctx):
     """Hardmax (opset-13 semantics): 1 at the first maximum along ``axis``, 0 elsewhere."""
     return _axis_same(ctx)
@@ -46,6 +47,8 @@ def _stash(ctx, x_dtype):
     ["X", "Scale", In("B", optional=True)],
     ["Y", "Mean", "InvStdDev"],
     attrs={"axis": Attr("int", -1), "epsilon": Attr("float", 1e-5), "stash_type": Attr("int", 1)},
+    same_rank=(0,),
+    flops=per_input_element(7),
 )
 def layer_normalization(ctx):
     """LayerNormalization: normalise over dims ``axis..`` then ``* Scale + B`` (broadcast to
@@ -64,7 +67,14 @@ def layer_normalization(ctx):
     return [(x, ctx.dtypes[0]), (stat, st), (stat, st)]
 
 
-@op_schema("InstanceNormalization", ["input", "scale", "B"], ["output"], attrs={"epsilon": Attr("float", 1e-5)})
+@op_schema(
+    "InstanceNormalization",
+    ["input", "scale", "B"],
+    ["output"],
+    attrs={"epsilon": Attr("float", 1e-5)},
+    same_rank=(0,),
+    flops=per_input_element(7),
+)
 def instance_normalization(ctx):
     """InstanceNormalization: per (n, c) normalise over spatial dims, then ``* scale[c] + B[c]``."""
     x = ctx.shapes[0]
@@ -80,6 +90,8 @@ def instance_normalization(ctx):
     "GroupNormalization",
     ["X", "scale", "bias"],
     attrs={"epsilon": Attr("float", 1e-5), "num_groups": Attr("int"), "stash_type": Attr("int", 1)},
+    same_rank=(0,),
+    flops=per_input_element(7),
 )
 def group_normalization(ctx):
     """GroupNormalization: per (n, group) normalise, then ``* scale + bias`` per channel.
@@ -95,16 +107,30 @@ def group_normalization(ctx):
     return _same(ctx)
 
 
-@op_schema("LpNormalization", ["input"], ["output"], attrs={"axis": Attr("int", -1), "p": Attr("int", 2, (1, 2))})
+@op_schema(
+    "LpNormalization",
+    ["input"],
+    ["output"],
+    attrs={"axis": Attr("int", -1), "p": Attr("int", 2, (1, 2))},
+    same_rank=(0,),
+    flops=per_input_element(3),
+)
 def lp_normalization(ctx):
     """LpNormalization: ``x / ||x||_p`` along ``axis`` (0 where the norm is 0)."""
     return _axis_same(ctx)
+
+
+def lrn_flops(ctx, outs) -> float:
+    """``size`` + 5 per element (the sum of squares over ``size`` channels, scale, power, divide)"""
+    return (ctx.attrs["size"] + 5) * numel(ctx.shapes[0])
 
 
 @op_schema(
     "LRN",
     ["X"],
     attrs={"alpha": Attr("float", 1e-4), "beta": Attr("float", 0.75), "bias": Attr("float", 1.0), "size": Attr("int")},
+    same_rank=(0,),
+    flops=lrn_flops,
 )
 def lrn(ctx):
     """LRN: ``x / (bias + alpha/size * sum of x^2 over channels [c - (size-1)//2, c + ceil((size-1)/2)])**beta``."""
@@ -113,7 +139,9 @@ def lrn(ctx):
     return _same(ctx)
 
 
-@op_schema("MeanVarianceNormalization", ["X"], attrs={"axes": Attr("ints", [0, 2, 3])})
+@op_schema(
+    "MeanVarianceNormalization", ["X"], attrs={"axes": Attr("ints", [0, 2, 3])}, same_rank=(0,), flops=per_input_element(6)
+)
 def mean_variance_normalization(ctx):
     """MeanVarianceNormalization: ``(X - mean) / (sqrt(E[X^2] - mean^2) + 1e-9)`` over ``axes``."""
     rank = len(ctx.shapes[0])
@@ -123,7 +151,7 @@ def mean_variance_normalization(ctx):
     return _same(ctx)
 
 
-@op_schema("GlobalMaxPool", ["X"])
+@op_schema("GlobalMaxPool", ["X"], same_rank=(0,), flops=per_input_element(1))
 def global_max_pool(ctx):
     """GlobalMaxPool: ``Y[n, c, 1, ...] = max(X[n, c, ...])``."""
     x = ctx.shapes[0]
@@ -134,7 +162,12 @@ def global_max_pool(ctx):
     return [((x[0], x[1]) + (1,) * (len(x) - 2), ctx.dtypes[0])]
 
 
-@op_schema("LpPool", ["X"], attrs={**POOL_ATTRS, "p": Attr("int", 2)})
+def lp_pool_flops(ctx, outs) -> float:
+    """per output element: 2 per window tap (``|x|^p`` and the sum) and 1 for the root"""
+    return (2 * math.prod(ctx.attrs["kernel_shape"]) + 1) * numel(outs[0])
+
+
+@op_schema("LpPool", ["X"], attrs={**POOL_ATTRS, "p": Attr("int", 2)}, same_rank=(0,), flops=lp_pool_flops)
 def lp_pool(ctx):
     """LpPool: ``(sum |x|^p over each window) ** (1/p)``; padding counts as 0."""
     if ctx.attrs["p"] <= 0:
@@ -174,6 +207,8 @@ def quant_granularity(ctx, what: str) -> tuple[str, int]:
         "precision": Attr("int", 0),
         "saturate": Attr("int", 1),
     },
+    same_rank=(0,),
+    flops=per_input_element(3),
 )
 def quantize_linear(ctx):
     """QuantizeLinear: ``y = saturate(round_half_even(x / y_scale) + y_zero_point)``, per tensor,
@@ -196,6 +231,8 @@ def quantize_linear(ctx):
     ["x", "x_scale", In("x_zero_point", optional=True)],
     ["y"],
     attrs={"axis": Attr("int", 1), "block_size": Attr("int", 0), "output_dtype": Attr("int", 0)},
+    same_rank=(0,),
+    flops=per_input_element(2),
 )
 def dequantize_linear(ctx):
     """DequantizeLinear: ``y = (x - x_zero_point) * x_scale``, per tensor, per axis or blocked.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from mnnpy.ops.common import norm_axis
+from mnnpy.ops.flops import MOVES
 from mnnpy.ops.registry import Attr, In, op_schema
 
 
@@ -24,6 +25,8 @@ def pad_widths(ctx) -> list[tuple[int, int]]:
     ["data", In("pads", value=True), In("constant_value", optional=True), In("axes", optional=True, value=True)],
     ["output"],
     attrs={"mode": Attr("string", "constant", ("constant", "reflect", "edge", "wrap"))},
+    same_rank=(0,),
+    flops=MOVES,
 )
 def pad(ctx):
     """Pad: ``out[i] = in[i] + pad_begin[i] + pad_end[i]`` per axis; modes constant/reflect/edge/wrap."""

@@ -6,8 +6,11 @@
 
 from __future__ import annotations
 
+import math
+
 from mnnpy.ops.common import window_output
 from mnnpy.ops.conv import AUTO_PAD
+from mnnpy.ops.flops import numel, per_input_element
 from mnnpy.ops.registry import Attr, op_schema
 
 POOL_ATTRS = {
@@ -31,13 +34,28 @@ def pool_shape(ctx):
     return [((x[0], x[1], *win.out_sizes), ctx.dtypes[0])]
 
 
-@op_schema("AveragePool", ["X"], attrs={**POOL_ATTRS, "count_include_pad": Attr("int", 0, (0, 1))})
+def window_flops(ctx, outs) -> float:
+    """per output element: one per window tap (a sum or a comparison), 1 more for a mean"""
+    taps = math.prod(ctx.attrs["kernel_shape"]) + (ctx.op.type == "AveragePool")
+    return taps * numel(outs[0])
+
+
+@op_schema(
+    "AveragePool", ["X"], attrs={**POOL_ATTRS, "count_include_pad": Attr("int", 0, (0, 1))}, same_rank=(0,), flops=window_flops
+)
 def average_pool(ctx):
     """AveragePool: mean over each window; pads counted in the divisor only with ``count_include_pad``."""
     return pool_shape(ctx)
 
 
-@op_schema("MaxPool", ["X"], ["Y", "Indices"], attrs={**POOL_ATTRS, "storage_order": Attr("int", 0, (0, 1))})
+@op_schema(
+    "MaxPool",
+    ["X"],
+    ["Y", "Indices"],
+    attrs={**POOL_ATTRS, "storage_order": Attr("int", 0, (0, 1))},
+    same_rank=(0,),
+    flops=window_flops,
+)
 def max_pool(ctx):
     """MaxPool: max over each window (pads are -inf); optional ``Indices`` output (int64, flat NCHW)."""
     (y,) = pool_shape(ctx)
@@ -46,7 +64,7 @@ def max_pool(ctx):
     return [y, (y[0], np.dtype(np.int64))]
 
 
-@op_schema("GlobalAveragePool", ["X"])
+@op_schema("GlobalAveragePool", ["X"], same_rank=(0,), flops=per_input_element(1))
 def global_average_pool(ctx):
     """GlobalAveragePool: ``Y[n, c, 1, ...] = mean(X[n, c, ...])``."""
     x = ctx.shapes[0]

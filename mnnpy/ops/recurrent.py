@@ -16,6 +16,7 @@ from opset 7 on, so the converter copies the node.
 
 from __future__ import annotations
 
+from mnnpy.ops.flops import numel
 from mnnpy.ops.registry import Attr, In, op_schema
 
 DIRECTIONS = ("forward", "reverse", "bidirectional")
@@ -100,6 +101,18 @@ def _infer(ctx):
     return outs
 
 
+GATE_FLOPS = {"LSTM": 20, "GRU": 16, "RNN": 3}  # per hidden unit and step: biases, activations, state update
+
+
+def recurrent_flops(ctx, outs) -> float:
+    """per step, direction and batch row: ``2 G (input + hidden)`` (the gate products, ``G`` =
+    gates * hidden) and the gate arithmetic (LSTM 20, GRU 16, RNN 3 per hidden unit)"""
+    d, g, n_in = ctx.shapes[1]
+    hidden = ctx.shapes[2][2]
+    steps = numel(ctx.shapes[0][:2])  # seq * batch
+    return d * steps * (2 * g * (n_in + hidden) + GATE_FLOPS[ctx.op.type] * hidden)
+
+
 @op_schema(
     "LSTM",
     [
@@ -114,6 +127,7 @@ def _infer(ctx):
     ],
     ["Y", "Y_h", "Y_c"],
     attrs=_common_attrs({"input_forget": Attr("int", 0, (0, 1))}),
+    flops=recurrent_flops,
 )
 def lstm(ctx):
     """LSTM (gates i, o, f, c; default activations Sigmoid, Tanh, Tanh; peepholes P[iof]).
@@ -131,6 +145,7 @@ def lstm(ctx):
     ["X", "W", "R", In("B", optional=True), In("sequence_lens", optional=True), In("initial_h", optional=True)],
     ["Y", "Y_h"],
     attrs=_common_attrs({"linear_before_reset": Attr("int", 0)}),
+    flops=recurrent_flops,
 )
 def gru(ctx):
     """GRU (gates z, r, h; default activations Sigmoid, Tanh).
@@ -147,6 +162,7 @@ def gru(ctx):
     ["X", "W", "R", In("B", optional=True), In("sequence_lens", optional=True), In("initial_h", optional=True)],
     ["Y", "Y_h"],
     attrs=_common_attrs({}),
+    flops=recurrent_flops,
 )
 def rnn(ctx):
     """Simple RNN: ``Ht = f(Xt Wi^T + Ht-1 Ri^T + Wbi + Rbi)`` (default activation Tanh)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from mnnpy.ops.common import norm_axis
+from mnnpy.ops.flops import per_input_element
 from mnnpy.ops.registry import Attr, In, op_schema
 
 REDUCE_ATTRS = {"keepdims": Attr("int", 1, (0, 1)), "noop_with_empty_axes": Attr("int", 0, (0, 1))}
@@ -31,4 +32,11 @@ def _reduce(ctx):
     return [(out, ctx.dtypes[0])]
 
 
-op_schema("ReduceMean", ["data", In("axes", optional=True, value=True)], ["reduced"], attrs=REDUCE_ATTRS)(_reduce)
+op_schema(
+    "ReduceMean",
+    ["data", In("axes", optional=True, value=True)],
+    ["reduced"],
+    attrs=REDUCE_ATTRS,
+    flops=per_input_element(1),
+    doc="ReduceMean: ``mean(x)`` over ``axes`` (all when absent; none with ``noop_with_empty_axes``), ``keepdims``.",
+)(_reduce)

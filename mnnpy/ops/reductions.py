@@ -10,23 +10,33 @@ from __future__ import annotations
 import numpy as np
 
 from mnnpy.ops.common import norm_axis
+from mnnpy.ops.flops import per_input_element
 from mnnpy.ops.reduce import REDUCE_ATTRS, _reduce
 from mnnpy.ops.registry import Attr, In, op_schema
 
-REDUCTIONS = (
-    "ReduceSum",
-    "ReduceMax",
-    "ReduceMin",
-    "ReduceProd",
-    "ReduceL1",
-    "ReduceL2",
-    "ReduceLogSum",
-    "ReduceLogSumExp",
-    "ReduceSumSquare",
-)
+# op -> (formula, FLOPs per input element)
+_REDUCTIONS = {
+    "ReduceSum": ("sum(x)", 1),
+    "ReduceMax": ("max(x)", 1),
+    "ReduceMin": ("min(x)", 1),
+    "ReduceProd": ("prod(x)", 1),
+    "ReduceL1": ("sum(|x|)", 2),
+    "ReduceL2": ("sqrt(sum(x^2))", 2),
+    "ReduceLogSum": ("log(sum(x))", 1),
+    "ReduceLogSumExp": ("log(sum(exp(x)))", 3),
+    "ReduceSumSquare": ("sum(x^2)", 2),
+}
+REDUCTIONS = tuple(_REDUCTIONS)
 
-for _name in REDUCTIONS:
-    op_schema(_name, ["data", In("axes", optional=True, value=True)], ["reduced"], attrs=REDUCE_ATTRS)(_reduce)
+for _name, (_rule, _flops) in _REDUCTIONS.items():
+    op_schema(
+        _name,
+        ["data", In("axes", optional=True, value=True)],
+        ["reduced"],
+        attrs=REDUCE_ATTRS,
+        flops=per_input_element(_flops),
+        doc=f"{_name}: ``{_rule}`` over ``axes`` (all when absent; none with ``noop_with_empty_axes``), ``keepdims``.",
+    )(_reduce)
 
 
 _ARG = {"axis": Attr("int", 0), "keepdims": Attr("int", 1, (0, 1)), "select_last_index": Attr("int", 0, (0, 1))}
@@ -45,8 +55,8 @@ def _arg(ctx):
     return [(out, np.dtype(np.int64))]
 
 
-op_schema("ArgMax", ["data"], ["reduced"], attrs=_ARG)(_arg)
-op_schema("ArgMin", ["data"], ["reduced"], attrs=_ARG)(_arg)
+op_schema("ArgMax", ["data"], ["reduced"], attrs=_ARG, flops=per_input_element(1))(_arg)
+op_schema("ArgMin", ["data"], ["reduced"], attrs=_ARG, flops=per_input_element(1))(_arg)
 
 
 @op_schema(
@@ -54,6 +64,7 @@ op_schema("ArgMin", ["data"], ["reduced"], attrs=_ARG)(_arg)
     ["X", In("K", value=True)],
     ["Values", "Indices"],
     attrs={"axis": Attr("int", -1), "largest": Attr("int", 1, (0, 1)), "sorted": Attr("int", 1, (0, 1))},
+    flops=per_input_element(1),
 )
 def topk(ctx):
     """TopK: the ``K`` largest (or smallest) elements along ``axis`` and their int64 indices;

@@ -42,12 +42,26 @@ class In:
     value: bool = False
 
 
+FlopsRule = Callable[["ShapeContext", list[tuple[int, ...]]], float]
+
+
 @dataclass
 class OpSchema:
     """Declaration of one op type. ``infer(ctx)`` returns ``[(shape, dtype), ...]`` per output.
 
-    ``alias``: index of an input whose buffer output 0 may share (reshape-like ops
-    that only change metadata); ``flops(ctx)`` estimates MFLOPs (optional).
+    Facts the converter, the planner and the backends ask about instead of keeping lists
+    of op names:
+
+    - ``alias``: index of an input whose buffer output 0 may share (reshape-like ops that
+      only change metadata);
+    - ``elementwise``: ``Y[i] = f(inputs at i)``, the output shape is the (broadcast) input
+      shape, so the work is one step per output element;
+    - ``same_rank``: inputs (declaration indices; a variadic last one stands for all the
+      rest) whose rank output 0 has: a lower bound on the output's rank before shapes are
+      known (broadcast ops: the largest of theirs);
+    - ``flops(ctx, out_shapes)``: the op's floating-point operations (a count; ``mflops``
+      gives MFLOPs) from its input shapes and attributes (``ctx``) and its output shapes
+      (``mnnpy.ops.flops`` has the rules; its docstring is the rule in words).
     """
 
     type: str
@@ -59,6 +73,17 @@ class OpSchema:
     variadic_outputs: bool = False
     doc: str = ""
     value_from_shape: bool = False  # outputs' values follow from input shapes alone (Shape, Size)
+    elementwise: bool = False
+    same_rank: tuple[int, ...] = ()
+    flops: FlopsRule | None = None
+
+    def mflops(self, ctx: ShapeContext, out_shapes: Sequence[tuple[int, ...]]) -> float:
+        """MFLOPs of one op: ``flops(ctx, out_shapes) / 1e6``."""
+        return float(self.flops(ctx, list(out_shapes))) / 1e6
+
+    def rank_inputs(self, n_inputs: int) -> list[int]:
+        """Indices among ``n_inputs`` actual inputs whose rank output 0 has (``same_rank``)."""
+        return [i for i in range(n_inputs) if min(i, len(self.inputs) - 1) in self.same_rank and self.input_spec(i)]
 
     def value_inputs(self, n_inputs: int) -> list[int]:
         """Indices of inputs whose values the shape function reads."""
@@ -173,7 +198,7 @@ class ShapeContext:
         raise ShapeError(f"{self.op.type} '{self.op.name}' with input shapes {self.shapes}: {rule}")
 
 
-_SCHEMAS = Registry("op schema", "mnnpy.ops", skip=("registry", "common"))
+_SCHEMAS = Registry("op schema", "mnnpy.ops", skip=("registry", "common", "flops"))
 
 
 def op_schema(
@@ -184,11 +209,25 @@ def op_schema(
     alias: int | None = None,
     variadic_outputs: bool = False,
     value_from_shape: bool = False,
+    *,
+    elementwise: bool = False,
+    same_rank: Sequence[int] | None = None,
+    flops: FlopsRule | None = None,
+    doc: str | None = None,
 ):
     """Decorator registering ``infer`` as the shape function of a new op schema.
 
-    Raises ``ValueError`` when ``type`` is already registered.
+    ``doc`` (default: ``infer``'s docstring) is the op's formula for ``docs/ops.md``.
+    Defaults from the facts: an ``elementwise`` op has ``same_rank`` = every input and
+    costs one FLOP per output element; an aliasing (reshape-like) op costs none. Raises
+    ``ValueError`` when ``type`` is already registered.
     """
+    from mnnpy.ops import flops as rules
+
+    if same_rank is None:
+        same_rank = range(len(inputs)) if elementwise else ()
+    if flops is None:
+        flops = rules.per_element(1) if elementwise else rules.MOVES if alias is not None else None
 
     def deco(infer):
         _SCHEMAS.add(
@@ -201,8 +240,11 @@ def op_schema(
                 infer=infer,
                 alias=alias,
                 variadic_outputs=variadic_outputs,
-                doc=(infer.__doc__ or "").strip(),
+                doc=(doc if doc is not None else infer.__doc__ or "").strip(),
                 value_from_shape=value_from_shape,
+                elementwise=elementwise,
+                same_rank=tuple(same_rank),
+                flops=flops,
             ),
         )
         return infer
@@ -231,3 +273,9 @@ def resolve_attrs(graphs) -> None:
 def all_schemas() -> dict[str, OpSchema]:
     """Every registered op schema, by type."""
     return dict(_SCHEMAS.entries())
+
+
+def aliasing_ops() -> tuple[str, ...]:
+    """Op types whose output 0 may share an input's buffer (``OpSchema.alias``: reshape-like
+    ops, metadata only on contiguous storage), in registration order."""
+    return tuple(t for t, s in all_schemas().items() if s.alias is not None)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 from mnnpy.ops.common import norm_axis
+from mnnpy.ops.flops import numel
 from mnnpy.ops.geometry import ResizeGeometry, source_coords
 from mnnpy.ops.registry import Attr, In, op_schema
 
@@ -49,6 +50,14 @@ def resize_scales_sizes(ctx) -> tuple[list[float], list[int]]:
     return scales, sizes
 
 
+def resize_flops(ctx, outs) -> float:
+    """per output element: none (nearest), 3 (linear) or 8 (cubic) per resized axis (one
+    interpolation step per axis)"""
+    per_axis = {"nearest": 0, "linear": 3, "cubic": 8}[ctx.attrs["mode"]]
+    resized = sum(1 for a, b in zip(ctx.shapes[0], outs[0]) if a != b)
+    return per_axis * resized * numel(outs[0])
+
+
 @op_schema(
     "Resize",
     ["X", In("roi", optional=True, value=True), In("scales", optional=True, value=True), In("sizes", optional=True, value=True)],
@@ -63,6 +72,8 @@ def resize_scales_sizes(ctx) -> tuple[list[float], list[int]]:
         "mode": Attr("string", "nearest", ("nearest", "linear", "cubic")),
         "nearest_mode": Attr("string", "round_prefer_floor", ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")),
     },
+    same_rank=(0,),
+    flops=resize_flops,
 )
 def resize(ctx):
     """Resize: nearest/linear/cubic interpolation on any axes; see ``resize_scales_sizes``.

@@ -9,6 +9,7 @@ import numpy as np
 
 from mnnpy import dtypes
 from mnnpy.ops.common import norm_axis
+from mnnpy.ops.flops import MOVES
 from mnnpy.ops.registry import Attr, In, op_schema
 
 
@@ -85,7 +86,7 @@ def unsqueeze(ctx):
     return [(tuple(1 if i in axes else next(it) for i in range(rank)), ctx.dtypes[0])]
 
 
-@op_schema("Transpose", ["data"], ["transposed"], attrs={"perm": Attr("ints", [])})
+@op_schema("Transpose", ["data"], ["transposed"], attrs={"perm": Attr("ints", [])}, same_rank=(0,), flops=MOVES)
 def transpose(ctx):
     """Transpose: ``Y.shape[i] = X.shape[perm[i]]`` (reversed axes when ``perm`` is empty)."""
     x = ctx.shapes[0]
@@ -95,7 +96,7 @@ def transpose(ctx):
     return [(tuple(x[p] for p in perm), ctx.dtypes[0])]
 
 
-@op_schema("Concat", [In("inputs", variadic=True)], ["concat_result"], attrs={"axis": Attr("int")})
+@op_schema("Concat", [In("inputs", variadic=True)], ["concat_result"], attrs={"axis": Attr("int")}, same_rank=(0,), flops=MOVES)
 def concat(ctx):
     """Concat: join along ``axis``; every other dim must agree."""
     shapes = [s for s in ctx.shapes]
@@ -113,7 +114,9 @@ def concat(ctx):
     return [(tuple(out), ctx.dtypes[0])]
 
 
-@op_schema("Shape", ["data"], ["shape"], attrs={"start": Attr("int", 0), "end": Attr("int", 2**62)}, value_from_shape=True)
+@op_schema(
+    "Shape", ["data"], ["shape"], attrs={"start": Attr("int", 0), "end": Attr("int", 2**62)}, value_from_shape=True, flops=MOVES
+)
 def shape(ctx):
     """Shape: the input's dims ``[start:end]`` as int64 (known at resize, so it publishes its value)."""
     dims = np.array(ctx.shapes[0], dtype=np.int64)[ctx.attrs["start"] : ctx.attrs["end"]]
@@ -121,7 +124,7 @@ def shape(ctx):
     return [(dims.shape, np.dtype(np.int64))]
 
 
-@op_schema("Gather", ["data", "indices"], ["output"], attrs={"axis": Attr("int", 0)})
+@op_schema("Gather", ["data", "indices"], ["output"], attrs={"axis": Attr("int", 0)}, flops=MOVES)
 def gather(ctx):
     """Gather: ``out.shape = data.shape[:axis] + indices.shape + data.shape[axis+1:]``."""
     x, idx = ctx.shapes[0], ctx.shapes[1]
@@ -133,13 +136,13 @@ def gather(ctx):
     return [(tuple(x[:axis]) + tuple(idx) + tuple(x[axis + 1 :]), ctx.dtypes[0])]
 
 
-@op_schema("Cast", ["input"], ["output"], attrs={"to": Attr("int"), "saturate": Attr("int", 1)})
+@op_schema("Cast", ["input"], ["output"], attrs={"to": Attr("int"), "saturate": Attr("int", 1)}, same_rank=(0,), flops=MOVES)
 def cast(ctx):
     """Cast: convert to ONNX element type ``to`` (numpy ``astype`` semantics; float->int truncates)."""
     return [(ctx.shapes[0], dtypes.from_onnx(ctx.attrs["to"], f"Cast '{ctx.op.name}'"))]
 
 
-@op_schema("ConstantOfShape", [In("input", value=True)], ["output"], attrs={"value": Attr("tensor", None)})
+@op_schema("ConstantOfShape", [In("input", value=True)], ["output"], attrs={"value": Attr("tensor", None)}, flops=MOVES)
 def constant_of_shape(ctx):
     """ConstantOfShape: a tensor of shape ``input`` filled with ``value`` (float32 0 by default)."""
     dims = tuple(int(d) for d in ctx.value(0).reshape(-1))

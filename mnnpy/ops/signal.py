@@ -9,10 +9,13 @@ their (scalar) inputs, which are value inputs: their outputs are computed at res
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from mnnpy import dtypes
 from mnnpy.errors import ModelFormatError
+from mnnpy.ops.flops import numel, per_element
 from mnnpy.ops.registry import Attr, In, op_schema
 
 
@@ -69,6 +72,7 @@ for _name in ("HannWindow", "HammingWindow", "BlackmanWindow"):
         [In("size", value=True)],
         ["output"],
         attrs={"output_datatype": Attr("int", 1), "periodic": Attr("int", 1, (0, 1))},
+        flops=per_element(4),
     )(_window)
 
 
@@ -94,11 +98,24 @@ def dft_params(ctx) -> tuple[int, int]:
     return axis, n
 
 
+def fft_flops(n: int, transforms: int) -> float:
+    """``5 n log2 n`` per complex transform of length ``n`` (radix-2 FFT count)."""
+    return 5.0 * n * math.log2(max(n, 2)) * transforms
+
+
+def dft_flops(ctx, outs) -> float:
+    """``5 n log2 n`` per transform of length ``n = dft_length`` (an FFT's count)"""
+    axis, n = dft_params(ctx)
+    return fft_flops(n, numel(outs[0]) // max(outs[0][axis] * outs[0][-1], 1))
+
+
 @op_schema(
     "DFT",
     ["input", In("dft_length", optional=True, value=True), In("axis", optional=True, value=True)],
     ["output"],
     attrs={"inverse": Attr("int", 0, (0, 1)), "onesided": Attr("int", 0, (0, 1))},
+    same_rank=(0,),
+    flops=dft_flops,
 )
 def dft(ctx):
     """DFT: the discrete Fourier transform along ``axis`` (zero-padded or truncated to
@@ -134,11 +151,20 @@ def stft_params(ctx) -> tuple[int, int, int]:
     return step, fl, 1 + (x[1] - fl) // step
 
 
+def stft_flops(ctx, outs) -> float:
+    """per frame: the window product (``frame_length``) and ``5 n log2 n`` with ``n = frame_length``"""
+    _, fl, frames = stft_params(ctx)
+    transforms = ctx.shapes[0][0] * frames
+    return fft_flops(fl, transforms) + fl * transforms
+
+
 @op_schema(
     "STFT",
     ["signal", In("frame_step", value=True), In("window", optional=True), In("frame_length", optional=True, value=True)],
     ["output"],
     attrs={"onesided": Attr("int", 1, (0, 1))},
+    same_rank=(0,),
+    flops=stft_flops,
 )
 def stft(ctx):
     """STFT: the DFT of each windowed frame, ``(batch, frames, bins, 2)``; ``onesided``:
@@ -183,6 +209,7 @@ def mel_weight_matrix(num_mel_bins, dft_length, sample_rate, lower_edge_hertz, u
     ],
     ["output"],
     attrs={"output_datatype": Attr("int", 1)},
+    flops=per_element(4),
 )
 def mel_weight_matrix_shape(ctx):
     """MelWeightMatrix: ``(dft_length//2+1, num_mel_bins)`` triangular filters between the edges."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from mnnpy.ops.common import norm_axis
+from mnnpy.ops.flops import MOVES
 from mnnpy.ops.registry import In, op_schema
 
 
@@ -42,6 +43,8 @@ def slice_params(ctx) -> list[slice]:
         In("steps", optional=True, value=True),
     ],
     ["output"],
+    same_rank=(0,),
+    flops=MOVES,
 )
 def slice_(ctx):
     """Slice: ``output = data[starts:ends:steps]`` on ``axes``, clamped as numpy slicing clamps."""

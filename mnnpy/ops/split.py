@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from mnnpy.ops.common import norm_axis
+from mnnpy.ops.flops import MOVES
 from mnnpy.ops.registry import Attr, In, op_schema
 
 
@@ -40,6 +41,8 @@ def split_sizes(ctx) -> list[int]:
     ["outputs"],
     attrs={"axis": Attr("int", 0), "num_outputs": Attr("int", 0)},
     variadic_outputs=True,
+    same_rank=(0,),
+    flops=MOVES,
 )
 def split(ctx):
     """Split: ``input`` cut along ``axis`` into consecutive parts; see ``split_sizes``."""

@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from mnnpy.ops.flops import MOVES, numel, per_input_element
 from mnnpy.ops.registry import Attr, In, op_schema
 
 I64 = np.dtype(np.int64)
@@ -39,6 +40,8 @@ def unpool_shape(x_shape, kernel, pads, strides) -> list[int]:
     ["X", "I", In("output_shape", optional=True, value=True)],
     ["output"],
     attrs={"kernel_shape": Attr("ints"), "pads": Attr("ints", []), "strides": Attr("ints", [])},
+    same_rank=(0,),
+    flops=MOVES,
 )
 def max_unpool(ctx):
     """MaxUnpool: zeros with ``X``'s values scattered at the flat indices ``I`` (of the default
@@ -85,6 +88,7 @@ def col2im_params(ctx):
     ["input", In("image_shape", value=True), In("block_shape", value=True)],
     ["output"],
     attrs={"dilations": Attr("ints", []), "pads": Attr("ints", []), "strides": Attr("ints", [])},
+    flops=per_input_element(1),
 )
 def col2im(ctx):
     """Col2Im: ``(N, C*prod(block), L)`` column blocks summed back into ``(N, C, *image_shape)``."""
@@ -98,6 +102,14 @@ def col2im(ctx):
     return [((x[0], x[1] // k, *image), ctx.dtypes[0])]
 
 
+def grid_sample_flops(ctx, outs) -> float:
+    """per output element: 2 per tap of the interpolation (``2^d`` taps linear, ``4^d`` cubic,
+    none nearest) and 4 per spatial axis for the coordinate"""
+    d = len(ctx.shapes[0]) - 2
+    taps = {"nearest": 0, "linear": 2**d, "cubic": 4**d}[ctx.attrs["mode"]]
+    return (2 * taps + 4 * d) * numel(outs[0])
+
+
 @op_schema(
     "GridSample",
     ["X", "grid"],
@@ -106,6 +118,8 @@ def col2im(ctx):
         "mode": Attr("string", "linear", ("linear", "nearest", "cubic")),
         "padding_mode": Attr("string", "zeros", ("zeros", "border", "reflection")),
     },
+    same_rank=(0,),
+    flops=grid_sample_flops,
 )
 def grid_sample(ctx):
     """GridSample: ``Y[n, c, *o] = interp(X[n, c], grid[n, *o])`` (grid's last dim: x, y[, z])."""
@@ -116,6 +130,13 @@ def grid_sample(ctx):
     if ctx.attrs["mode"] == "cubic" and len(x) != 4:
         ctx.fail("cubic mode supports 2-D (4-D input) only")
     return [((x[0], x[1], *g[1:-1]), ctx.dtypes[0])]
+
+
+def roi_align_flops(ctx, outs) -> float:
+    """per output element: 10 per bilinear sample (4 taps and their weights), ``sampling_ratio^2``
+    samples (4 when adaptive, 0)"""
+    ratio = ctx.attrs["sampling_ratio"] or 2
+    return 10 * ratio * ratio * numel(outs[0])
 
 
 @op_schema(
@@ -129,6 +150,8 @@ def grid_sample(ctx):
         "sampling_ratio": Attr("int", 0),
         "spatial_scale": Attr("float", 1.0),
     },
+    same_rank=(0,),
+    flops=roi_align_flops,
 )
 def roi_align(ctx):
     """RoiAlign: ``(num_rois, C, output_height, output_width)`` bilinear samples averaged (or maxed) per bin."""
@@ -199,6 +222,12 @@ def nms_args(values):
     return boxes, scores, max_out, iou, score
 
 
+def nms_flops(ctx, outs) -> float:
+    """15 per pair of boxes of one batch and class (intersection over union), at most"""
+    b, c, n = ctx.shapes[1]
+    return 15.0 * b * c * n * (n - 1) / 2
+
+
 @op_schema(
     "NonMaxSuppression",
     [
@@ -210,6 +239,7 @@ def nms_args(values):
     ],
     ["selected_indices"],
     attrs={"center_point_box": Attr("int", 0, (0, 1))},
+    flops=nms_flops,
 )
 def non_max_suppression(ctx):
     """NonMaxSuppression: ``(count, 3)`` int64 selected ``[batch, class, box]`` (count depends on the data)."""
@@ -235,7 +265,18 @@ def affine_base_grid(sizes, align_corners: int) -> np.ndarray:
     return np.stack([*mesh[::-1], np.ones(tuple(sizes))], axis=-1)
 
 
-@op_schema("AffineGrid", ["theta", In("size", value=True)], ["grid"], attrs={"align_corners": Attr("int", 0, (0, 1))})
+def affine_grid_flops(ctx, outs) -> float:
+    """``2 (d + 1)`` per output element (a row of ``theta`` times the homogeneous point)"""
+    return 2 * (outs[0][-1] + 1) * numel(outs[0])
+
+
+@op_schema(
+    "AffineGrid",
+    ["theta", In("size", value=True)],
+    ["grid"],
+    attrs={"align_corners": Attr("int", 0, (0, 1))},
+    flops=affine_grid_flops,
+)
 def affine_grid(ctx):
     """AffineGrid: ``grid[n, *p] = theta[n] @ (x, y[, z], 1)`` over the normalised base grid of ``size``."""
     size = _ints(ctx, 1)

@@ -46,29 +46,17 @@ typedef float c_t;
 typedef store_t c_t;
 #define LOAD_C(p, i) LOAD(p, i)
 #endif
-/* Fused activations (Conv's `activation` attribute, elementwise ops): ACT(x) with
- * scalars a0, a1 in scope. -D ACT_NONE | ACT_RELU | ACT_CLIP | ACT_LEAKYRELU |
- * ACT_SIGMOID | ACT_HARDSIGMOID | ACT_HARDSWISH | ACT_TANH | ACT_SWISH */
-inline float act_clip_(float x, float lo, float hi) {
-    float t = x < lo ? lo : x; /* NaN stays NaN (fmin/fmax would drop it) */
+/* Helpers of the activation expressions (mnnpy/ops/activation.py, written in the common subset
+ * of OpenCL C and GLSL; shaders/vulkan/common.glsl has the GLSL side). The macros act_<name>(x,
+ * a0, a1) and ACT(x), chosen by -D ACT_<NAME> (ACT_NONE: x), are generated from that table and
+ * appended after this file when a program's source is assembled (backends/opencl/activation.py).
+ * NaN stays NaN: clip_ compares (fmin/fmax would drop it). Macros, so that a kernel's
+ * FP_CONTRACT setting applies where they are used. */
+inline float clip_(float x, float lo, float hi) {
+    float t = x < lo ? lo : x;
     return t > hi ? hi : t;
 }
-#if defined(ACT_RELU)
-#define ACT(x) ((x) < 0.0f ? 0.0f : (x))
-#elif defined(ACT_CLIP)
-#define ACT(x) act_clip_((x), a0, a1)
-#elif defined(ACT_LEAKYRELU)
-#define ACT(x) ((x) < 0.0f ? (x) * a0 : (x))
-#elif defined(ACT_SIGMOID)
-#define ACT(x) (0.5f * (1.0f + tanh(0.5f * (x))))
-#elif defined(ACT_HARDSIGMOID)
-#define ACT(x) act_clip_((x) * a0 + a1, 0.0f, 1.0f)
-#elif defined(ACT_HARDSWISH)
-#define ACT(x) ((x) * act_clip_((x) * (1.0f / 6.0f) + 0.5f, 0.0f, 1.0f))
-#elif defined(ACT_TANH)
-#define ACT(x) tanh(x)
-#elif defined(ACT_SWISH)
-#define ACT(x) ((x) * (0.5f * (1.0f + tanh(0.5f * (x)))))
-#else
-#define ACT(x) (x)
-#endif
+#define tanh_(x) tanh(x)
+#define sigmoid_(x) (0.5f * (1.0f + tanh(0.5f * (x))))
+#define exp_(x) exp(x)
+#define sqrt_(x) sqrt(x)

@@ -1,9 +1,8 @@
 /* Elementwise kernels. One file; the operation is chosen with a build option.
  *
- * unary:  the activation macros of common.h (-D ACT_RELU | ACT_SIGMOID | ACT_TANH | ACT_HARDSWISH
- *            | ACT_HARDSIGMOID | ACT_LEAKYRELU | ACT_CLIP | ACT_SWISH) or -D OP_SQRT | OP_ABS
- *            | OP_NEG | OP_EXP
- *         kernel `unary(x, x_off, y, y_off, n, a0, a1)`: y[i] = F(x[i]) for i < n;
+ * unary:  -D ACT_<NAME>, an op of the activation table (mnnpy/ops/activation.py; the macros are
+ *         generated after common.h, backends/opencl/activation.py)
+ *         kernel `unary(x, x_off, y, y_off, n, a0, a1)`: y[i] = ACT(x[i]) for i < n;
  *         a0/a1 are the op's scalars (HardSigmoid alpha/beta, LeakyRelu alpha, Clip min/max).
  * binary: -D OP_ADD | OP_SUB | OP_MUL | OP_DIV | OP_POW | OP_MAX | OP_MIN, plus -D BROADCAST
  *         kernel `binary(a, a_off, b, b_off, c, c_off, n, dims, astr, bstr)`:
@@ -18,18 +17,6 @@
  * Offsets are in elements into one pooled buffer. NaN propagates as in numpy.
  */
 #pragma OPENCL FP_CONTRACT OFF
-
-#if defined(OP_SQRT)
-#define F(x) sqrt(x)
-#elif defined(OP_ABS)
-#define F(x) fabs(x)
-#elif defined(OP_NEG)
-#define F(x) (-(x))
-#elif defined(OP_EXP)
-#define F(x) exp(x)
-#else
-#define F(x) ACT(x)
-#endif
 
 #if defined(OP_ADD)
 #define G(a, b) ((a) + (b))
@@ -53,15 +40,15 @@ __kernel void unary(__global const store_t *x, int x_off, __global store_t *y, i
     int i = get_global_id(0) * 4;
     if (i + 4 <= n) {
         float4 v = LOAD4_AT(x, x_off + i);
-        v.s0 = F(v.s0);
-        v.s1 = F(v.s1);
-        v.s2 = F(v.s2);
-        v.s3 = F(v.s3);
+        v.s0 = ACT(v.s0);
+        v.s1 = ACT(v.s1);
+        v.s2 = ACT(v.s2);
+        v.s3 = ACT(v.s3);
         STORE4_AT(v, y, y_off + i);
     } else {
         for (; i < n; ++i) {
             float v = LOAD(x, x_off + i);
-            STORE(F(v), y, y_off + i);
+            STORE(ACT(v), y, y_off + i);
         }
     }
 }

@@ -1,9 +1,13 @@
-/* Shared by mnnpy's Vulkan compute shaders (#include "common.glsl").
+/* Shared by mnnpy's Vulkan compute shaders (#include "common.glsl"; included once).
  *
  * nan_/inf_: quiet NaN and +inf. two_prod/two_sum/fast_two_sum: error-free transformations,
  * log2_hl: log2 as a (hi, lo) pair, exp2_half: 2^f for |f| <= 1/2, exp2_hl: 2^(hi + lo),
  * exp_accurate: e^x to within about 2 ulp (the Vulkan specification allows exp 3 + 2|x| ulp).
+ * At the end, the helpers of the activation expressions (activation.glsl).
+ * Functions a shader does not call are left out of its SPIR-V (glslang drops them).
  */
+#ifndef COMMON_GLSL
+#define COMMON_GLSL
 float nan_() { return uintBitsToFloat(0x7fc00000u); }
 float inf_() { return uintBitsToFloat(0x7f800000u); }
 float with_sign_of(float r, float x) { return uintBitsToFloat(floatBitsToUint(r) | (floatBitsToUint(x) & 0x80000000u)); }
@@ -95,3 +99,27 @@ float exp_accurate(float x) {
     vec2 t = two_prod(x, LOG2E_HI);
     return exp2_hl(fast_two_sum(t.x, t.y + x * LOG2E_LO));
 }
+
+/* Helpers of the activation expressions (mnnpy/ops/activation.py, written in the common subset
+ * of OpenCL C and GLSL; shaders/opencl/common.h has the OpenCL side). NaN propagates as in
+ * numpy: each form that clamps tests isnan() itself, since a compiler may turn `v < lo ? lo : v`
+ * into a min/max instruction, which returns the other operand for NaN (NVIDIA's driver does). */
+#define fabs(x) abs(x)
+float clip_(float v, float lo, float hi) { return isnan(v) ? v : min(max(v, lo), hi); }
+float exp_(float v) { return exp_accurate(v); }
+float sqrt_(float v) { return v < 0.0 ? nan_() : sqrt(v); }
+
+/* sigmoid(v) = 1 / (1 + exp(-v)), evaluated on the side where exp does not overflow */
+float sigmoid_(float v) {
+    float e = exp(-abs(v));
+    float s = 1.0 / (1.0 + e);
+    return isnan(v) ? v : (v >= 0.0 ? s : e * s);
+}
+
+/* tanh(v) = sign(v) * (1 - 2 / (exp(2|v|) + 1)); a series near 0 (exact 0 at 0), +-1 for large |v| */
+float tanh_(float v) {
+    float a = abs(v);
+    float t = a < 0.0625 ? a * (1.0 - a * a * (1.0 / 3.0 - a * a * (2.0 / 15.0))) : 1.0 - 2.0 / (exp(2.0 * a) + 1.0);
+    return isnan(v) ? v : (v < 0.0 ? -t : t);
+}
+#endif

@@ -1,11 +1,12 @@
 #version 450
-/* Elementwise unary ops of mnnpy's Vulkan backend: y[i] = F(x[i]) for i < n (float32).
+/* Elementwise unary ops of mnnpy's Vulkan backend: y[i] = UNARY(x[i], P0, P1) for i < n (float32).
  *
- * Variant macro (shaders/vulkan/manifest.json): OP_RELU | OP_SIGMOID | OP_TANH | OP_HARDSWISH
- *   | OP_HARDSIGMOID | OP_LEAKYRELU | OP_CLIP | OP_SQRT | OP_ABS | OP_NEG | OP_EXP | OP_SWISH
- *   | OP_IDENTITY (a copy; with fp16 storage the backend's fp32 <-> fp16 cast at partition borders).
+ * Variant macro UNARY: act_<name> (variants unary_<name>, one per op of the activation table
+ *   with a GPU expression; shaders/vulkan/build.py makes them from mnnpy/ops/activation.py), or
+ *   copy_ (unary_identity in manifest.json: a copy; with fp16 storage the backend's
+ *   fp32 <-> fp16 cast at partition borders).
  * Specialization constants: 0 local size x; 1, 2 the op's scalars P0, P1 (HardSigmoid alpha,
- *   beta; LeakyRelu alpha; Clip min, max).
+ *   beta; LeakyRelu, Swish alpha; Clip min, max).
  * Push constants: n (elements), x_off, y_off (offsets in elements from each binding's start).
  * Bindings: 0 x (read), 1 y (written). Dispatch: ceil(n / local) groups, split over x and y
  *   (gl_NumWorkGroups.x groups per row) when that exceeds the device's group-count limit.
@@ -25,40 +26,14 @@ layout(push_constant) uniform Push { uint n; uint x_off; uint y_off; } pc;
 
 #include "activation.glsl"
 
-float F(float v) {
-#if defined(OP_RELU)
-    return relu_(v);
-#elif defined(OP_SIGMOID)
-    return sigmoid_(v);
-#elif defined(OP_TANH)
-    return tanh_(v);
-#elif defined(OP_HARDSWISH)
-    return hard_swish_(v);
-#elif defined(OP_HARDSIGMOID)
-    return hard_sigmoid_(v, P0, P1);
-#elif defined(OP_LEAKYRELU)
-    return leaky_relu_(v, P0);
-#elif defined(OP_CLIP)
-    return clip_(v, P0, P1);
-#elif defined(OP_SQRT)
-    return v < 0.0 ? nan_() : sqrt(v);
-#elif defined(OP_ABS)
-    return abs(v);
-#elif defined(OP_NEG)
-    return -v;
-#elif defined(OP_EXP)
-    return exp_accurate(v);
-#elif defined(OP_IDENTITY)
-    return v;
-#elif defined(OP_SWISH)
-    return v * sigmoid_(v);
-#else
-#error "unary.comp: define one OP_* macro"
+float copy_(float v, float a0, float a1) { return v; }
+
+#ifndef UNARY
+#error "unary.comp: define UNARY, the function of the variant (act_<name> of activation.glsl, or copy_)"
 #endif
-}
 
 void main() {
     uint i = gl_GlobalInvocationID.y * (gl_NumWorkGroups.x * gl_WorkGroupSize.x) + gl_GlobalInvocationID.x;
     if (i >= pc.n) return;
-    y_st(pc.y_off + i, F(x_ld(pc.x_off + i)));
+    y_st(pc.y_off + i, UNARY(x_ld(pc.x_off + i), P0, P1));
 }

@@ -25,8 +25,8 @@ import numpy as np
 
 from mnnpy.backend import Execution
 from mnnpy.backends.cpu.blas import MatMul
+from mnnpy.backends.cpu.ops.activation import bias_activation
 from mnnpy.backends.cpu.ops.depthwise import SHORT_MAPS, _Depthwise, _DepthwiseRows
-from mnnpy.backends.cpu.ops.elementwise import bias_activation
 from mnnpy.backends.cpu.ops.windows import box_complement, view_as
 from mnnpy.backends.cpu.parallel import parallel, workers
 from mnnpy.backends.cpu.registry import cpu_execution

@@ -9,7 +9,7 @@ import numpy as np
 
 from mnnpy.backend import Execution
 from mnnpy.backends.cpu.blas import MatMul
-from mnnpy.backends.cpu.ops.elementwise import bias_activation
+from mnnpy.backends.cpu.ops.activation import bias_activation
 from mnnpy.backends.cpu.ops.windows import view_as
 from mnnpy.backends.cpu.registry import cpu_execution
 from mnnpy.backends.cpu.scratch import scratch

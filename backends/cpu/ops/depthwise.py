@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mnnpy.backends.cpu.ops.elementwise import apply_activation
+from mnnpy.backends.cpu.ops.activation import apply_activation
 from mnnpy.backends.cpu.ops.windows import view_as
 from mnnpy.backends.cpu.parallel import parallel, split
 from mnnpy.backends.cpu.scratch import scratch

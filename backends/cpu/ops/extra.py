@@ -1,4 +1,4 @@
-"""CPU kernels of further ONNX ops: bitwise ops, Shrink, Swish, ReverseSequence, Compress,
+"""CPU kernels of further ONNX ops: bitwise ops, Shrink, ReverseSequence, Compress,
 Unique, Det, RMSNormalization, CenterCropPad (formulas: ONNX operators.md).
 
 Each kernel writes into its planned output (``out=``/``np.copyto``); index grids and
@@ -58,24 +58,6 @@ class Shrink(Execution):
         y.fill(0)
         np.copyto(y, xw + bias, where=self.lo, casting="unsafe")
         np.copyto(y, xw - bias, where=self.hi, casting="unsafe")
-
-
-@cpu_execution("Swish")
-class Swish(Execution):
-    """``Y = x * sigmoid(alpha * x) = x / (1 + exp(-alpha * x))``."""
-
-    def on_resize(self, inputs, outputs):
-        x = self.input_infos[0]
-        self.work = F32 if x.dtype == np.float16 else x.dtype
-        self.s = np.empty(x.shape, self.work)
-
-    def on_execute(self, inputs, outputs):
-        s = self.s
-        np.multiply(inputs[0], -self.attrs["alpha"], out=s, casting="unsafe")
-        np.exp(s, out=s)
-        np.add(s, 1, out=s)
-        np.divide(inputs[0], s, out=s)
-        np.copyto(outputs[0], s, casting="unsafe")
 
 
 @cpu_execution("ReverseSequence")

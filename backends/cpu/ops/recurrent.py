@@ -23,9 +23,10 @@ import numpy as np
 
 from mnnpy.backend import Execution
 from mnnpy.backends.cpu.blas import MatMul as BlasMatMul
-from mnnpy.backends.cpu.ops.elementwise import apply_activation
+from mnnpy.backends.cpu.ops.activation import KERNELS
 from mnnpy.backends.cpu.registry import cpu_execution
 from mnnpy.backends.cpu.scratch import scratch
+from mnnpy.ops.activation import ACTIVATIONS
 from mnnpy.ops.recurrent import GATES
 
 # activation -> (uses alpha, uses beta, default alpha, default beta)
@@ -57,21 +58,22 @@ def _resolve_activations(names, alphas, betas) -> list[tuple[str, float, float]]
     return out
 
 
-_SHARED = {"relu": "Relu", "tanh": "Tanh", "sigmoid": "Sigmoid", "hardsigmoid": "HardSigmoid"}
+_TABLE = {a.lower: a.name for a in ACTIVATIONS.values()}  # the activation table's ops by lower-case name
 
 
 def _activation(name: str, alpha: float, beta: float, tmp: np.ndarray, mask: np.ndarray):
-    """An in-place activation ``f(x)`` on a 2-D ``x`` of shape ``(batch, k)``.
+    """An in-place activation ``f(x)`` on a 2-D ``x`` of shape ``(batch, k)``: the activation
+    table's kernel (alpha, beta as its scalars), or Affine / ScaledTanh.
 
     ``tmp`` (float) and ``mask`` (bool) are ``(batch, >= k)`` buffers it may overwrite.
     """
+    if name in _TABLE:  # the same in-place kernels as the standalone ops and Conv's fused activations
+        k = KERNELS[_TABLE[name]]
 
-    def t(x):
-        return tmp[:, : x.shape[1]]
+        def table_kernel(x):
+            k.fn(x, x, alpha, beta, *[(mask if d is np.bool_ else tmp)[:, : x.shape[1]] for d in k.scratch])
 
-    if name in _SHARED:  # the same in-place kernels as the fused activations of Conv
-        kind, params = _SHARED[name], (alpha, beta)
-        return lambda x: apply_activation(kind, params, x)
+        return table_kernel
     if name == "affine":
 
         def affine(x):
@@ -79,24 +81,6 @@ def _activation(name: str, alpha: float, beta: float, tmp: np.ndarray, mask: np.
             np.add(x, beta, out=x)
 
         return affine
-    if name == "leakyrelu":
-
-        def leaky(x):
-            s = t(x)
-            np.minimum(x, 0, out=s)
-            np.multiply(s, alpha, out=s)
-            np.maximum(x, 0, out=x)
-            np.add(x, s, out=x)
-
-        return leaky
-    if name == "thresholdedrelu":
-
-        def thresholded(x):
-            m = mask[:, : x.shape[1]]
-            np.less_equal(x, alpha, out=m)
-            np.copyto(x, 0, where=m)
-
-        return thresholded
     if name == "scaledtanh":
 
         def scaled_tanh(x):
@@ -105,28 +89,6 @@ def _activation(name: str, alpha: float, beta: float, tmp: np.ndarray, mask: np.
             np.multiply(x, alpha, out=x)
 
         return scaled_tanh
-    if name == "elu":
-
-        def elu(x):
-            s = t(x)
-            np.minimum(x, 0, out=s)
-            np.expm1(s, out=s)
-            np.multiply(s, alpha, out=s)
-            np.maximum(x, 0, out=x)
-            np.add(x, s, out=x)
-
-        return elu
-    if name == "softsign":
-
-        def softsign(x):
-            s = t(x)
-            np.abs(x, out=s)
-            np.add(s, 1, out=s)
-            np.divide(x, s, out=x)
-
-        return softsign
-    if name == "softplus":
-        return lambda x: np.logaddexp(x, 0, out=x)
     raise ValueError(f"unknown activation {name}")
 
 
