@@ -107,11 +107,9 @@ def bench_model(onnx_bytes: bytes, shape: tuple[int, ...], threads: int, runs: i
 
 
 def plan_mflops(session) -> float:
-    """MFLOPs of one run of ``session``'s plan for the shapes of its last resize: the schemas'
-    FLOPs rules over the plan's SizeComputer result (``mnnpy.ops.flops.mflops_by_op``)."""
-    from mnnpy.ops.flops import mflops_by_op
-
-    return sum(mflops_by_op(session.graph, session._plan.sizes).values())
+    """MFLOPs of one run of ``session`` for the shapes of its last resize (the schemas' FLOPs
+    rules, ``Session.op_mflops``)."""
+    return sum(v for _, _, v in session.op_mflops())
 
 
 HEADER = (

@@ -81,6 +81,16 @@ class Session:
             raise InputError("no run yet: output shapes are known after run() (or resize() for static shapes)")
         return {self.graph.tensors[t].name: self._plan.sizes.shapes[t] for t in self.graph.outputs}
 
+    def op_mflops(self) -> list[tuple[str, str, float]]:
+        """``(op name, op type, MFLOPs)`` of every op that runs, in order, for the shapes of the
+        last run (every segment) or resize (the schemas' FLOPs rules, ``mnnpy.ops.flops``);
+        ops computed at resize are left out. Raises ``InputError`` before either."""
+        plans = self._segments or ([self._plan] if self._plan is not None else [])
+        if not plans:
+            raise InputError("no run yet: FLOPs are known after run() (or resize() for static shapes)")
+        ops = self.graph.ops
+        return [(ops[i].name, ops[i].type, p.sizes.mflops[i]) for p in plans for i in p.sizes.runtime_ops]
+
     def partitions(self, shapes: Mapping[str, tuple[int, ...]] | None = None) -> str:
         """The Schedule, printed: a summary line, each partition with its ops, and why each op
         that fell back did (``mnnpy info --partitions``).

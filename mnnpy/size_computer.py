@@ -26,13 +26,15 @@ FOLD_LIMIT = 1 << 14  # elements: larger outputs are computed at run time, not a
 @dataclass
 class SizeResult:
     """Shapes/dtypes per tensor, values known at resize, each op's derived geometry (what its
-    shape function recorded with ``ShapeContext.derive``), ops left to run."""
+    shape function recorded with ``ShapeContext.derive``) and MFLOPs (its schema's FLOPs
+    rule, as MNN's SizeComputer reports them), ops left to run."""
 
     graph: Graph
     shapes: dict[int, tuple[int, ...]] = field(default_factory=dict)
     dtypes: dict[int, np.dtype] = field(default_factory=dict)
     values: dict[int, np.ndarray] = field(default_factory=dict)
     geometry: dict[int, dict] = field(default_factory=dict)
+    mflops: dict[int, float] = field(default_factory=dict)
     runtime_ops: list[int] = field(default_factory=list)
     barrier: int | None = None  # first op whose value inputs are only known at run (data-dependent)
 
@@ -117,6 +119,7 @@ def _infer(r: SizeResult, i: int) -> ShapeContext:
                 raise ShapeError(f"{op.type} '{op.name}': negative output dim {r.shapes[t]}")
     if ctx.geometry:
         r.geometry[i] = ctx.geometry
+    r.mflops[i] = ctx.schema.mflops(ctx, [r.shapes.get(t, ()) if t >= 0 else () for t in op.outputs])
     return ctx
 
 

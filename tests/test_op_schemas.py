@@ -15,7 +15,6 @@ from onnx import helper
 import mnnpy
 from mnnpy.converter import convert
 from mnnpy.ops import all_schemas, get_schema
-from mnnpy.ops.flops import mflops_by_op
 from tests.oracle import make_model, rand
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,11 +52,9 @@ def test_schema_declares_its_facts(op):
 
 def _plans_mflops(session) -> dict[str, float]:
     """op type -> MFLOPs over the plan(s) of ``session``'s last run or resize."""
-    plans = [session._plan] if session._plan is not None else session._segments  # the planned SizeComputer results
     out: dict[str, float] = {}
-    for plan in plans:
-        for i, v in mflops_by_op(session.graph, plan.sizes).items():
-            out[session.graph.ops[i].type] = out.get(session.graph.ops[i].type, 0.0) + v
+    for _, op_type, v in session.op_mflops():
+        out[op_type] = out.get(op_type, 0.0) + v
     return out
 
 
