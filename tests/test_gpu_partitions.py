@@ -8,21 +8,11 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from mnnpy.backend import backend_availability
-from tests.backend_compare import ELEMENTWISE, compare, partitioned_model, sessions
-from tests.oracle import make_model, rand
-
-API = {"opencl": "OpenCL", "vulkan": "Vulkan"}
+from tests.backend_compare import API, compare, gpu_backends, partitioned_model, sessions
+from tests.oracle import ELEMENTWISE, make_model, rand
 
 
-@pytest.fixture(params=list(API))
-def backend(request):
-    ok, why = backend_availability(request.param)
-    if not ok:
-        pytest.skip(f"{request.param} unavailable: {why}")
-    return request.param
-
-
+@pytest.mark.parametrize("backend", gpu_backends())
 def test_integer_inputs_fall_back(rng, backend):
     a = rng.integers(-5, 5, (4, 7)).astype(np.int32)
     model = make_model([helper.make_node("Add", ["a", "a"], ["c"])], {"a": a}, ["c"])
@@ -30,6 +20,7 @@ def test_integer_inputs_fall_back(rng, backend):
     assert f"fell back: {backend}: dtype int32" in s.partitions()
 
 
+@pytest.mark.parametrize("backend", gpu_backends())
 def test_partitions_fall_back_to_cpu_and_match(rng, backend):
     dev, cpu = sessions(partitioned_model(rng), backend=backend)
     z = rand(rng, 3, 1, 1)
@@ -37,7 +28,7 @@ def test_partitions_fall_back_to_cpu_and_match(rng, backend):
         x = rand(rng, *shape)
         got, want = dev.run({"x": x, "z": z})["y"], cpu.run({"x": x, "z": z})["y"]
         assert got.shape == (1, 3, *shape[2:])
-        np.testing.assert_allclose(got, want, atol=ELEMENTWISE[0], rtol=ELEMENTWISE[1])
+        np.testing.assert_allclose(got, want, **ELEMENTWISE)
     desc = dev.partitions()
     heads = [line for line in desc.splitlines() if line.startswith("partition")]
     assert heads == [
