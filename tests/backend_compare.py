@@ -190,6 +190,11 @@ def executions(session, op_type: str | None = None) -> list:
     return exes if op_type is None else [e for e in exes if e.op.type == op_type]
 
 
+def has_plans(session) -> bool:
+    """Whether ``session`` holds a plan (the current one or a cached one)."""
+    return session._plan is not None or bool(session._plans)
+
+
 def only_execution(session):
     """The single Execution of a one-op session."""
     (exe,) = executions(session)
@@ -219,6 +224,14 @@ def launch_key(session) -> str:
 def kernel_name(session) -> str:
     """OpenCL: the kernel function the first Execution launches."""
     return executions(session)[0].launch.kernel.function_name
+
+
+def backend_module(backend: str, family: str):
+    """A GPU backend's module of one op family (``mnnpy.backends.<backend>.<family>``), for
+    tests of its pure geometry functions and limits."""
+    import importlib
+
+    return importlib.import_module(f"mnnpy.backends.{backend}.{family}")
 
 
 def passes(session, backend: str) -> int:
@@ -263,11 +276,3 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     root = str(Path(__file__).resolve().parents[1])
     path = os.environ.get("PYTHONPATH", "")
     return dict(os.environ, PYTHONPATH=root + (os.pathsep + path if path else ""), **extra)
-
-
-def backend_module(backend: str, family: str):
-    """A GPU backend's module of one op family (``mnnpy.backends.<backend>.<family>``), for
-    tests of its pure geometry functions and limits."""
-    import importlib
-
-    return importlib.import_module(f"mnnpy.backends.{backend}.{family}")
