@@ -31,6 +31,8 @@ ELEMENTWISE = MappingProxyType({"atol": 1e-5, "rtol": 5 * 2**-23})
 ACCUMULATE = MappingProxyType({"atol": 1e-4, "rtol": 1e-4})
 HALF = MappingProxyType({"atol": 5 * 2**-10, "rtol": 5 * 2**-10})
 EXACT = MappingProxyType({"atol": 0.0, "rtol": 0.0})
+# float64 data (a few CPU ops against onnxruntime): a double-precision bound
+FLOAT64 = MappingProxyType({"atol": 1e-12, "rtol": 1e-12})
 # a one-off, looser bound: chains of a dozen dependent elementwise ops that each add their
 # input back, where the rounding of every step adds up (GPU against CPU)
 ELEMENTWISE_CHAIN = MappingProxyType({"atol": 1e-4, "rtol": 1e-5})

@@ -557,11 +557,13 @@ def test_conv_transpose_1d_falls_back(rng, backend):
 
 
 def _deconv_fp16_opencl(rng):
+    """``(model, feeds)``: PP-OCRv4 det's 2x2 stride-2 ConvTranspose, inputs scaled by 1/4."""
     model, x = deconv_model(rng, (1, 24, 13, 7), (24, 24, 2, 2), {"strides": [2, 2]}, True)
     return model, {"x": x * np.float32(0.25)}
 
 
 def _deconv_fp16_vulkan(rng):
+    """``(model, feeds)``: a 3x3 stride-2 padded ConvTranspose with bias."""
     x, w, b = rand(rng, 1, 5, 6, 7), rand(rng, 5, 3, 3, 3, scale=0.3), rand(rng, 3)
     node = helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], strides=[2, 2], pads=[1, 1, 1, 1])
     return make_model([node], {"x": x}, ["y"], {"w": w, "b": b}), {"x": x}

@@ -31,6 +31,7 @@ SHAPE = (13, 7, 127)
 
 
 def _binary(op, a, b, inits=None):
+    """``(model, feeds)``: ``a op b -> c``; ``b`` a constant where ``inits`` (``{"b": value}``) is given."""
     feeds = {"a": a} if inits else {"a": a, "b": b}
     return make_model([helper.make_node(op, ["a", "b"], ["c"])], feeds, ["c"], inits), feeds
 

@@ -32,6 +32,7 @@ def _picked(monkeypatch, backend, model, feeds, tol=ACCUMULATE, **options):
 
 
 def _matmul(rng, sa, sb):
+    """``(model, feeds)``: ``a @ b`` (MatMul) of seeded inputs of shapes ``sa`` and ``sb``."""
     a, b = rand(rng, *sa), rand(rng, *sb)
     return make_model([helper.make_node("MatMul", ["a", "b"], ["y"])], {"a": a, "b": b}, ["y"]), {"a": a, "b": b}
 
@@ -96,6 +97,7 @@ MATMUL = {
 
 
 def _check_matmul(backend, picked, expected):
+    """Assert what ``backend`` picked for a MatMul (see ``MATMUL``); nothing on the CPU."""
     if backend == "opencl":
         (key,) = picked
         assert ("BATCH_TABLE" in key) == expected, key
@@ -209,6 +211,7 @@ GEMM = {
 
 
 def _gemm_id(case):
+    """A test id for a ``GEMM`` row."""
     (m, k, n), t, alpha, beta, c, const = case
     return f"tA{t[0]}tB{t[1]}-a{alpha}b{beta}-{'noC' if c is None else f'C{c}'}-{'const' if const else 'inputs'}"
 
@@ -306,6 +309,7 @@ GEMV = {
 
 
 def _gemv_id(case):
+    """A test id for a ``GEMV`` row."""
     m, k, n, c, tiles, precision = case
     where = "" if tiles is None else "-local-tiles" if tiles else "-direct"
     return f"{m}x{k}x{n}-{'noC' if c is None else f'C{c}'}{where}-{precision}"

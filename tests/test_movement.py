@@ -135,6 +135,7 @@ RESHAPES = {
 
 
 def _check_alias(session, exe, backend):
+    """Assert how a reshape-like Execution ``exe`` of ``session`` shares or copies its input's buffer."""
     h = tensor_handles(session)
     src, dst = h[exe.op.inputs[0]], h[exe.op.outputs[0]]
     if backend == "opencl":  # the planner shares the buffer, nothing is launched
@@ -420,6 +421,7 @@ def test_concat_fp16(rng, backend):
 
 
 def _split(x, outs, opset, split=None, **attrs):
+    """A Split of ``x`` into ``outs`` outputs, ``split`` as an attribute (opset < 13) or an input."""
     names = [f"y{k}" for k in range(outs)]
     ins, inits = ["x"], {}
     if split is not None and opset < 13:

@@ -31,6 +31,7 @@ from tests.oracle import ACCUMULATE, ELEMENTWISE, EXACT, HALF, check, make_model
 
 
 def _one(op, x, opset, inits=None, inputs=None, outputs=("y",), **attrs):
+    """A one-node model ``op(x, *inputs) -> outputs``; ``inputs`` name constants of ``inits``."""
     node = helper.make_node(op, ["x", *(inputs or [])], list(outputs), **attrs)
     return make_model([node], {"x": x}, list(outputs), inits, opset=opset)
 
@@ -41,6 +42,7 @@ SHAPE = (3, 5, 7, 13)
 
 
 def _softmax(rng, backend, op, x, axis, opset=17, **kw):
+    """``op`` (Softmax or LogSoftmax) of ``x`` over ``axis`` on ``backend`` within ACCUMULATE (``tol``); returns the session."""
     model = make_model([helper.make_node(op, ["x"], ["y"], axis=axis)], {"x": x}, ["y"], opset=opset)
     return check_backend(model, {"x": x}, kw.pop("tol", ACCUMULATE), backend, **kw)
 
@@ -329,6 +331,7 @@ def test_batchnorm_folds_to_one_affine_dispatch(rng, backend):
 
 
 def _norms_fp16_opencl_layernorm(rng):
+    """LayerNormalization over rows of 120 (PP-OCRv4 rec)."""
     x = rand(rng, 2, 31, 120)
     params = {"s": rand(rng, 120), "b": rand(rng, 120)}
     node = helper.make_node("LayerNormalization", ["x", *params], ["y"], axis=-1, epsilon=1e-3)
@@ -336,6 +339,7 @@ def _norms_fp16_opencl_layernorm(rng):
 
 
 def _norms_fp16_opencl_batchnorm(rng):
+    """BatchNormalization of 24 channels."""
     x, c = rand(rng, 1, 24, 13, 7), 24
     inits = {"s": rand(rng, c), "b": rand(rng, c), "m": rand(rng, c), "v": np.abs(rand(rng, c)) + np.float32(0.1)}
     node = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"])
@@ -343,6 +347,7 @@ def _norms_fp16_opencl_batchnorm(rng):
 
 
 def _norms_fp16_vulkan(rng):
+    """LayerNormalization over rows of 33, then BatchNormalization of 5 channels."""
     x, g, b = rand(rng, 2, 7, 33), rand(rng, 33), rand(rng, 33)
     node = helper.make_node("LayerNormalization", ["x", "g", "b"], ["y"], axis=-1)
     yield make_model([node], {"x": x}, ["y"], {"g": g, "b": b}), {"x": x}

@@ -103,6 +103,7 @@ def _rand(shape, seed, low=-1.0, high=1.0) -> np.ndarray:
 
 @pytest.mark.parametrize("shape", [(1, 3, 64, 96), (1, 3, 160, 320), (1, 3, 640, 640)])
 def test_det(ocr_pairs, shape):
+    """Seeded uniform input in [low, high) (PP-OCR's normalised range by default)."""
     y = ocr_pairs["det"].check(_rand(shape, 1))
     assert y.shape == (shape[0], 1, *shape[2:])
 
@@ -124,6 +125,7 @@ def _single_partition(pair: Pair, backend: str) -> None:
 
 
 def _cases(table: dict, ids=None):
+    """Assert every op of ``pair``'s session ran on ``backend``: one partition, no CPU."""
     """``backend_cases`` of ``table``'s rows whose first value is a precision: fp16 storage
     ("low") also skipped where the backend cannot store fp16."""
     by = {p: {b: [r for r in rows if r[0] == p] for b, rows in table.items()} for p in ("normal", "high", "low")}

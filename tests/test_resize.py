@@ -26,6 +26,7 @@ NEAREST = ["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"]
 
 
 def _resize(rng, xs, scales=None, sizes=None, roi=None, opset=19, **attrs):
+    """``(model, x)``: ``x -> Resize(roi, scales, sizes) -> y`` (absent inputs left out), for onnxruntime."""
     x = rand(rng, *xs)
     inits, ins = {}, ["x", "", "", ""]
     for i, (name, v, dt) in enumerate([("roi", roi, np.float32), ("scales", scales, np.float32), ("sizes", sizes, np.int64)]):

@@ -107,6 +107,7 @@ def test_validation_catches_missing_barriers():
 
 
 def _id(case):
+    """A test id: the model and the precision."""
     return "-".join(case)
 
 
