@@ -1,14 +1,14 @@
 """Elementwise ops on every backend: the CPU backend against onnxruntime, each GPU backend
 against the CPU (``tests/backend_compare.py``), within ``ELEMENTWISE`` (fp16 storage: ``HALF``;
-integers, Clip: ``EXACT``). Tests without a ``backend`` parameter run the CPU backend against
+integers and the CPU's Clip: ``EXACT``; a chain of dependent ops: ``ELEMENTWISE_CHAIN``). Tests without a ``backend`` parameter run the CPU backend against
 onnxruntime; the CPU-only math, logic and comparison ops are in tests/test_math_ops.py.
 
 Every backend: unary activations, binary ops with every broadcast. CPU: int64 arithmetic,
 Clip of every opset, large outputs split over threads. GPU (OpenCL, Vulkan; skipped with the
 reason where the driver is missing): zeros, infinities and NaN, Clip and its CPU fallback, the
 fused Swish, broadcasts up to rank 8, Pow with its special values, constant operands, odd and
-empty shapes, a chain that reuses memory, fp16 storage, and the copies made only at partition
-borders.
+empty shapes, a chain that reuses memory, fp16 storage. The copies at partition borders are
+in tests/test_gpu_partitions.py.
 """
 
 from __future__ import annotations
@@ -20,10 +20,7 @@ from onnx import helper
 from tests.backend_compare import (
     backend_cases,
     check_backend,
-    device_backend,
     gpu_backends,
-    partitioned_model,
-    sessions,
 )
 from tests.oracle import ELEMENTWISE, ELEMENTWISE_CHAIN, EXACT, HALF, check, make_model, rand
 
@@ -345,29 +342,3 @@ def test_chain_with_memory_reuse(rng, backend):
         nodes.append(helper.make_node("Add", [f"t{k}", prev], [f"s{k}"]))
         prev = f"s{k}"
     check_backend(make_model(nodes, {"x": x}, [prev]), {"x": x}, ELEMENTWISE_CHAIN, backend)
-
-
-# backend calls per run of the GPU, CPU, GPU partitions (Vulkan: also two submissions)
-BORDER_CALLS = {"opencl": {"upload": 3, "download": 2}, "vulkan": {"upload": 3, "download": 2, "submit": 2}}
-
-
-@pytest.mark.parametrize("backend", gpu_backends())
-def test_copies_only_at_partition_borders(rng, monkeypatch, backend):
-    """gpu [Relu] -> cpu [Erf] -> gpu [Add z, Sigmoid]: per run, the uploads are the two inputs
-    and one border tensor, the downloads one border tensor and the output."""
-    dev, cpu = sessions(partitioned_model(rng), backend=backend)
-    x, z = rand(rng, 1, 3, 13, 7), rand(rng, 3, 1, 1)
-    want = cpu.run({"x": x, "z": z})["y"]
-    dev.run({"x": x, "z": z})  # plan and build first
-    gpu = device_backend(dev)
-    calls = dict.fromkeys(BORDER_CALLS[backend], 0)
-    for name in calls:
-        real = getattr(gpu, name)
-
-        def counted(*a, _real=real, _name=name):
-            calls[_name] += 1
-            return _real(*a)
-
-        monkeypatch.setattr(gpu, name, counted)
-    np.testing.assert_allclose(dev.run({"x": x, "z": z})["y"], want, **ELEMENTWISE)
-    assert calls == BORDER_CALLS[backend]
