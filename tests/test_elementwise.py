@@ -1,7 +1,8 @@
 """Elementwise ops on every backend: the CPU backend against onnxruntime, each GPU backend
 against the CPU (``tests/backend_compare.py``), within ``ELEMENTWISE`` (fp16 storage: ``HALF``;
-integers and the CPU's Clip: ``EXACT``; a chain of dependent ops: ``ELEMENTWISE_CHAIN``). Tests without a ``backend`` parameter run the CPU backend against
-onnxruntime; the CPU-only math, logic and comparison ops are in tests/test_math_ops.py.
+integers and the CPU's Clip: ``EXACT``; a chain of dependent ops: ``ELEMENTWISE_CHAIN``).
+Tests without a ``backend`` parameter run the CPU backend against onnxruntime; the CPU-only
+math, logic and comparison ops are in tests/test_math_ops.py.
 
 Every backend: unary activations, binary ops with every broadcast. CPU: int64 arithmetic,
 Clip of every opset, large outputs split over threads. GPU (OpenCL, Vulkan; skipped with the
