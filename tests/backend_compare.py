@@ -1,20 +1,26 @@
-"""Helpers for GPU-backend tests: run one ONNX model on a backend and on the CPU, compare.
+"""One harness for every backend: run a model on a backend, compare with that backend's oracle.
 
-Tolerances (DESIGN.md, NNAPI CTS): fp32 elementwise ``ELEMENTWISE``; ops that accumulate
-``ACCUMULATE``; fp16 storage (``precision="low"``) ``HALF``.
+The CPU backend is checked against onnxruntime; each GPU backend against the CPU backend
+(STYLE.md: the NumPy backend is the in-process oracle for the GPU backends). Tolerances are
+those of ``tests/oracle.py`` (``ELEMENTWISE``, ``ACCUMULATE``, ``HALF``, ``EXACT``), passed as
+``tol``. Test parameters name the backend (``backends``, ``backend_cases``); a GPU backend
+whose driver is missing is skipped with the reason.
+
+Where a test must look inside a session (which kernel or shader an Execution picked, the
+device backend, tensor handles), it does so through the helpers at the end of this module,
+so that the engine's internals are read in one place.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 from onnx import helper
 
 import mnnpy
 from mnnpy.converter import convert
-
-ELEMENTWISE = (1e-5, 5 * 2**-23)
-ACCUMULATE = (1e-4, 1e-4)
-HALF = (5 * 2**-10, 5 * 2**-10)
+from tests.oracle import ELEMENTWISE, assert_outputs, make_model, rand, run_ort
 
 
 def sessions(model, backend: str = "opencl", precision: str = "normal", **options):
@@ -24,27 +30,38 @@ def sessions(model, backend: str = "opencl", precision: str = "normal", **option
 
 
 def compare(model, feeds, tol=ELEMENTWISE, on_device=True, backend: str = "opencl", precision: str = "normal", **options):
-    """Run on both; assert ``|cpu - dev| <= atol + rtol*|cpu|`` per output (NaN where the CPU
-    has NaN). ``on_device``: also assert that every op ran on ``backend`` (no CPU partition).
-    Returns the device session."""
-    atol, rtol = tol
+    """Run on ``backend`` (CPU fallback allowed) and on the CPU; assert
+    ``|cpu - dev| <= tol["atol"] + tol["rtol"]*|cpu|`` per output, same shape and dtype (NaN
+    where the CPU has NaN). ``on_device``: also assert that every op ran on ``backend`` (no
+    CPU partition). Returns the device session."""
     dev, cpu = sessions(model, backend, precision, **options)
     got, want = dev.run(feeds), cpu.run(feeds)
     for name, e in want.items():
         a = got[name]
         assert a.shape == e.shape and a.dtype == e.dtype, (name, a.shape, e.shape, a.dtype, e.dtype)
-        np.testing.assert_allclose(a, e, atol=atol, rtol=rtol, equal_nan=True, err_msg=name)
+        np.testing.assert_allclose(a, e, **tol, equal_nan=True, err_msg=name)
     if on_device:
         desc = dev.partitions()
         assert "on cpu" not in desc and f"on {backend}" in desc, desc
     return dev
 
 
+def check_backend(model, feeds, tol, backend: str, on_device=True, **options):
+    """``backend`` against its oracle within ``tol``; returns the session that ran on it.
+    ``cpu``: onnxruntime (same dtype and shape; ``EXACT``: equal); a GPU backend: ``compare``
+    against the CPU backend (``on_device``: every op ran on it)."""
+    if backend != "cpu":
+        return compare(model, feeds, tol, on_device, backend=backend, **options)
+    session = mnnpy.Interpreter(convert(model)).create_session(backend="cpu", **options)
+    out = session.run(feeds)
+    names = [o.name for o in model.graph.output]
+    assert_outputs(run_ort(model, feeds), [out[n] for n in names], names, **tol)
+    return session
+
+
 def partitioned_model(rng):
     """x (1, 3, h, w) -> Relu -> Erf (no GPU execution: CPU) -> Add z (3, 1, 1) -> Sigmoid -> y:
     GPU, CPU, GPU partitions with one border copy each way."""
-    from tests.oracle import make_model, rand
-
     x, z = rand(rng, 1, 3, 13, 7), rand(rng, 3, 1, 1)
     nodes = [
         helper.make_node("Relu", ["x"], ["r"]),
@@ -55,30 +72,44 @@ def partitioned_model(rng):
     return make_model(nodes, {"x": x, "z": z}, ["y"], input_shapes={"x": [1, 3, "h", "w"]})
 
 
-# -- GPU backends as test parameters ------------------------------------------------------
+# -- backends as test parameters -----------------------------------------------------------
 
-GPU_API = {"opencl": "OpenCL", "vulkan": "Vulkan"}
+API = {"cpu": "CPU", "opencl": "OpenCL", "vulkan": "Vulkan"}
+GPUS = ("opencl", "vulkan")
 
 
-def _unavailable(backend: str):
-    """A ``skipif`` mark: skipped, with the reason, where ``backend`` is unusable."""
+def _unavailable(backend: str, precision: str = "normal"):
+    """A ``skip`` mark with the reason where ``backend`` is unusable (and, for
+    ``precision="low"`` on Vulkan, where the device has no 16-bit storage); else no mark."""
     import pytest
 
-    from mnnpy.backend import backend_availability
+    from mnnpy.backend import backend_availability, get_runtime
 
+    if backend == "cpu":
+        return ()
     ok, why = backend_availability(backend)
-    return pytest.mark.skipif(not ok, reason=f"{GPU_API[backend]} unavailable: {why}")
+    if not ok:
+        return pytest.mark.skip(reason=f"{API[backend]} unavailable: {why}")
+    if precision == "low" and backend == "vulkan" and not get_runtime("vulkan").storage16:
+        return pytest.mark.skip(reason="this Vulkan device has no storageBuffer16BitAccess")
+    return ()
 
 
-def gpu_backends(*names: str):
-    """``pytest.param`` per GPU backend (all by default), id the backend's name, each skipped
-    with the reason where it is unusable: ``@pytest.mark.parametrize("backend", gpu_backends())``."""
+def backends(*names: str, precision: str = "normal"):
+    """``pytest.param`` per backend named (by default: all three), id the backend's name, each
+    GPU skipped with the reason where it is unusable (``precision="low"``: also where it cannot
+    store fp16): ``@pytest.mark.parametrize("backend", backends())``."""
     import pytest
 
-    return [pytest.param(b, id=b, marks=_unavailable(b)) for b in names or GPU_API]
+    return [pytest.param(b, id=b, marks=_unavailable(b, precision)) for b in names or API]
 
 
-def gpu_cases(table: dict, ids=None):
+def gpu_backends(*names: str, precision: str = "normal"):
+    """``backends`` of the GPU backends (both by default)."""
+    return backends(*(names or GPUS), precision=precision)
+
+
+def backend_cases(table: dict, ids=None, precision: str = "normal"):
     """Cases that differ per backend: ``table`` maps a backend to its list of cases (tuples,
     or single values); gives ``pytest.param(backend, *case)`` with ids ``"<backend>-<id>"``
     (``ids``: a function of the case, a dict of id lists like ``table``, or ``None`` for the
@@ -88,7 +119,7 @@ def gpu_cases(table: dict, ids=None):
 
     params = []
     for b, cases in table.items():
-        mark = _unavailable(b)
+        mark = _unavailable(b, precision)
         for i, case in enumerate(cases):
             values = case if isinstance(case, tuple) else (case,)
             name = i if ids is None else ids[b][i] if isinstance(ids, dict) else ids(case)
@@ -96,21 +127,23 @@ def gpu_cases(table: dict, ids=None):
     return params
 
 
+# -- models shared by several families -----------------------------------------------------
+
+
 def he_weights(rng, *shape):
     """He-like scale (1/sqrt(fan-in)) so that outputs stay O(1), as in trained nets."""
-    from tests.oracle import rand
-
     return rand(rng, *shape, scale=1 / np.sqrt(np.prod(shape[1:])))
 
 
-def conv_model(rng, xs, ws, attrs, bias=True, after=()):
-    """A model ``x -> Conv(w, b) -> after...`` (``after``: (op, attrs, extra constant inputs))."""
-    from tests.oracle import make_model, rand
-
-    x, inits = rand(rng, *xs), {"w": he_weights(rng, *ws)}
+def conv_model(rng, xs, ws, attrs, bias=True, after=(), w_scale=None, b_scale=0.5):
+    """``(model, feeds)``: ``x -> Conv(w, b) -> after...`` (``after``: (op, attrs, extra
+    constant inputs)); weights He-scaled (``w_scale``: N(0, w_scale²) instead), biases
+    N(0, b_scale²)."""
+    x = rand(rng, *xs)
+    inits = {"w": he_weights(rng, *ws) if w_scale is None else rand(rng, *ws, scale=w_scale)}
     names = ["x", "w"]
     if bias:
-        inits["b"] = rand(rng, ws[0], scale=0.5)
+        inits["b"] = rand(rng, ws[0], scale=b_scale)
         names.append("b")
     nodes, prev = [helper.make_node("Conv", names, ["c0"], **attrs)], "c0"
     for i, (op, a, extra) in enumerate(after):
@@ -125,8 +158,6 @@ def conv_model(rng, xs, ws, attrs, bias=True, after=()):
 
 def resize_model(x, scales=None, sizes=None, **attrs):
     """A model ``x -> Resize(scales or sizes) -> y`` with ``attrs``."""
-    from tests.oracle import make_model
-
     inits = {}
     names = ["x", ""]
     if scales is not None:
@@ -138,11 +169,10 @@ def resize_model(x, scales=None, sizes=None, **attrs):
     return make_model([helper.make_node("Resize", names, ["y"], **attrs)], {"x": x}, ["y"], inits)
 
 
-def deconv_model(rng, xs, ws, attrs, bias):
-    """``(model, x)``: ``x -> ConvTranspose(w[, b]) -> y`` with ``attrs``."""
-    from tests.oracle import make_model, rand
-
-    x, w = rand(rng, *xs), rand(rng, *ws)
+def deconv_model(rng, xs, ws, attrs, bias, w_scale=1.0):
+    """``(model, x)``: ``x -> ConvTranspose(w[, b]) -> y`` with ``attrs``; weights N(0, w_scale²),
+    biases N(0, 1)."""
+    x, w = rand(rng, *xs), rand(rng, *ws, scale=w_scale)
     m = ws[1] * attrs.get("group", 1)
     inits, names = {"w": w}, ["x", "w"]
     if bias:
@@ -151,16 +181,105 @@ def deconv_model(rng, xs, ws, attrs, bias):
     return make_model([helper.make_node("ConvTranspose", names, ["y"], **attrs)], {"x": x}, ["y"], inits), x
 
 
+# -- the engine's internals, read in one place ---------------------------------------------
+
+
+def executions(session, op_type: str | None = None) -> list:
+    """The Executions of ``session``'s current plan, in op order (of ``op_type`` only, if given)."""
+    exes = list(session._plan.executions.values())
+    return exes if op_type is None else [e for e in exes if e.op.type == op_type]
+
+
+def has_plans(session) -> bool:
+    """Whether ``session`` holds a plan (the current one or a cached one)."""
+    return session._plan is not None or bool(session._plans)
+
+
+def recorded_dispatches(session, exe) -> list:
+    """Vulkan: the dispatches recorded for the partition that holds Execution ``exe`` (its
+    uploads' casts, every Execution's dispatches, its downloads' casts), from the plan's steps."""
+    return next(step.recording for step in session._plan.steps if exe in step.executions).dispatches
+
+
+def check_op(backend: str, family: str, cls: str, op, inputs, attrs, geometry=None) -> tuple[bool, str]:
+    """``(ok, why)`` of Execution class ``cls`` of ``mnnpy.backends.<backend>.<family>`` asked
+    about ``op`` with input ``TensorInfo``s ``inputs`` (one per slot, ``None`` if absent),
+    resolved ``attrs`` and the shape function's ``geometry``."""
+    from mnnpy.backend import OpInfo
+
+    info = OpInfo(0, op, attrs, tuple(inputs), tuple(None for _ in op.outputs), geometry or {})
+    return getattr(backend_module(backend, family), cls).check(info)
+
+
 def only_execution(session):
     """The single Execution of a one-op session."""
-    (exe,) = session._plan.executions.values()
+    (exe,) = executions(session)
     return exe
+
+
+def device_backend(session):
+    """The session's first Backend object (the GPU backend of a ``[gpu, "cpu"]`` session)."""
+    return session.backends[0]
+
+
+def storage_dtype(session) -> np.dtype:
+    """The dtype the session's first backend stores float32 tensors in (float16 for fp16 storage)."""
+    return device_backend(session).storage
+
+
+def tensor_handles(session) -> dict:
+    """The device backend's handle per tensor id in the current plan."""
+    return session._plan.handles[0]
+
+
+def launch_key(session) -> str:
+    """OpenCL: the program key (source name and build options) of the first Execution's launch."""
+    return executions(session)[0].launch.key
+
+
+def kernel_name(session) -> str:
+    """OpenCL: the kernel function the first Execution launches."""
+    return executions(session)[0].launch.kernel.function_name
+
+
+def backend_module(backend: str, family: str):
+    """A GPU backend's module of one op family (``mnnpy.backends.<backend>.<family>``), for
+    tests of its pure geometry functions and limits."""
+    import importlib
+
+    return importlib.import_module(f"mnnpy.backends.{backend}.{family}")
 
 
 def passes(session, backend: str) -> int:
     """Passes of a one-op session's Execution: OpenCL launches, Vulkan ``passes``."""
     exe = only_execution(session)
     return len(exe.launches) if backend == "opencl" else exe.passes
+
+
+class Dispatch(NamedTuple):
+    """One Vulkan dispatch described at resize: SPIR-V variant, specialization constants (id ->
+    value), work groups and work-group size (None where the Execution left them to the default)."""
+
+    shader: str
+    spec: dict
+    groups: tuple | None
+    local: tuple | None
+
+
+def record_dispatches(monkeypatch) -> list[Dispatch]:
+    """A list that receives every Vulkan dispatch described at resize, in order, for the rest of
+    the test (a spy on ``VulkanExecution.dispatch``)."""
+    from mnnpy.backends.vulkan.execution import VulkanExecution
+
+    seen: list[Dispatch] = []
+    real = VulkanExecution.dispatch
+
+    def spy(self, shader, bindings, writes, push, n, spec=(), groups=None, local=None):
+        seen.append(Dispatch(shader, dict(spec), groups, local))
+        return real(self, shader, bindings, writes, push, n, spec, groups, local)
+
+    monkeypatch.setattr(VulkanExecution, "dispatch", spy)
+    return seen
 
 
 def subprocess_env(**extra: str) -> dict[str, str]:

@@ -1,12 +1,23 @@
 """The test oracle: build a small ONNX model, run it on onnxruntime and on mnnpy, compare.
 
-Tolerances (DESIGN.md, after the Android NNAPI CTS):
-``ELEMENTWISE`` fp32 ``|e - a| <= 1e-5 + 5*2**-23*|e|``; ``ACCUMULATE`` (conv, matmul,
-pooling, softmax, reductions, normalisations) ``1e-4 + 1e-4*|e|``; ``EXACT`` for data
-movement, integers and booleans.
+The tolerances, defined here once for every test (DESIGN.md, after the Android NNAPI CTS):
+``|expected - actual| <= atol + rtol*|expected|`` with
+
+- ``ELEMENTWISE``: fp32 elementwise ops, ``atol = 1e-5, rtol = 5 * 2**-23``;
+- ``ACCUMULATE``: ops that accumulate (conv, matmul, pooling, softmax, reductions,
+  normalisations), ``atol = rtol = 1e-4``;
+- ``HALF``: fp16 data or storage (``precision="low"``), ``atol = rtol = 5 * 2**-10``;
+- ``EXACT``: data movement, integers and booleans.
+
+Each is a read-only mapping ``{"atol": ..., "rtol": ...}``: pass it as ``**TOL`` to
+``check`` or ``numpy.testing.assert_allclose``, or as ``tol=TOL`` to the helpers of
+``tests/backend_compare.py``. A looser bound for one test is a named constant beside that
+test, with its reason.
 """
 
 from __future__ import annotations
+
+from types import MappingProxyType
 
 import numpy as np
 import onnx
@@ -16,9 +27,15 @@ from onnx import helper, numpy_helper
 import mnnpy
 from mnnpy.converter import convert
 
-ELEMENTWISE = dict(atol=1e-5, rtol=5 * 2**-23)
-ACCUMULATE = dict(atol=1e-4, rtol=1e-4)
-EXACT = dict(atol=0, rtol=0)
+ELEMENTWISE = MappingProxyType({"atol": 1e-5, "rtol": 5 * 2**-23})
+ACCUMULATE = MappingProxyType({"atol": 1e-4, "rtol": 1e-4})
+HALF = MappingProxyType({"atol": 5 * 2**-10, "rtol": 5 * 2**-10})
+EXACT = MappingProxyType({"atol": 0.0, "rtol": 0.0})
+# float64 data (a few CPU ops against onnxruntime): a double-precision bound
+FLOAT64 = MappingProxyType({"atol": 1e-12, "rtol": 1e-12})
+# a one-off, looser bound: chains of a dozen dependent elementwise ops that each add their
+# input back, where the rounding of every step adds up (GPU against CPU)
+ELEMENTWISE_CHAIN = MappingProxyType({"atol": 1e-4, "rtol": 1e-5})
 
 
 def make_model(
@@ -57,20 +74,25 @@ def run_mnnpy(model: onnx.ModelProto, feeds: dict[str, np.ndarray], backend: str
     return [out[o.name] for o in model.graph.output]
 
 
-def check(
-    model: onnx.ModelProto, feeds: dict[str, np.ndarray], atol: float, rtol: float, backend: str = "cpu"
-) -> list[np.ndarray]:
-    """Assert mnnpy matches onnxruntime elementwise within ``atol + rtol*|expected|``; exact dtype and shape."""
-    expected = run_ort(model, feeds)
-    actual = run_mnnpy(model, feeds, backend)
+def assert_outputs(expected: list, actual: list, names: list[str], atol: float, rtol: float) -> None:
+    """Assert each ``actual`` output has the ``expected`` one's shape and dtype and lies within
+    ``atol + rtol*|expected|`` of it (equal where both are 0)."""
     assert len(actual) == len(expected)
-    for e, a, name in zip(expected, actual, [o.name for o in model.graph.output]):
+    for e, a, name in zip(expected, actual, names):
         assert a.shape == e.shape, f"{name}: shape {a.shape} != {e.shape}"
         assert a.dtype == e.dtype, f"{name}: dtype {a.dtype} != {e.dtype}"
         if atol == 0 and rtol == 0:
             np.testing.assert_array_equal(a, e, err_msg=name)
         else:
             np.testing.assert_allclose(a, e, atol=atol, rtol=rtol, err_msg=name)
+
+
+def check(
+    model: onnx.ModelProto, feeds: dict[str, np.ndarray], atol: float, rtol: float, backend: str = "cpu"
+) -> list[np.ndarray]:
+    """Assert mnnpy matches onnxruntime elementwise within ``atol + rtol*|expected|``; exact dtype and shape."""
+    actual = run_mnnpy(model, feeds, backend)
+    assert_outputs(run_ort(model, feeds), actual, [o.name for o in model.graph.output], atol, rtol)
     return actual
 
 

@@ -1,10 +1,111 @@
-"""Unary activations and broadcasting binary ops against onnxruntime."""
+"""Elementwise ops on every backend: the CPU backend against onnxruntime, each GPU backend
+against the CPU (``tests/backend_compare.py``), within ``ELEMENTWISE`` (fp16 storage: ``HALF``;
+integers and the CPU's Clip: ``EXACT``; a chain of dependent ops: ``ELEMENTWISE_CHAIN``).
+Tests without a ``backend`` parameter run the CPU backend against onnxruntime; the CPU-only
+math, logic and comparison ops are in tests/test_math_ops.py.
+
+Every backend: unary activations, binary ops with every broadcast. CPU: int64 arithmetic,
+Clip of every opset, large outputs split over threads. GPU (OpenCL, Vulkan; skipped with the
+reason where the driver is missing): zeros, infinities and NaN, Clip and its CPU fallback, the
+fused Swish, broadcasts up to rank 8, Pow with its special values, constant operands, odd and
+empty shapes, a chain that reuses memory, fp16 storage. The copies at partition borders are
+in tests/test_gpu_partitions.py.
+"""
+
+from __future__ import annotations
 
 import numpy as np
 import pytest
 from onnx import helper
 
-from tests.oracle import ELEMENTWISE, EXACT, check, make_model, rand
+from tests.backend_compare import (
+    backend_cases,
+    check_backend,
+    gpu_backends,
+)
+from tests.oracle import ELEMENTWISE, ELEMENTWISE_CHAIN, EXACT, HALF, check, make_model, rand
+
+SHAPE = (13, 7, 127)
+
+
+def _binary(op, a, b, inits=None):
+    """``(model, feeds)``: ``a op b -> c``; ``b`` a constant where ``inits`` (``{"b": value}``) is given."""
+    feeds = {"a": a} if inits else {"a": a, "b": b}
+    return make_model([helper.make_node(op, ["a", "b"], ["c"])], feeds, ["c"], inits), feeds
+
+
+# -- unary ---------------------------------------------------------------------------------
+
+# (op, attrs, input scale)
+UNARY = {
+    "cpu": [
+        ("Relu", {}, 4.0),
+        ("Sigmoid", {}, 4.0),
+        ("Tanh", {}, 4.0),
+        ("HardSwish", {}, 4.0),
+        ("HardSigmoid", {}, 4.0),
+        ("HardSigmoid", {"alpha": 0.1666667, "beta": 0.5}, 4.0),
+        ("LeakyRelu", {"alpha": 0.1}, 4.0),
+        ("Identity", {}, 4.0),
+    ],
+    "opencl": [
+        ("Relu", {}, 1.0),
+        ("Sigmoid", {}, 4.0),
+        ("Tanh", {}, 3.0),
+        ("HardSwish", {}, 4.0),
+        ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}, 3.0),
+        ("HardSigmoid", {}, 3.0),
+        ("LeakyRelu", {"alpha": 0.07}, 1.0),
+        ("Sqrt", {}, 1.0),  # negatives give NaN on both
+        ("Abs", {}, 1.0),
+        ("Neg", {}, 1.0),
+        ("Exp", {}, 3.0),
+    ],
+    "vulkan": [
+        ("Relu", {}, 1.0),
+        ("Sigmoid", {}, 4.0),
+        ("Sigmoid", {}, 60.0),  # saturates on both sides
+        ("Tanh", {}, 3.0),
+        ("Tanh", {}, 0.05),  # the small-argument series
+        ("HardSwish", {}, 4.0),
+        ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}, 3.0),
+        ("HardSigmoid", {}, 3.0),
+        ("LeakyRelu", {"alpha": 0.07}, 1.0),
+        ("LeakyRelu", {}, 1.0),
+        ("Sqrt", {}, 1.0),  # negatives give NaN on both
+        ("Abs", {}, 1.0),
+        ("Neg", {}, 1.0),
+        ("Exp", {}, 3.0),
+        ("Exp", {}, 40.0),  # up to overflow: exp's argument reduction keeps a few ulp
+    ],
+}
+UNARY_IDS = {
+    "cpu": [f"{u[0]}{'-attrs' if u[1] else ''}" for u in UNARY["cpu"]],
+    "opencl": [f"{u[0]}{'-attrs' if u[1] else ''}" for u in UNARY["opencl"]],
+    "vulkan": [f"{u[0]}-{u[2]}{'-attrs' if u[1] else ''}" for u in UNARY["vulkan"]],
+}
+UNARY_SHAPE = {"cpu": (2, 13, 7, 5), "opencl": SHAPE, "vulkan": SHAPE}
+# the first elements of the unary input (the CPU cases against onnxruntime: none)
+SPECIAL = {"cpu": [], "opencl": [0.0, -0.0, np.inf, -np.inf], "vulkan": [0.0, -0.0, np.inf, -np.inf, np.nan]}
+
+
+@pytest.mark.parametrize("backend,op,attrs,scale", backend_cases(UNARY, UNARY_IDS))
+def test_unary(rng, backend, op, attrs, scale):
+    x = rand(rng, *UNARY_SHAPE[backend], scale=scale)
+    x.flat[: len(SPECIAL[backend])] = SPECIAL[backend]
+    model = make_model([helper.make_node(op, ["x"], ["y"], **attrs)], {"x": x}, ["y"])
+    check_backend(model, {"x": x}, ELEMENTWISE, backend)
+
+
+def test_sqrt(rng):
+    x = np.abs(rand(rng, 3, 127))
+    check(make_model([helper.make_node("Sqrt", ["x"], ["y"])], {"x": x}, ["y"]), {"x": x}, **ELEMENTWISE)
+
+
+@pytest.mark.parametrize("op", ["Relu", "Sigmoid", "HardSwish", "HardSigmoid"])
+def test_unary_large_split_over_threads(rng, op):
+    x = rand(rng, 1, 96, 61, 59, scale=4)
+    check(make_model([helper.make_node(op, ["x"], ["y"])], {"x": x}, ["y"]), {"x": x}, **ELEMENTWISE)
 
 
 @pytest.mark.parametrize(
@@ -14,52 +115,35 @@ from tests.oracle import ELEMENTWISE, EXACT, check, make_model, rand
         ("Sigmoid", {}),
         ("Tanh", {}),
         ("HardSwish", {}),
-        ("HardSigmoid", {}),
-        ("HardSigmoid", {"alpha": 0.1666667, "beta": 0.5}),
+        ("HardSigmoid", {"alpha": 0.3, "beta": 0.4}),
         ("LeakyRelu", {"alpha": 0.1}),
-        ("Identity", {}),
+        ("Abs", {}),
+        ("Neg", {}),
+        ("Exp", {}),
     ],
 )
-def test_unary(rng, op, attrs):
-    x = rand(rng, 2, 13, 7, 5, scale=4)
-    m = make_model([helper.make_node(op, ["x"], ["y"], **attrs)], {"x": x}, ["y"])
-    check(m, {"x": x}, **ELEMENTWISE)
+@pytest.mark.parametrize("backend", gpu_backends("vulkan", precision="low"))
+def test_unary_fp16(rng, backend, op, attrs):
+    """fp16 storage (the shaders' ``_f16`` twins): within HALF of the CPU's fp32."""
+    x = rand(rng, 2, 3, 7, 5)
+    model = make_model([helper.make_node(op, ["x"], ["y"], **attrs)], {"x": x}, ["y"])
+    check_backend(model, {"x": x}, HALF, backend, precision="low")
 
 
-def test_sqrt(rng):
-    x = np.abs(rand(rng, 3, 127))
-    check(make_model([helper.make_node("Sqrt", ["x"], ["y"])], {"x": x}, ["y"]), {"x": x}, **ELEMENTWISE)
+@pytest.mark.parametrize("backend", gpu_backends())
+def test_swish(rng, backend):
+    x = rand(rng, *SHAPE, scale=4)
+    model = make_model([helper.make_node("Sigmoid", ["x"], ["s"]), helper.make_node("Mul", ["x", "s"], ["y"])], {"x": x}, ["y"])
+    s = check_backend(model, {"x": x}, ELEMENTWISE, backend)
+    assert "Swish" in s.partitions()  # the converter fused x*sigmoid(x); the backend runs the fused op
 
 
-@pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div"])
-@pytest.mark.parametrize(
-    "sa,sb", [((2, 3, 5), (2, 3, 5)), ((2, 3, 5), (5,)), ((2, 1, 5), (3, 1)), ((), (4, 1)), ((1, 13, 1, 1), (2, 13, 7, 9))]
-)
-def test_binary_broadcast(rng, op, sa, sb):
-    a, b = rand(rng, *sa), rand(rng, *sb)
-    if op == "Div":
-        b = np.where(np.abs(b) < 0.1, 1.0, b).astype(np.float32)
-    m = make_model([helper.make_node(op, ["a", "b"], ["c"])], {"a": a, "b": b}, ["c"])
-    check(m, {"a": a, "b": b}, **ELEMENTWISE)
-
-
-@pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div"])
-def test_binary_int64(rng, op):
-    a = rng.integers(-50, 50, (4, 6)).astype(np.int64)
-    b = rng.integers(1, 9, (6,)).astype(np.int64) * rng.choice([-1, 1], 6)
-    m = make_model([helper.make_node(op, ["a", "b"], ["c"])], {"a": a, "b": b}, ["c"])
-    check(m, {"a": a, "b": b}, **EXACT)
-
-
-def test_pow(rng):
-    a = np.abs(rand(rng, 3, 5)) + 0.1
-    b = np.array([2.0], np.float32)
-    m = make_model([helper.make_node("Pow", ["a", "b"], ["c"])], {"a": a}, ["c"], {"b": b})
-    check(m, {"a": a}, atol=1e-5, rtol=1e-6)
+# -- Clip ----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("opset", [7, 11, 13])
-def test_clip(rng, opset):
+def test_clip_opsets(rng, opset):
+    """Bounds as attributes (opset < 11) and as inputs."""
     x = rand(rng, 4, 9, scale=5)
     if opset < 11:
         m = make_model([helper.make_node("Clip", ["x"], ["y"], min=0.0, max=6.0)], {"x": x}, ["y"], opset=opset)
@@ -87,6 +171,70 @@ def test_clip_no_bounds(rng):
     assert out.flat[0] == big and out.flat[1] == -1.0
 
 
+@pytest.mark.parametrize("bounds", [(-0.5, 0.75), (-0.5, None), (None, 0.75), (None, None), (1.0, -1.0)])
+@pytest.mark.parametrize("backend", gpu_backends())
+def test_clip(rng, backend, bounds):
+    x = rand(rng, *SHAPE)
+    x.flat[0] = np.nan
+    names, inits = ["x"], {}
+    for name, v in zip(("lo", "hi"), bounds):
+        names.append("" if v is None else name)
+        if v is not None:
+            inits[name] = np.array(v, np.float32)
+    model = make_model([helper.make_node("Clip", names, ["y"])], {"x": x}, ["y"], inits)
+    check_backend(model, {"x": x}, ELEMENTWISE, backend)
+
+
+@pytest.mark.parametrize("backend", gpu_backends())
+def test_clip_bounds_at_run_time_fall_back(rng, backend):
+    x, lo = rand(rng, 5, 7), np.array(-0.1, np.float32)
+    model = make_model([helper.make_node("Clip", ["x", "lo"], ["y"])], {"x": x, "lo": lo}, ["y"])
+    s = check_backend(model, {"x": x, "lo": lo}, ELEMENTWISE, backend, on_device=False)
+    assert "Clip min/max computed at run time" in s.partitions()
+
+
+# -- binary --------------------------------------------------------------------------------
+
+BINARY_SHAPES = [
+    (SHAPE, SHAPE),  # same shape: the plain kernel, no index arithmetic
+    ((13, 1, 127), (7, 1)),  # both broadcast
+    (SHAPE, ()),  # scalar
+    ((1,), SHAPE),
+    ((127,), SHAPE),
+    ((3, 1, 5, 1, 7, 2), (1, 4, 1, 6, 1, 2)),  # rank 6, alternating
+    ((2, 3, 1, 5, 1, 7), (4, 1, 1, 1)),
+    ((2, 1, 3, 1, 2, 1, 3, 1), (1, 2, 1, 3, 1, 2, 1, 3)),  # rank 8, nothing merges
+    ((1,), (1,)),
+    ((5, 1), (1, 1)),
+]
+CPU_BINARY_SHAPES = [((2, 3, 5), (2, 3, 5)), ((2, 3, 5), (5,)), ((2, 1, 5), (3, 1)), ((), (4, 1)), ((1, 13, 1, 1), (2, 13, 7, 9))]
+GPU_OPS = ["Add", "Sub", "Mul", "Div", "Max", "Min"]
+# (op, A shape, B shape)
+BINARY = {
+    "cpu": [(op, sa, sb) for sa, sb in CPU_BINARY_SHAPES for op in ["Add", "Sub", "Mul", "Div"]],
+    "opencl": [(op, sa, sb) for sa, sb in BINARY_SHAPES[:7] for op in GPU_OPS],
+    "vulkan": [(op, sa, sb) for sa, sb in BINARY_SHAPES for op in GPU_OPS],
+}
+
+
+@pytest.mark.parametrize("backend,op,sa,sb", backend_cases(BINARY, ids=lambda c: f"{c[0]}-{c[1]}x{c[2]}"))
+def test_binary(rng, backend, op, sa, sb):
+    """Broadcasting binary ops (Max/Min with NaN on either side)."""
+    a, b = rand(rng, *sa), rand(rng, *sb)
+    if op == "Div" and backend == "cpu":  # as the onnxruntime cases were written: divisors away from 0
+        b = np.where(np.abs(b) < 0.1, 1.0, b).astype(np.float32)
+    if op in ("Max", "Min") and a.size > 2 and b.size > 2:
+        a.flat[1], b.flat[2] = np.nan, np.nan
+    check_backend(*_binary(op, a, b), ELEMENTWISE, backend)
+
+
+@pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div"])
+def test_binary_int64(rng, op):
+    a = rng.integers(-50, 50, (4, 6)).astype(np.int64)
+    b = rng.integers(1, 9, (6,)).astype(np.int64) * rng.choice([-1, 1], 6)
+    check(*_binary(op, a, b), **EXACT)
+
+
 @pytest.mark.parametrize("op", ["Add", "Mul", "Div"])
 @pytest.mark.parametrize("sb", [(1, 64, 1, 1), (47,), (2, 1, 45, 1), (2, 64, 45, 47), ()])
 def test_binary_large_split_over_threads(rng, op, sb):
@@ -97,7 +245,101 @@ def test_binary_large_split_over_threads(rng, op, sb):
     check(make_model([helper.make_node(op, ["b", "a"], ["c"])], {"a": a, "b": b}, ["c"]), {"a": a, "b": b}, **ELEMENTWISE)
 
 
-@pytest.mark.parametrize("op", ["Relu", "Sigmoid", "HardSwish", "HardSigmoid"])
-def test_unary_large_split_over_threads(rng, op):
-    x = rand(rng, 1, 96, 61, 59, scale=4)
-    check(make_model([helper.make_node(op, ["x"], ["y"])], {"x": x}, ["y"]), {"x": x}, **ELEMENTWISE)
+@pytest.mark.parametrize("backend", gpu_backends())
+def test_binary_with_constant_operand(rng, backend):
+    x, w = rand(rng, 2, 5, 9), rand(rng, 5, 1)
+    model = make_model([helper.make_node("Mul", ["x", "w"], ["y"])], {"x": x}, ["y"], {"w": w})
+    check_backend(model, {"x": x}, ELEMENTWISE, backend)
+
+
+@pytest.mark.parametrize("op", GPU_OPS)
+@pytest.mark.parametrize("backend", gpu_backends("vulkan", precision="low"))
+def test_binary_fp16(rng, backend, op):
+    """fp16 storage: broadcasting between two fp16 activations, then a float32 constant operand
+    beside an fp16 activation."""
+    a, b = rand(rng, 2, 3, 5, 7), rand(rng, 3, 1, 7)
+    b = b + np.sign(b) * 0.5 if op == "Div" else b  # away from 0
+    check_backend(*_binary(op, a, b), HALF, backend, precision="low")
+    k = (rand(rng, 7) + 2.0).astype(np.float32)
+    check_backend(*_binary(op, a, None, {"b": k}), HALF, backend, precision="low")
+
+
+# -- Pow -----------------------------------------------------------------------------------
+
+# a one-off bound for onnxruntime's pow: rtol 1e-6 (about 8 ulp), a little above ELEMENTWISE's 5 ulp
+POW_SQUARE = {"atol": 1e-5, "rtol": 1e-6}
+
+
+def test_pow_square(rng):
+    """A constant exponent of 2 against onnxruntime (CPU)."""
+    a = np.abs(rand(rng, 3, 5)) + 0.1
+    b = np.array([2.0], np.float32)
+    m = make_model([helper.make_node("Pow", ["a", "b"], ["c"])], {"a": a}, ["c"], {"b": b})
+    check(m, {"a": a}, **POW_SQUARE)
+
+
+@pytest.mark.parametrize("shapes", BINARY_SHAPES[:3], ids=[f"{a}x{b}" for a, b in BINARY_SHAPES[:3]])
+@pytest.mark.parametrize("backend", gpu_backends())
+def test_pow(rng, backend, shapes):
+    a = np.abs(rand(rng, *shapes[0], scale=2)) + np.float32(0.05)
+    b = rand(rng, *shapes[1], scale=2)
+    check_backend(*_binary("Pow", a, b), ELEMENTWISE, backend)
+
+
+@pytest.mark.parametrize("backend", gpu_backends())
+def test_pow_large_results(rng, backend):
+    """Results up to 1e38: 2^(y log2 x) with the exponent carried in two parts."""
+    a = np.abs(rand(rng, 4097, scale=40)) + np.float32(1)
+    b = rand(rng, 4097, scale=8)
+    check_backend(*_binary("Pow", a, b), ELEMENTWISE, backend)
+
+
+@pytest.mark.parametrize("backend", gpu_backends())
+def test_pow_special_values(backend):
+    """C99 pow: negative bases with integer exponents, zeros, infinities, NaN."""
+    vals = np.array([-2.0, -1.0, -0.0, 0.0, 0.5, 1.0, 3.0, np.inf, -np.inf, np.nan], np.float32)
+    exps = np.array([-3.0, -2.0, -0.5, 0.0, 0.5, 1.0, 2.0, 3.0, np.inf, -np.inf, np.nan], np.float32)
+    check_backend(*_binary("Pow", vals[:, None], exps[None, :]), ELEMENTWISE, backend)
+
+
+@pytest.mark.parametrize("backend", gpu_backends())
+def test_pow_negative_base_integer_exponent(rng, backend):
+    a = rand(rng, 7, 13, scale=2)
+    b = rng.integers(-3, 4, (13,)).astype(np.float32)
+    check_backend(*_binary("Pow", a, b), ELEMENTWISE, backend)
+
+
+# -- shapes, chains, partition borders ------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", gpu_backends())
+def test_empty_tensor(rng, backend):
+    x = np.zeros((3, 0, 5), np.float32)
+    model = make_model([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Add", ["r", "r"], ["y"])], {"x": x}, ["y"])
+    check_backend(model, {"x": x}, ELEMENTWISE, backend)
+
+
+ODD_SHAPES = [(1,), (63,), (64,), (65,), (3, 0, 5), (0,), (1, 1, 1, 1), (300_007,)]
+
+
+@pytest.mark.parametrize("shape", ODD_SHAPES, ids=str)
+@pytest.mark.parametrize("backend", gpu_backends())
+def test_odd_and_empty_shapes(rng, backend, shape):
+    """Sizes around the work-group size, empty tensors (no dispatch, no staging slot), a long vector."""
+    x = rand(rng, *shape)
+    model = make_model([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Add", ["r", "x"], ["y"])], {"x": x}, ["y"])
+    check_backend(model, {"x": x}, ELEMENTWISE, backend)
+
+
+@pytest.mark.parametrize("backend", gpu_backends())
+def test_chain_with_memory_reuse(rng, backend):
+    """A chain long enough that the planner reuses arena ranges: the ordering between
+    dependent launches (read-after-write and write-after-read) keeps the result exact."""
+    x = rand(rng, 4, 33, 17)
+    nodes, prev = [], "x"
+    for k in range(12):
+        op = ["Neg", "Abs", "Sqrt", "Exp", "Tanh", "Relu"][k % 6]
+        nodes.append(helper.make_node(op, [prev], [f"t{k}"]))
+        nodes.append(helper.make_node("Add", [f"t{k}", prev], [f"s{k}"]))
+        prev = f"s{k}"
+    check_backend(make_model(nodes, {"x": x}, [prev]), {"x": x}, ELEMENTWISE_CHAIN, backend)

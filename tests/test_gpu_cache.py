@@ -12,8 +12,8 @@ import pytest
 from onnx import helper
 
 from mnnpy import cache_file
-from tests.backend_compare import ELEMENTWISE, compare, gpu_backends, gpu_cases
-from tests.oracle import make_model, rand
+from tests.backend_compare import backend_cases, compare, gpu_backends
+from tests.oracle import ELEMENTWISE, make_model, rand
 
 SOURCE = "__kernel void axpb(__global float *x, float a, int n) { int i = get_global_id(0); if (i < n) x[i] = a * x[i] + B; }"
 OPTIONS = ["-D B=1.0f"]
@@ -147,7 +147,7 @@ FLIPS = {
 }
 
 
-@pytest.mark.parametrize("backend,where", gpu_cases(FLIPS, ids=str))
+@pytest.mark.parametrize("backend,where", backend_cases(FLIPS, ids=str))
 def test_flipped_byte_rejected_and_rebuilt(cache, backend, where):
     path, key = cache.write()
     data = bytearray(path.read_bytes())

@@ -13,10 +13,8 @@ from onnx import helper
 
 import mnnpy
 from mnnpy.backend import backend_availability
-from tests.backend_compare import sessions
+from tests.backend_compare import API, gpu_backends, sessions
 from tests.oracle import make_model
-
-API = {"opencl": "OpenCL", "vulkan": "Vulkan"}
 
 
 def _child(queue, backend, session, feeds):
@@ -29,11 +27,8 @@ def _child(queue, backend, session, feeds):
     queue.put((ok, why))
 
 
-@pytest.mark.parametrize("backend", list(API))
+@pytest.mark.parametrize("backend", gpu_backends())
 def test_forked_child_is_told_not_to_use_the_gpu(backend):
-    ok, why = backend_availability(backend)
-    if not ok:
-        pytest.skip(f"{backend} unavailable: {why}")
     x = np.ones((2, 3), np.float32)
     session = sessions(make_model([helper.make_node("Relu", ["x"], ["y"])], {"x": x}, ["y"]), backend=backend)[0]
     session.run({"x": x})

@@ -1,6 +1,7 @@
 """What every GPU backend does at partition borders: inputs it cannot take fall back to the
-CPU with the reason, and a model mixing supported and unsupported ops gives the CPU's result
-with the expected partitions, across resizes (plans reused)."""
+CPU with the reason, a model mixing supported and unsupported ops gives the CPU's result
+with the expected partitions, across resizes (plans reused), and tensors are copied only at
+the borders."""
 
 from __future__ import annotations
 
@@ -8,21 +9,11 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from mnnpy.backend import backend_availability
-from tests.backend_compare import ELEMENTWISE, compare, partitioned_model, sessions
-from tests.oracle import make_model, rand
-
-API = {"opencl": "OpenCL", "vulkan": "Vulkan"}
+from tests.backend_compare import API, compare, device_backend, gpu_backends, partitioned_model, sessions
+from tests.oracle import ELEMENTWISE, make_model, rand
 
 
-@pytest.fixture(params=list(API))
-def backend(request):
-    ok, why = backend_availability(request.param)
-    if not ok:
-        pytest.skip(f"{request.param} unavailable: {why}")
-    return request.param
-
-
+@pytest.mark.parametrize("backend", gpu_backends())
 def test_integer_inputs_fall_back(rng, backend):
     a = rng.integers(-5, 5, (4, 7)).astype(np.int32)
     model = make_model([helper.make_node("Add", ["a", "a"], ["c"])], {"a": a}, ["c"])
@@ -30,6 +21,7 @@ def test_integer_inputs_fall_back(rng, backend):
     assert f"fell back: {backend}: dtype int32" in s.partitions()
 
 
+@pytest.mark.parametrize("backend", gpu_backends())
 def test_partitions_fall_back_to_cpu_and_match(rng, backend):
     dev, cpu = sessions(partitioned_model(rng), backend=backend)
     z = rand(rng, 3, 1, 1)
@@ -37,7 +29,7 @@ def test_partitions_fall_back_to_cpu_and_match(rng, backend):
         x = rand(rng, *shape)
         got, want = dev.run({"x": x, "z": z})["y"], cpu.run({"x": x, "z": z})["y"]
         assert got.shape == (1, 3, *shape[2:])
-        np.testing.assert_allclose(got, want, atol=ELEMENTWISE[0], rtol=ELEMENTWISE[1])
+        np.testing.assert_allclose(got, want, **ELEMENTWISE)
     desc = dev.partitions()
     heads = [line for line in desc.splitlines() if line.startswith("partition")]
     assert heads == [
@@ -47,3 +39,29 @@ def test_partitions_fall_back_to_cpu_and_match(rng, backend):
     ], desc
     assert "Erf '" in desc and f"fell back: {backend}: no {API[backend]} execution for Erf" in desc
     assert dev.resize_count == 2  # the first shape's plan was reused
+
+
+# backend calls per run of the GPU, CPU, GPU partitions (Vulkan: also two submissions)
+BORDER_CALLS = {"opencl": {"upload": 3, "download": 2}, "vulkan": {"upload": 3, "download": 2, "submit": 2}}
+
+
+@pytest.mark.parametrize("backend", gpu_backends())
+def test_copies_only_at_partition_borders(rng, monkeypatch, backend):
+    """gpu [Relu] -> cpu [Erf] -> gpu [Add z, Sigmoid]: per run, the uploads are the two inputs
+    and one border tensor, the downloads one border tensor and the output."""
+    dev, cpu = sessions(partitioned_model(rng), backend=backend)
+    x, z = rand(rng, 1, 3, 13, 7), rand(rng, 3, 1, 1)
+    want = cpu.run({"x": x, "z": z})["y"]
+    dev.run({"x": x, "z": z})  # plan and build first
+    gpu = device_backend(dev)
+    calls = dict.fromkeys(BORDER_CALLS[backend], 0)
+    for name in calls:
+        real = getattr(gpu, name)
+
+        def counted(*a, _real=real, _name=name):
+            calls[_name] += 1
+            return _real(*a)
+
+        monkeypatch.setattr(gpu, name, counted)
+    np.testing.assert_allclose(dev.run({"x": x, "z": z})["y"], want, **ELEMENTWISE)
+    assert calls == BORDER_CALLS[backend]

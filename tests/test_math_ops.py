@@ -5,9 +5,8 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from tests.oracle import ELEMENTWISE, EXACT, check, make_model, rand
+from tests.oracle import ELEMENTWISE, EXACT, FLOAT64, HALF, check, make_model, rand
 
-FP16 = dict(atol=5 * 2**-10, rtol=5 * 2**-10)
 # transcendental functions: onnxruntime's vectorised float32 approximations differ from
 # the correctly rounded ones by a few ulps
 ULPS = dict(atol=1e-5, rtol=4e-6)
@@ -87,13 +86,13 @@ def test_float_unary_large(rng, op, attrs):
 @pytest.mark.parametrize("op,attrs", [("Erf", {}), ("Gelu", {}), ("Gelu", {"approximate": "tanh"}), ("Exp", {}), ("Elu", {})])
 def test_float16_unary(rng, op, attrs):
     x = rand(rng, 5, 33, dtype=np.float16, scale=2)
-    check(_unary(op, x, 20, **attrs), {"x": x}, **FP16)
+    check(_unary(op, x, 20, **attrs), {"x": x}, **HALF)
 
 
 @pytest.mark.parametrize("op", ["Exp", "Sin", "Log", "Neg", "Floor"])
 def test_float64_unary(rng, op):
     x = rand(rng, 4, 9, dtype=np.float64)
-    check(_unary(op, x), {"x": x}, atol=1e-12, rtol=1e-12)
+    check(_unary(op, x), {"x": x}, **FLOAT64)
 
 
 def test_round_half_to_even():

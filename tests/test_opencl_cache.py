@@ -16,8 +16,8 @@ import pytest
 from onnx import helper
 
 from mnnpy.backend import backend_availability
-from tests.backend_compare import ELEMENTWISE, compare
-from tests.oracle import make_model, rand
+from tests.backend_compare import compare
+from tests.oracle import ELEMENTWISE, make_model, rand
 
 _OK, _WHY = backend_availability("opencl")
 if not _OK:

@@ -6,11 +6,15 @@ import tracemalloc
 
 import numpy as np
 import pytest
-from onnx import helper
+from onnx import TensorProto, helper
 
 import mnnpy
 from mnnpy.converter import convert
-from tests.oracle import make_model, rand
+from tests.backend_compare import device_backend
+from tests.oracle import ACCUMULATE, make_model, rand, run_ort
+
+# against _expected, a float64 NumPy reference of the five ops: a one-off bound for the chain
+NUMPY_REF = {"atol": 1e-6, "rtol": 1e-6}
 
 
 def _net_model(rng, shape=("batch", 3, "w")):
@@ -48,12 +52,12 @@ def test_descriptions(rng):
 
 def test_run_matches_numpy(session, rng):
     x = rand(rng, 2, 3, 5)
-    np.testing.assert_allclose(session.run({"x": x})["y"], _expected(x), atol=1e-6, rtol=1e-6)
+    np.testing.assert_allclose(session.run({"x": x})["y"], _expected(x), **NUMPY_REF)
 
 
 def test_graph_input_read_by_a_late_op_is_not_overwritten(session, rng):
     x = rand(rng, 1, 3, 33, scale=3)
-    np.testing.assert_allclose(session.run({"x": x})["y"], _expected(x), atol=1e-6, rtol=1e-6)
+    np.testing.assert_allclose(session.run({"x": x})["y"], _expected(x), **NUMPY_REF)
 
 
 @pytest.mark.parametrize(
@@ -98,7 +102,7 @@ def test_second_run_with_another_shape(session, rng):
         x = rand(rng, *shape)
         y = session.run({"x": x})["y"]
         assert y.shape == shape
-        np.testing.assert_allclose(y, _expected(x), atol=1e-6, rtol=1e-6)
+        np.testing.assert_allclose(y, _expected(x), **NUMPY_REF)
     assert session.output_shapes == {"y": (4, 3, 1)}
 
 
@@ -107,7 +111,7 @@ def test_explicit_resize_then_run(session, rng):
     assert session.output_shapes == {"y": (1, 3, 9)}
     count = session.resize_count
     x = rand(rng, 1, 3, 9)
-    np.testing.assert_allclose(session.run({"x": x})["y"], _expected(x), atol=1e-6, rtol=1e-6)
+    np.testing.assert_allclose(session.run({"x": x})["y"], _expected(x), **NUMPY_REF)
     assert session.resize_count == count  # run used the plan made by resize
     with pytest.raises(mnnpy.InputError, match="rank"):
         session.resize({"x": (1, 9)})
@@ -120,7 +124,7 @@ def test_resize_cache(session, rng):
     assert session.resize_count == 2
     y = session.run({"x": a})["y"]  # back to an earlier shape: no new plan
     assert session.resize_count == 2
-    np.testing.assert_allclose(y, _expected(a), atol=1e-6, rtol=1e-6)
+    np.testing.assert_allclose(y, _expected(a), **NUMPY_REF)
     for _ in range(3):
         session.run({"x": a})
     assert session.resize_count == 2
@@ -130,8 +134,8 @@ def test_load_short_path(tmp_path, rng):
     path = tmp_path / "m.mnnpy"
     convert(_net_model(rng), path)
     x = rand(rng, 1, 3, 4)
-    np.testing.assert_allclose(mnnpy.load(path).run({"x": x})["y"], _expected(x), atol=1e-6, rtol=1e-6)
-    np.testing.assert_allclose(mnnpy.load(str(path), num_threads=1).run({"x": x})["y"], _expected(x), atol=1e-6, rtol=1e-6)
+    np.testing.assert_allclose(mnnpy.load(path).run({"x": x})["y"], _expected(x), **NUMPY_REF)
+    np.testing.assert_allclose(mnnpy.load(str(path), num_threads=1).run({"x": x})["y"], _expected(x), **NUMPY_REF)
 
 
 def test_bad_session_options(rng):
@@ -164,11 +168,11 @@ def test_run_reuses_the_arena(rng):
     session = mnnpy.Interpreter(convert(model)).create_session()
     x = rand(rng, 1, 32, 128, 128)
     session.run({"x": x})
-    arena = session.backends[0].arena
+    arena = device_backend(session).arena
     address = arena.ctypes.data
     for _ in range(3):
         session.run({"x": x})
-        assert session.backends[0].arena is arena and arena.ctypes.data == address
+        assert device_backend(session).arena is arena and arena.ctypes.data == address
 
 
 def test_run_allocates_no_intermediates(rng):
@@ -188,3 +192,54 @@ def test_run_allocates_no_intermediates(rng):
     assert current - base <= 4 * act_bytes + (256 << 10)
     assert peak - base <= 5 * act_bytes + (256 << 10), f"run allocated {(peak - base) / act_bytes:.1f} activations"
     assert len(outs) == 4
+
+
+def test_run_allocates_nothing(rng):
+    """A chain of CPU kernels (BatchNormalization, Transpose, MatMul, Softmax, Split, Concat,
+    Slice, Gather, Reshape, Cast, ReduceMean, Gemm): matches onnxruntime, and ``run`` allocates far
+    less than one activation (tracemalloc sees numpy's allocations)."""
+    x = rand(rng, 1, 32, 64, 64)
+    i64 = lambda *v: np.array(v, np.int64)
+    inits = {
+        "scale": rand(rng, 32),
+        "bias": rand(rng, 32),
+        "mean": rand(rng, 32),
+        "var": (np.abs(rand(rng, 32)) + 0.1).astype(np.float32),
+        "w": rand(rng, 64, 64),
+        "st": i64(1),
+        "en": i64(-1),
+        "ax": i64(3),
+        "idx": i64(3, -1, 0),
+        "rs": i64(1, 32, -1),
+        "raxes": i64(2),
+        "gw": rand(rng, 32, 16),
+        "gc": rand(rng, 16),
+    }
+    nodes = [
+        helper.make_node("BatchNormalization", ["x", "scale", "bias", "mean", "var"], ["bn"]),
+        helper.make_node("Transpose", ["bn"], ["t"], perm=[0, 1, 3, 2]),
+        helper.make_node("MatMul", ["t", "w"], ["mm"]),
+        helper.make_node("Softmax", ["mm"], ["sm"], axis=2),
+        helper.make_node("Split", ["sm"], ["s1", "s2"], axis=1, num_outputs=2),
+        helper.make_node("Concat", ["s2", "s1"], ["cat"], axis=1),
+        helper.make_node("Slice", ["cat", "st", "en", "ax"], ["sl"]),
+        helper.make_node("Gather", ["sl", "idx"], ["ga"], axis=2),
+        helper.make_node("Reshape", ["sl", "rs"], ["r"]),
+        helper.make_node("Cast", ["ga"], ["ci"], to=TensorProto.FLOAT16),
+        helper.make_node("Cast", ["ci"], ["cf"], to=TensorProto.FLOAT),
+        helper.make_node("ReduceMean", ["r", "raxes"], ["red"], keepdims=0),
+        helper.make_node("Gemm", ["red", "gw", "gc"], ["g"]),
+        helper.make_node("ReduceMean", ["cf"], ["red2"], keepdims=0),
+    ]
+    m = make_model(nodes, {"x": x}, ["g", "red2"], inits, opset=18)
+    session = mnnpy.Interpreter(convert(m)).create_session()
+    for a, e in zip(session.run({"x": x}).values(), run_ort(m, {"x": x})):
+        np.testing.assert_allclose(a, e, **ACCUMULATE)
+    tracemalloc.start()
+    try:
+        for _ in range(3):
+            session.run({"x": x})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < x.nbytes // 4, peak

@@ -46,12 +46,7 @@ def test_a_backend_imports_no_other_backend(backend):
 
 def test_the_core_imports_no_backend():
     """``mnnpy/`` reaches backends only through the registry (by name, lazily)."""
-    bad = [
-        f"{p.relative_to(ROOT)}: {m}"
-        for p in _modules("mnnpy")
-        for m in _imports(p)
-        if m.startswith("mnnpy.backends")
-    ]
+    bad = [f"{p.relative_to(ROOT)}: {m}" for p in _modules("mnnpy") for m in _imports(p) if m.startswith("mnnpy.backends")]
     assert not bad, bad
 
 

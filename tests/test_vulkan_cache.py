@@ -20,8 +20,8 @@ import pytest
 from onnx import helper
 
 from mnnpy.backend import backend_availability
-from tests.backend_compare import ELEMENTWISE, compare, subprocess_env
-from tests.oracle import make_model, rand
+from tests.backend_compare import compare, subprocess_env
+from tests.oracle import ELEMENTWISE, make_model, rand
 
 _OK, _WHY = backend_availability("vulkan")
 if not _OK:
@@ -224,8 +224,8 @@ def test_read_only_directory(vrt, vfolder, monkeypatch, rng):
 EXIT_SCRIPT = """
 import numpy as np
 from onnx import helper
-from tests.backend_compare import ELEMENTWISE, compare
-from tests.oracle import make_model, rand
+from tests.backend_compare import compare
+from tests.oracle import ELEMENTWISE, make_model, rand
 
 x = rand(np.random.default_rng(0), 3, 5, 37)
 model = make_model([helper.make_node("Tanh", ["x"], ["y"])], {"x": x}, ["y"])

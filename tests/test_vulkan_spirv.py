@@ -52,6 +52,19 @@ def test_every_execution_has_its_variant():
         assert not missing, (op, missing)
 
 
+def test_row_kernels_name_the_reduce_manifest():
+    """The reduction, softmax, pooling and normalisation Executions name exactly the variants
+    of ``manifest_reduce.json``, each one committed."""
+    import json
+
+    from mnnpy.backends.vulkan import norm, pool, reduce
+
+    names = set(json.loads((HERE / "manifest_reduce.json").read_text())["variants"])
+    classes = [reduce.Reduce, reduce.Softmax, pool.Pool, pool.GlobalPool, norm.LayerNormalization, norm.BatchNormalization]
+    used = {v for cls in classes for v in cls.variants}
+    assert used == names and all((HERE / f"{v}.spv").is_file() for v in used)
+
+
 def test_compile_failure_names_the_variant(tmp_path):
     if build.tool() is None:
         pytest.skip("glslangValidator is not installed (Debian glslang-tools)")

@@ -1,5 +1,7 @@
-"""OpenCL backend: device choice, ``auto``, fp16 storage and uploads, border casts, allocation
-and index limits. The elementwise ops on every GPU backend are in tests/test_gpu_elementwise.py.
+"""The OpenCL backend's device handling: which device (``MNNPY_OPENCL_DEVICE``: a type or part
+of the platform or device name), ``auto`` (a GPU only), why it is unavailable, and the device's
+limits (one allocation, 32-bit indices, empty constants). The ops on OpenCL are checked in
+their op family's module (``test_<family>.py``); fp16 storage in tests/test_opencl_fp16.py.
 
 Skipped, with the reason, where no OpenCL device is usable (CI installs PoCL).
 """
@@ -15,8 +17,8 @@ from onnx import helper
 import mnnpy
 from mnnpy.backend import backend_availability
 from mnnpy.converter import convert
-from tests.backend_compare import ELEMENTWISE, HALF, compare, partitioned_model, sessions
-from tests.oracle import make_model, rand
+from tests.backend_compare import compare, partitioned_model, sessions
+from tests.oracle import ELEMENTWISE, HALF, make_model, rand
 
 _OK, _WHY = backend_availability("opencl")
 if not _OK:
@@ -72,31 +74,6 @@ def test_device_choice_by_type_or_platform():
     assert any(opencl._find_device(kind)[0] == dev for kind in ("gpu", "cpu", "accelerator"))
 
 
-def test_fp16_storage(rng):
-    """precision="low": tensors stored as fp16 (vstore_half), arithmetic in fp32."""
-    a, b = rand(rng, 5, 9, 31, scale=3), rand(rng, 9, 1)
-    model = make_model(
-        [helper.make_node("Mul", ["a", "w"], ["m"]), helper.make_node("Sigmoid", ["m"], ["y"])], {"a": a}, ["y"], {"w": b}
-    )
-    dev = compare(model, {"a": a}, HALF, precision="low")
-    assert dev.backends[0].storage == np.float16
-    # fp16 storage really rounds: the result differs from fp32 somewhere, but within HALF
-    full = sessions(model)[0].run({"a": a})["y"]
-    assert not np.array_equal(dev.run({"a": a})["y"], full)
-
-
-def test_empty_constant_weights(rng):
-    """Conv with no output channels, MatMul with an empty constant operand (fp32 and fp16)."""
-    x = rand(rng, 1, 3, 5, 5)
-    conv = make_model([helper.make_node("Conv", ["x", "w"], ["y"])], {"x": x}, ["y"], {"w": np.zeros((0, 3, 3, 3), np.float32)})
-    a = rand(rng, 3, 4)
-    mm = make_model([helper.make_node("MatMul", ["a", "b"], ["y"])], {"a": a}, ["y"], {"b": np.zeros((4, 0), np.float32)})
-    for precision in ("high", "low"):
-        for model, feeds in ((conv, {"x": x}), (mm, {"a": a})):
-            dev = compare(model, feeds, HALF, on_device=False, precision=precision)
-            assert next(iter(dev.run(feeds).values())).size == 0
-
-
 def test_plan_larger_than_one_device_allocation(rng, monkeypatch):
     """A memory plan over the device's CL_DEVICE_MAX_MEM_ALLOC_SIZE is a ShapeError naming it."""
     from mnnpy.backend import get_runtime
@@ -120,29 +97,13 @@ def test_outputs_beyond_32_bit_indices_fall_back(rng, monkeypatch):
     assert "an output has more than 1000 elements" in s.partitions()
 
 
-def test_fp16_upload_beyond_half_range_is_inf_without_warning(rng):
-    import warnings
-
-    x = np.array([1e5, -7e4, 6e4, 1.0], np.float32)
-    model = make_model([helper.make_node("Relu", ["x"], ["y"])], {"x": x}, ["y"])
-    s = mnnpy.Interpreter(convert(model)).create_session(backend="opencl", precision="low")
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        y = s.run({"x": x})["y"]
-    np.testing.assert_array_equal(y, [np.inf, 0.0, float(np.float16(6e4)), 1.0])
-
-
-def test_fp16_partition_borders_cross_as_float32(rng):
-    """precision="low": each border tensor has a float32 device buffer and a cast kernel
-    (the host converts nothing); GPU -> CPU -> GPU partitions over two input shapes."""
-    model = partitioned_model(rng)
-    interp = mnnpy.Interpreter(convert(model))
-    s, cpu = interp.create_session(backend=["opencl", "cpu"], precision="low"), interp.create_session(backend="cpu")
-    z = rand(rng, 3, 1, 1)
-    for shape in [(1, 3, 13, 7), (1, 3, 5, 9)]:
-        x = rand(rng, *shape)
-        got, want = s.run({"x": x, "z": z})["y"], cpu.run({"x": x, "z": z})["y"]
-        np.testing.assert_allclose(got, want, atol=HALF[0], rtol=HALF[1])
-    borders = s.backends[0]._borders
-    kinds = sorted(k for d in borders.values() for k in d)
-    assert kinds.count(True) >= 2 and kinds.count(False) >= 2, kinds  # uploads and downloads of both shapes
+def test_empty_constant_weights(rng):
+    """Conv with no output channels, MatMul with an empty constant operand (fp32 and fp16)."""
+    x = rand(rng, 1, 3, 5, 5)
+    conv = make_model([helper.make_node("Conv", ["x", "w"], ["y"])], {"x": x}, ["y"], {"w": np.zeros((0, 3, 3, 3), np.float32)})
+    a = rand(rng, 3, 4)
+    mm = make_model([helper.make_node("MatMul", ["a", "b"], ["y"])], {"a": a}, ["y"], {"b": np.zeros((4, 0), np.float32)})
+    for precision in ("high", "low"):
+        for model, feeds in ((conv, {"x": x}), (mm, {"a": a})):
+            dev = compare(model, feeds, HALF, on_device=False, precision=precision)
+            assert next(iter(dev.run(feeds).values())).size == 0

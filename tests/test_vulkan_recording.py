@@ -1,0 +1,152 @@
+"""The Vulkan backend's command recording: every Vulkan object is created and every command
+recorded at resize, a run only submits; each cached plan keeps its recordings and frees its
+objects when evicted; transfers the session did not announce are errors; a submission past
+the fence time-out is waited for, never read stale; ``MNNPY_VULKAN_PROFILE`` times each
+dispatch.
+
+Skipped, with the reason, where Vulkan is unusable (CI installs Mesa's lavapipe).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import helper
+
+import mnnpy
+from mnnpy.backend import backend_availability
+from mnnpy.converter import convert
+from tests.backend_compare import device_backend, partitioned_model, sessions, tensor_handles
+from tests.oracle import ACCUMULATE, ELEMENTWISE, make_model, rand
+
+_OK, _WHY = backend_availability("vulkan")
+pytestmark = pytest.mark.skipif(not _OK, reason=f"Vulkan unavailable: {_WHY}")
+
+
+def test_second_run_records_and_allocates_nothing(rng, monkeypatch):
+    """Every vkCreate*/vkAllocate*/vkCmd*/vkBegin*/vkUpdate*/vkMap* call happens at resize;
+    a run (after the first, and the first after resize) makes none of them and submits the
+    command buffers recorded at resize."""
+    import vulkan as vk
+
+    counts: dict[str, int] = {}
+    prefixes = ("vkCreate", "vkAllocate", "vkCmd", "vkBegin", "vkEnd", "vkUpdate", "vkMap", "vkFree", "vkDestroy")
+    for name in dir(vk):
+        if name.startswith(prefixes) and callable(getattr(vk, name)):
+            real = getattr(vk, name)
+
+            def counted(*a, _real=real, _name=name, **k):
+                counts[_name] = counts.get(_name, 0) + 1
+                return _real(*a, **k)
+
+            monkeypatch.setattr(vk, name, counted)
+    vk_s, cpu_s = sessions(partitioned_model(rng), backend="vulkan")
+    x, z = rand(rng, 1, 3, 13, 7), rand(rng, 3, 1, 1)
+    vk_s.resize({"x": x.shape, "z": z.shape})
+    at_resize = dict(counts)
+    for name in ("vkAllocateMemory", "vkAllocateCommandBuffers", "vkCmdDispatch", "vkCmdPipelineBarrier", "vkCmdCopyBuffer"):
+        assert at_resize.get(name, 0) > 0, (name, at_resize)
+    backend = device_backend(vk_s)
+    submitted = []
+    real_submit = backend.submit
+    monkeypatch.setattr(backend, "submit", lambda part: (submitted.append(part), real_submit(part)))
+    want = cpu_s.run({"x": x, "z": z})["y"]
+    for _ in range(3):
+        counts.clear()
+        np.testing.assert_allclose(vk_s.run({"x": x, "z": z})["y"], want, **ELEMENTWISE)
+        assert counts == {}, counts
+    assert len(submitted) == 6 and len({id(p.command) for p in submitted}) == 2  # the same two command buffers
+
+
+def test_plans_keep_their_recordings(rng):
+    """Two input shapes alternating: each plan keeps its own device memory and command
+    buffers (the session caches plans), and results stay right."""
+    vk_s, cpu_s = sessions(partitioned_model(rng), backend="vulkan")
+    z = rand(rng, 3, 1, 1)
+    xs = [rand(rng, 1, 3, 5, 4), rand(rng, 1, 3, 9, 11)]
+    for k in range(4):
+        x = xs[k % 2]
+        np.testing.assert_allclose(vk_s.run({"x": x, "z": z})["y"], cpu_s.run({"x": x, "z": z})["y"], **ELEMENTWISE)
+    assert vk_s.resize_count == 2
+
+
+def test_evicted_plans_free_their_vulkan_objects(rng):
+    """The session keeps the last few plans; an evicted plan's device memory, staging,
+    pools and command buffers are destroyed once nothing refers to them."""
+    import gc
+    import weakref
+
+    from mnnpy.session import RESIZE_CACHE
+
+    vk_s, _ = sessions(partitioned_model(rng), backend="vulkan")
+    z = rand(rng, 3, 1, 1)
+    vk_s.run({"x": rand(rng, 1, 3, 2, 2), "z": z})
+    memory = next(iter(tensor_handles(vk_s).values())).memory
+    owned, ref = memory.owned, weakref.ref(memory)
+    assert owned and memory.buffer is not None
+    del memory
+    for k in range(RESIZE_CACHE):
+        vk_s.run({"x": rand(rng, 1, 3, 3 + k, 2), "z": z})
+    gc.collect()
+    assert ref() is None and owned == []
+
+
+def test_unannounced_transfers_are_errors(rng):
+    """A handle the session did not announce (``on_resize_partition``) has no staging slot:
+    upload/download say so with an MnnpyError instead of touching memory."""
+    vk_s, _ = sessions(partitioned_model(rng), backend="vulkan")
+    vk_s.run({"x": rand(rng, 1, 3, 4, 4), "z": rand(rng, 3, 1, 1)})
+    backend = device_backend(vk_s)
+    handles = tensor_handles(vk_s)
+    unstaged = next(h for h in handles.values() if h.host is None and h.nbytes)
+    with pytest.raises(mnnpy.MnnpyError, match="no staging slot"):
+        backend.upload(np.zeros(unstaged.shape, np.float32), unstaged)
+    with pytest.raises(mnnpy.MnnpyError, match="no staging slot"):
+        backend.download(unstaged)
+
+
+def test_timed_out_submission_is_waited_for_not_read_stale(rng, monkeypatch):
+    """A submission past the fence timeout raises; the next run waits for it first and
+    returns the right outputs for its own input (never the stale buffers)."""
+    from mnnpy.backends.vulkan import commands
+
+    a, b = rand(rng, 256, 256), rand(rng, 256, 256)
+    model = make_model([helper.make_node("MatMul", ["a", "b"], ["c"])], {"a": a, "b": b}, ["c"])
+    dev, cpu = sessions(model, backend="vulkan")
+    dev.run({"a": a, "b": b})  # prepared
+    monkeypatch.setattr(commands, "FENCE_TIMEOUT_NS", 0)
+    timed_out = False
+    for _ in range(20):  # a zero timeout almost always expires before the device finishes
+        try:
+            dev.run({"a": a, "b": b})
+        except commands.VulkanError as e:
+            assert "did not finish within" in str(e)
+            timed_out = True
+            break
+    monkeypatch.setattr(commands, "FENCE_TIMEOUT_NS", 60 * 10**9)
+    a2 = rand(rng, 256, 256)
+    np.testing.assert_allclose(dev.run({"a": a2, "b": b})["c"], cpu.run({"a": a2, "b": b})["c"], **ACCUMULATE)
+    assert timed_out
+
+
+def test_profile_times_each_dispatch_by_op_type(rng, monkeypatch):
+    """``MNNPY_VULKAN_PROFILE=1``: timestamp queries after each dispatch, summed per op type;
+    off by default (no query pool, empty profile)."""
+    from mnnpy.backends.vulkan import profile
+
+    x = rand(rng, 1, 3, 16, 16)
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Sigmoid", ["r"], ["y"])]
+    model = make_model(nodes, {"x": x}, ["y"])
+    interp = mnnpy.Interpreter(convert(model))
+    plain = interp.create_session(backend="vulkan")
+    plain.run({"x": x})
+    assert device_backend(plain).profile == {} and not device_backend(plain).profiling
+    monkeypatch.setenv(profile.PROFILE_ENV, "1")
+    s = interp.create_session(backend="vulkan")
+    if not device_backend(s).profiling:
+        pytest.skip("this device's compute queue has no timestamps")
+    for _ in range(2):
+        y = s.run({"x": x})["y"]
+    np.testing.assert_allclose(y, 1 / (1 + np.exp(-np.maximum(x, 0))), rtol=1e-6)
+    prof = device_backend(s).profile
+    assert set(prof) == {"Relu", "Sigmoid"} and all(v >= 0 for v in prof.values()) and sum(prof.values()) > 0, prof
