@@ -45,28 +45,27 @@ _ONNX_TO_NP = {
 _NP_TO_ONNX = {v: k for k, v in _ONNX_TO_NP.items()}
 
 
+def _look_up(table: dict, key, problem: str):
+    """``table[key]``, or ``ModelFormatError(problem)`` when it has no such key."""
+    try:
+        return table[key]
+    except KeyError:
+        raise ModelFormatError(problem) from None
+
+
 def from_code(code: int, where: str = "tensor") -> np.dtype:
     """Format ``DataType`` code -> numpy dtype; raises ``ModelFormatError`` for an unknown code."""
-    try:
-        return _CODE_TO_NP[code]
-    except KeyError:
-        raise ModelFormatError(f"{where}: unknown dtype code {code}") from None
+    return _look_up(_CODE_TO_NP, code, f"{where}: unknown dtype code {code}")
 
 
 def to_code(dtype: np.dtype) -> int:
     """numpy dtype -> format ``DataType`` code; raises ``ModelFormatError`` when unsupported."""
-    try:
-        return _NP_TO_CODE[np.dtype(dtype)]
-    except KeyError:
-        raise ModelFormatError(f"dtype {dtype} cannot be stored in an mnnpy model") from None
+    return _look_up(_NP_TO_CODE, np.dtype(dtype), f"dtype {dtype} cannot be stored in an mnnpy model")
 
 
 def from_onnx(code: int, where: str = "tensor") -> np.dtype:
     """ONNX ``TensorProto`` element type -> numpy dtype; ``ModelFormatError`` when unsupported."""
-    try:
-        return _ONNX_TO_NP[code]
-    except KeyError:
-        raise ModelFormatError(f"{where}: ONNX element type {code} is not supported") from None
+    return _look_up(_ONNX_TO_NP, code, f"{where}: ONNX element type {code} is not supported")
 
 
 def to_onnx(dtype: np.dtype) -> int:
