@@ -173,7 +173,7 @@ def test_ppocr(backend, precision, kind):
     "backend,precision", _cases({b: [(p,) for p in ps] for b, ps in GPU_PRECISIONS.items()}, ids=lambda c: c[0])
 )
 def test_demo_reads_the_same_text(backend, precision):
-    from mnnpy import demo, ocr
+    from mnnpy.apps import demo, ocr
 
     image = ocr.render_text(demo.DEFAULT_TEXT)
     assert demo.read(image, backend=backend, precision=precision).text == demo.DEFAULT_TEXT
