@@ -22,7 +22,7 @@ I64 = np.int64
 
 def test_reshape_not_aliased_copies(rng):
     """When the planner could not alias (here: a constant input, own buffer), one copy kernel runs."""
-    from mnnpy.backend import BackendConfig, TensorInfo, get_runtime
+    from mnnpy.backend import BackendConfig, OpInfo, TensorInfo, get_runtime
     from mnnpy.backends.opencl.movement import Reshape
     from mnnpy.ir import Op
 
@@ -33,7 +33,7 @@ def test_reshape_not_aliased_copies(rng):
     w_info, s_info = TensorInfo(0, "w", w.shape, f32, w), TensorInfo(1, "s", (2,), np.dtype(I64), np.array([3, 35], I64))
     y_info = TensorInfo(2, "y", (3, 35), f32)
     x, y = backend.acquire_constant(w_info), backend.acquire(y_info, 64)
-    exe = Reshape(backend, Op("Reshape", "r", [0, 1], [2]), {"allowzero": 0}, [w_info, s_info], [y_info])
+    exe = Reshape(backend, OpInfo(0, Op("Reshape", "r", [0, 1], [2]), {"allowzero": 0}, (w_info, s_info), (y_info,)))
     exe.on_resize([x, None], [y])
     assert not exe.aliased
     exe.on_execute([x, None], [y])

@@ -44,14 +44,13 @@ def test_resize_axes_attribute(rng):
 
 def test_resize_antialias_check():
     """The schema admits only antialias=0 today; the check still says why it would fall back."""
-    from mnnpy.backend import TensorInfo
+    from mnnpy.backend import OpInfo, TensorInfo
     from mnnpy.backends.vulkan.resize import Resize
     from mnnpy.ir import Op
 
     x = TensorInfo(0, "x", (1, 1, 4, 4), np.dtype(np.float32))
-    ok, why = Resize.check(
-        Op("Resize", "r", [0], [1]), [x], {"mode": "linear", "coordinate_transformation_mode": "half_pixel", "antialias": 1}
-    )
+    attrs = {"mode": "linear", "coordinate_transformation_mode": "half_pixel", "antialias": 1}
+    ok, why = Resize.check(OpInfo(0, Op("Resize", "r", [0], [1]), attrs, (x,), (None,)))
     assert not ok and "antialias" in why
 
 

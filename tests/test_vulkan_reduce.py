@@ -53,13 +53,13 @@ def test_reduce_empty_axes_reduce_all(rng, op):
 
 def test_reduce_axes_unknown_at_resize_fall_back():
     """``axes`` whose value is not known at resize: check() declines with the reason."""
-    from mnnpy.backend import TensorInfo
+    from mnnpy.backend import OpInfo, TensorInfo
     from mnnpy.backends.vulkan.reduce import Reduce
     from mnnpy.ir import Op
 
     op = Op("ReduceSum", "r", [0, 1], [2])
     infos = [TensorInfo(0, "x", (3, 5), np.dtype(np.float32)), TensorInfo(1, "axes", (1,), np.dtype(np.int64))]
-    ok, why = Reduce.check(op, infos, {"keepdims": 1, "noop_with_empty_axes": 0})
+    ok, why = Reduce.check(OpInfo(0, op, {"keepdims": 1, "noop_with_empty_axes": 0}, tuple(infos), (None,)))
     assert not ok and why == "ReduceSum axes computed at run time (Vulkan takes axes known at resize)"
 
 
@@ -129,7 +129,7 @@ def _batchnorm(rng, shape, epsilon=1e-5, training=None, dynamic=False, **kw):
 def test_batchnorm_folds_to_one_affine_dispatch(rng):
     s = _batchnorm(rng, (2, 3, 5, 5))
     (exe,) = s._plan.executions.values()
-    (d,) = exe.partition.dispatches
+    (d,) = exe.dispatches
     assert d.pipeline.name == "norm_affine" and exe.st.shape == (6,)
 
 
