@@ -102,10 +102,31 @@ def reduce_launches(backend, kind: str, x, y, outer: int, red: int, inner: int) 
     chunk = -(-red // splits)
     splits = -(-red // chunk)
     parts = outer * splits * inner
-    scratch = backend.cl.Buffer(backend.runtime.context, backend.cl.mem_flags.READ_WRITE, 4 * parts)
-    args1 = (x.buffer, i32(x.elem_offset), scratch, i32(0), i32(parts), i32(red), i32(inner), i32(splits), i32(chunk), i32(red))
+    scratch = backend.scratch((parts,))
+    args1 = (
+        x.buffer,
+        i32(x.elem_offset),
+        scratch.buffer,
+        i32(0),
+        i32(parts),
+        i32(red),
+        i32(inner),
+        i32(splits),
+        i32(chunk),
+        i32(red),
+    )
     first = rows_launch(backend, "reduce", [*op, "-D NO_FINAL"], args1, parts, chunk, inner)
-    args2 = (scratch, i32(0), y.buffer, i32(y.elem_offset), i32(outer * inner), i32(splits), i32(inner), i32(1), i32(splits))
+    args2 = (
+        scratch.buffer,
+        i32(0),
+        y.buffer,
+        i32(y.elem_offset),
+        i32(outer * inner),
+        i32(splits),
+        i32(inner),
+        i32(1),
+        i32(splits),
+    )
     second = rows_launch(backend, "reduce", [*op, "-D NO_MAP"], (*args2, i32(red)), outer * inner, splits, inner)
     return [first, second], scratch
 

@@ -15,7 +15,7 @@ by more than ``MARGIN``. Kernels whose local size is part of their algorithm are
 tuned: those with a ``reqd_work_group_size`` attribute or using local memory (more than
 the driver reports for a kernel that declares none).
 
-Results persist in ``tuning.json`` in the OpenCL cache folder (``program_cache.cache_directory``),
+Results persist in ``tuning.json`` in the OpenCL cache folder (``program.cache_directory``),
 keyed by device name, driver and platform version, the launch's ``key`` (file, kernel,
 build options) and its work size; the file carries a sha256 of its entries, verified on
 load (a file that fails is discarded and the launches re-tuned). A hit applies the stored
@@ -33,7 +33,7 @@ import warnings
 from pathlib import Path
 
 from mnnpy.backends.opencl.launch import default_local, round_up
-from mnnpy.backends.opencl.program_cache import atomic_write, cache_directory, device_identity, read_limited, usable_directory
+from mnnpy.backends.opencl.program import atomic_write, cache_directory, device_identity, read_limited, usable_directory
 
 MODES = ("none", "fast", "wide")
 FILE = "tuning.json"

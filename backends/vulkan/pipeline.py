@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from mnnpy import cache_file
+from mnnpy.backends.gpu.runtime import shader_dir as gpu_shader_dir
 from mnnpy.cache_file import atomic_write  # a module global: tests replace it here
 
 SpecValue = int | float | bool
@@ -73,15 +74,7 @@ class Pipeline:
 
 def shader_dir():
     """The folder of the ``.spv`` files: package data ``mnnpy.shaders.vulkan``, else the repo's."""
-    try:
-        from importlib.resources import files
-
-        d = files("mnnpy.shaders.vulkan")
-        if d.joinpath("manifest.json").is_file():
-            return d
-    except (ImportError, ModuleNotFoundError, TypeError):
-        pass
-    return Path(__file__).resolve().parents[2] / "shaders" / "vulkan"
+    return gpu_shader_dir("vulkan", "manifest.json")
 
 
 def _spec_bytes(spec: tuple[tuple[int, SpecValue], ...]) -> bytes:

@@ -5,7 +5,18 @@ from __future__ import annotations
 from mnnpy.backend import Execution
 from mnnpy.registry import Registry
 
-INFRASTRUCTURE = ("registry", "device", "runtime", "pipeline", "memory", "commands", "backend", "execution", "validation")
+INFRASTRUCTURE = (
+    "registry",
+    "device",
+    "runtime",
+    "pipeline",
+    "memory",
+    "commands",
+    "backend",
+    "execution",
+    "validation",
+    "profile",
+)
 _EXECUTIONS = Registry("Vulkan execution", "mnnpy.backends.vulkan", skip=INFRASTRUCTURE)
 vulkan_execution = _EXECUTIONS.register
 
