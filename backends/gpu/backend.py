@@ -152,6 +152,21 @@ class GPUBackend(Backend):
         float32-sized place then holds fp16, half of it unused)."""
         return self.handle(offset, tensor.shape, self.storage_dtype(tensor.dtype))
 
+    def constant(self, value: np.ndarray) -> GPUTensor:
+        """A read-only device copy of ``value`` made at resize (index tables, re-laid data)."""
+        raise NotImplementedError
+
+    def weights(self, value: np.ndarray) -> GPUTensor:
+        """A read-only float32 device copy of ``value`` in every precision (weights, biases,
+        folded parameters: fp16 storage keeps them fp32)."""
+        raise NotImplementedError
+
+    def fp32_operand(self, handle: GPUTensor, info: TensorInfo | None) -> GPUTensor:
+        """The handle a kernel reads for an operand whose value may be known (``info.value``):
+        where constants are stored in the storage dtype, an fp32 copy of a constant. Default:
+        ``handle`` (constants kept float32)."""
+        return handle
+
     # -- fp16 border policy ---------------------------------------------------------------
     def twin(self, t: GPUTensor) -> GPUTensor | None:
         """The float32 twin of border handle ``t`` (made once per handle by ``new_twin``), or

@@ -26,7 +26,9 @@ from mnnpy.backends.opencl.memory import CLTensor, buffer, read_only
 
 
 class OpenCLBackend(GPUBackend):
-    """Per-session OpenCL backend; handles are ``CLTensor``."""
+    """Per-session OpenCL backend; handles are ``CLTensor``. Kernels are built and their
+    launches fixed at resize (``launch``), then enqueued by the Executions at each run;
+    ``options``: the build options every kernel gets (``-D STORAGE_HALF`` for fp16 storage)."""
 
     name = "opencl"
     display = "OpenCL"

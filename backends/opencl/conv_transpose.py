@@ -9,11 +9,15 @@ weights are re-laid at resize to ``[G][C/G][KH][KW][M/G padded]`` in fp32.
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
-from mnnpy.backend import Execution
 from mnnpy.backends.cpu.ops.windows import shape_context
+from mnnpy.backends.gpu.checks import activation_check, conv_transpose_check
+from mnnpy.backends.gpu.execution import checked_by
 from mnnpy.backends.opencl.activation import ACTIVATIONS, activation
+from mnnpy.backends.opencl.execution import OpenCLExecution
 from mnnpy.backends.opencl.registry import opencl_execution
 from mnnpy.ops.conv import conv_transpose_pads
 
@@ -29,22 +33,12 @@ def _block(mg: int) -> int:
 
 
 @opencl_execution("ConvTranspose")
-class ConvTranspose(Execution):
+class ConvTranspose(OpenCLExecution):
     """2-D ConvTranspose with constant W (and B); a fused ``activation`` attribute is applied when present."""
 
-    @staticmethod
-    def check(info) -> tuple[bool, str]:
-        x, attrs = info.inputs[0], info.attrs
-        if len(x.shape) != 4:
-            return False, f"ConvTranspose on rank {len(x.shape)} (OpenCL runs 2-D, NCHW)"
-        if any(t.value is None for t in info.present()[1:]):
-            return False, "ConvTranspose weights/bias computed at run time (OpenCL takes constants)"
-        act = attrs.get("activation", "")
-        if act not in ACTIVATIONS:
-            return False, f"fused activation '{act}' is not on OpenCL"
-        return True, ""
+    check = checked_by(conv_transpose_check, partial(activation_check, activations=ACTIVATIONS))
 
-    def on_resize(self, inputs, outputs):
+    def prepare(self, inputs, outputs):
         x, y = inputs[0], outputs[0]
         w = np.asarray(self.input_infos[1].value, np.float32)
         b_info = self.input_infos[2] if len(self.input_infos) > 2 else None
@@ -72,7 +66,4 @@ class ConvTranspose(Execution):
         ints = (c, ih, iw, m, oh, ow, g, cg, mg, mgp, kh, kw, *strides, pads[0], pads[1], *dil, zmax, qmax)
         args = (x.buffer, np.int32(x.elem_offset), self.w.buffer, self.b.buffer, y.buffer, np.int32(y.elem_offset))
         args += tuple(np.int32(v) for v in ints) + (a0, a1)
-        self.launch = self.backend.launch(SOURCE, "deconv", [f"-D OCB={ocb}", option], args, (qmax, oh, zmax))
-
-    def on_execute(self, inputs, outputs):
-        self.launch()
+        self.enqueue(SOURCE, "deconv", [f"-D OCB={ocb}", option], args, (qmax, oh, zmax))

@@ -117,6 +117,10 @@ class VulkanBackend(GPUBackend):
         once at the end of the resize with the graph's constants. Call it from ``prepare``."""
         return self._memory.constant(np.ascontiguousarray(value))
 
+    def weights(self, value: np.ndarray) -> VkTensor:
+        """A float32 device copy of ``value`` owned by this resize (weights, folded parameters)."""
+        return self.constant(np.ascontiguousarray(value, dtype=np.float32))
+
     def scratch(self, shape) -> VkTensor:
         """Float32 device memory of this resize for intermediate results of one op (split-K
         partials, two-pass reductions), nothing uploaded. Call it from ``prepare``."""
