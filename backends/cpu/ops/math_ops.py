@@ -45,6 +45,7 @@ _UFUNC = {
     "Atanh": np.arctanh,
     "Not": np.logical_not,
     "IsNaN": np.isnan,
+    "BitwiseNot": np.invert,  # integers: ~X
 }
 
 
