@@ -135,6 +135,7 @@ class GPUBackend(Backend):
         return (False, why) if why else (True, "")
 
     def create_execution(self, info: OpInfo) -> Execution | None:
+        """A new Execution of the class registered for ``info.type``, or None."""
         cls = self.executions().get(info.type)
         return None if cls is None else cls(self, info)
 

@@ -45,6 +45,7 @@ class OpenCLBackend(GPUBackend):
         self.options = ["-D STORAGE_HALF"] if self.half else []
 
     def executions(self) -> dict:
+        """The OpenCL Executions by op type (``registry.py``)."""
         from mnnpy.backends.opencl.registry import executions
 
         return executions()
@@ -76,6 +77,7 @@ class OpenCLBackend(GPUBackend):
 
     # -- resize -------------------------------------------------------------------------
     def on_resize_begin(self) -> None:
+        """Forget the launches of the previous resize (their warm-up is done)."""
         self._new_launches = []
 
     def on_resize_end(self) -> None:
@@ -90,13 +92,16 @@ class OpenCLBackend(GPUBackend):
         self.queue.finish()
 
     def allocate_arena(self, nbytes: int) -> None:
-        # earlier plans keep their arena through their handles
+        """A new READ_WRITE arena buffer of ``nbytes`` (``ShapeError`` beyond the device's allocation
+        limit); earlier plans keep their arena through their handles."""
         self.arena = buffer(self.runtime, nbytes, "the memory plan of this resize")
 
     def handle(self, offset: int, shape, dtype) -> CLTensor:
+        """A ``CLTensor`` at byte ``offset`` of this resize's arena."""
         return CLTensor(self.arena, offset, shape, dtype)
 
     def acquire_constant(self, tensor: TensorInfo) -> CLTensor:
+        """A read-only buffer with the constant's value (float32 in the storage dtype, ``constant``)."""
         return self.constant(np.asarray(tensor.value, dtype=tensor.dtype))
 
     def constant(self, value: np.ndarray) -> CLTensor:
@@ -125,6 +130,7 @@ class OpenCLBackend(GPUBackend):
         return CLTensor(buffer(self.runtime, 4 * int(np.prod(shape, dtype=np.int64)), "scratch"), 0, shape, np.float32)
 
     def new_twin(self, t: CLTensor) -> CLTensor:
+        """A float32 buffer of its own with ``t``'s shape (``scratch``)."""
         return self.scratch(t.shape)
 
     def prepare_partition(self, partition, uploads: list, downloads: list) -> None:

@@ -58,6 +58,7 @@ class Conv(ConvBase, OpenCLExecution):
     check = checked_by(*CONV_CHECKS, partial(activation_check, activations=ACTIVATIONS), kernel_check)
 
     def pointwise(self, conv: Conv2D) -> None:
+        """The tiled GEMM (``gemm_launch``) with W ``(M, C)`` and B as fp32 buffers, activation fused."""
         m, c = conv.wv.shape[:2]
         self.weights = self.backend.weights(conv.wv.reshape(m, c))
         self.bias = self.backend.weights(conv.bias)
@@ -66,6 +67,7 @@ class Conv(ConvBase, OpenCLExecution):
         self.add(launch)
 
     def depthwise(self, conv: Conv2D) -> None:
+        """Kernel ``depthwise``: ``VW`` output pixels of one channel per work item, work (OW/VW, OH, N*C)."""
         x, y = conv.x, conv.y
         n, c, h, w = x.shape
         kh, kw = conv.wv.shape[2:]
@@ -85,6 +87,8 @@ class Conv(ConvBase, OpenCLExecution):
         return (*head, *(i32(v) for v in geometry), act[1], act[2])
 
     def general(self, conv: Conv2D) -> None:
+        """Kernel ``conv2d`` on the blocked weights, work (OW/VW, OH, N*G*MBg); input channels split over a work group where
+        it pays (``channel_split``)."""
         wp, bp = conv.blocked()
         self.weights, self.bias = self.backend.weights(wp), self.backend.weights(bp)
         kh, kw = conv.wv.shape[2:]

@@ -96,6 +96,7 @@ class _Gemm(OpenCLExecution):
     check = checked_by(float_check)
 
     def gemm(self, a, b, y, p: GemmProblem, c=None, table=None) -> None:
+        """One ``gemm_launch`` of problem ``p`` (the buffers it reads kept in ``keep``)."""
         launch, self.keep = gemm_launch(self.backend, a, b, y, p, c=c, table=table)
         self.add(launch)
 

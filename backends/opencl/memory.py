@@ -27,6 +27,7 @@ class CLTensor(GPUTensor):
         self.buffer = buffer
 
     def shares(self, other: GPUTensor) -> bool:
+        """Same buffer, same byte offset."""
         return isinstance(other, CLTensor) and self.buffer == other.buffer and self.offset == other.offset
 
 

@@ -22,6 +22,7 @@ class LayerNormalization(LayerNormBase, OpenCLExecution):
     """LayerNormalization's ``Y`` (``LayerNormBase``) by one ``rows_launch``."""
 
     def layernorm(self, x, scale, bias, y, rows: int, cols: int, has_bias: bool) -> None:
+        """Kernel ``layernorm`` over ``rows`` rows of ``cols`` elements (Scale/B fp32 where constant)."""
         args = (x.buffer, np.int32(x.elem_offset), scale.buffer, np.int32(scale.elem_offset))
         args += (bias.buffer, np.int32(bias.elem_offset), y.buffer, np.int32(y.elem_offset))
         args += (np.int32(rows), np.int32(cols), np.float32(self.attrs["epsilon"]))
@@ -36,6 +37,7 @@ class BatchNormalization(BatchNormBase, OpenCLExecution):
     """``Y = X * s[c] + t[c]`` (``BatchNormBase``) by the ``affine`` kernel, 4 elements per item."""
 
     def affine(self, x, y, s, t, channels: int, inner: int) -> None:
+        """Kernel ``affine``: ``Y = X * s[c] + t[c]``, ``s``/``t`` as fp32 buffers, work (inner/4, N*C)."""
         self.scale, self.shift = self.backend.weights(s), self.backend.weights(t)
         option, a0, a1 = activation("")
         args = (x.buffer, np.int32(x.elem_offset), self.scale.buffer, self.shift.buffer, y.buffer, np.int32(y.elem_offset))

@@ -104,6 +104,8 @@ class ProgramCache(DiskCache):
         return self.directory / (hashlib.sha256(key.encode()).hexdigest() + SUFFIX)
 
     def get(self, file: str, source: str, options: list[str]):
+        """The built ``cl.Program`` of ``source`` with build ``options`` (``file`` names it in warnings): from memory, a
+        verified binary on disk, or built and stored."""
         mem = (source, tuple(options))
         with self._lock:
             prg = self._built.get(mem)

@@ -120,6 +120,8 @@ class Reductions(OpenCLExecution):
     """The OpenCL side of the reduction family: ``reduce`` by ``reduce_launches``."""
 
     def reduce(self, kind: str, x, y, outer: int, red: int, inner: int) -> None:
+        """The launches of ``reduce_launches`` for ``kind`` (a ``REDUCE_OPS`` value); a split's partial results kept in
+        ``scratch``."""
         launches, self.scratch = reduce_launches(self.backend, kind.upper(), x, y, outer, red, inner)
         for la in launches:
             self.add(la)
@@ -135,6 +137,7 @@ class Softmax(SoftmaxBase, OpenCLExecution):
     """Softmax / LogSoftmax (``SoftmaxBase``): kernel ``softmax``, a row per group slice."""
 
     def softmax(self, x, y, outer: int, red: int, inner: int, log: bool) -> None:
+        """Kernel ``softmax`` (``-D LOG`` for LogSoftmax), one row per group slice."""
         args = (x.buffer, np.int32(x.elem_offset), y.buffer, np.int32(y.elem_offset))
         args += (np.int32(outer * inner), np.int32(red), np.int32(inner))
         options = ["-D SOFTMAX"] + (["-D LOG"] if log else [])

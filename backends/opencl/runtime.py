@@ -42,6 +42,8 @@ class OpenCLRuntime(Runtime):
 
     @classmethod
     def availability(cls) -> tuple[bool, str]:
+        """``(True, "")``, or ``(False, reason)``: no pyopencl, no platform or device, none matching ``$MNNPY_OPENCL_DEVICE``,
+        or a forked process. Never raises."""
         if FORK.forked():
             return False, FORK.reason
         try:
@@ -108,6 +110,7 @@ class OpenCLRuntime(Runtime):
         return self.cl.Kernel(self.program(file, options), name)
 
     def create_backend(self, config: BackendConfig):
+        """A new ``OpenCLBackend`` for one session."""
         from mnnpy.backends.opencl.backend import OpenCLBackend
 
         return OpenCLBackend(self, config)

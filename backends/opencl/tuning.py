@@ -108,6 +108,8 @@ class Tuner(DiskCache):
         self._lock = threading.RLock()
 
     def tune(self, launch, mode: str, limit: int) -> None:
+        """Set ``launch``'s local size for ``mode`` (module docstring) within ``limit`` work items: a cached result, or the
+        fastest timed candidate."""
         if mode not in MODES[1:] or not launch.work or not all(launch.work):
             return
         key = f"{self.identity}|{launch.key}|{'x'.join(map(str, launch.work))}"

@@ -79,6 +79,7 @@ class VulkanBackend(GPUBackend):
 
     # -- schedule -----------------------------------------------------------------------
     def executions(self) -> dict:
+        """The Vulkan Executions by op type (``registry.py``)."""
         from mnnpy.backends.vulkan.registry import executions
 
         return executions()
@@ -100,16 +101,20 @@ class VulkanBackend(GPUBackend):
 
     # -- resize -------------------------------------------------------------------------
     def on_resize_begin(self) -> None:
+        """Start a resize: no memory, partitions or border twins yet."""
         self._memory, self._parts, self._border_twins = None, [], []
 
     def allocate_arena(self, nbytes: int) -> None:
+        """This resize's ``ResizeMemory`` with an arena of ``nbytes`` (``ShapeError`` beyond the device's allocation limits)."""
         check_allocation(self.runtime, int(nbytes), what="the memory plan of this resize")  # early, before any Execution
         self._memory = ResizeMemory(self.runtime, nbytes)
 
     def handle(self, offset: int, shape, dtype) -> VkTensor:
+        """A ``VkTensor`` at byte ``offset`` of this resize's arena."""
         return self._memory.tensor(offset, shape, dtype)
 
     def acquire_constant(self, tensor: TensorInfo) -> VkTensor:
+        """A handle for the constant's value (its dtype kept), uploaded at the end of the resize."""
         return self._memory.constant(np.asarray(tensor.value, dtype=tensor.dtype))
 
     def constant(self, value: np.ndarray) -> VkTensor:
@@ -161,6 +166,8 @@ class VulkanBackend(GPUBackend):
             dispatches.append(d)
 
     def on_resize_end(self) -> None:
+        """Create the resize's buffers, upload the constants, write the descriptor sets and record one command buffer per
+        partition (``VulkanError`` when Vulkan fails)."""
         memory, parts, borders = self._memory, self._parts, self._border_twins
         self._memory, self._parts, self._border_twins = None, [], []
         self._last_parts = parts

@@ -84,10 +84,12 @@ class Conv(ConvBase, VulkanExecution):
     check = checked_by(*CONV_CHECKS, partial(activation_check, activations=ACTIVATIONS), grid_check)
 
     def pointwise(self, conv: Conv2D) -> None:
-        # Y[n] (M, HW) = W (M, C) @ X[n] (C, HW) + B (broadcast along HW)
+        """One ``gemm_dispatch``: ``Y[n] (M, HW) = W (M, C) @ X[n] (C, HW) + B`` (B broadcast along
+        HW), W and B used in place, activation fused."""
         gemm_dispatch(self, conv.w, conv.x, conv.y, conv.gemm_problem(), c=conv.b, act=conv.act)
 
     def depthwise(self, conv: Conv2D) -> None:
+        """``conv_depthwise``: 4 output pixels of one channel per invocation (a zero bias made when B is absent)."""
         x, w, b, y = conv.x, conv.w, conv.b, conv.y
         n, c, h, wd = x.shape
         kh, kw = w.shape[2:]
@@ -104,6 +106,8 @@ class Conv(ConvBase, VulkanExecution):
         self.dispatch("conv_depthwise", [x, w, b, y], (3,), push, y.size, spec=spec, groups=groups, local=local)
 
     def general(self, conv: Conv2D) -> None:
+        """``conv_general`` on the blocked weights (vec4 bindings), input channels split over a work group where it pays
+        (``channel_split``)."""
         x, y = conv.x, conv.y
         kh, kw = conv.wv.shape[2:]
         oh, ow = y.shape[2:]

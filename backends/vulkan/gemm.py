@@ -137,6 +137,7 @@ class _Gemm(VulkanExecution):
     table_dtype = np.uint32
 
     def gemm(self, a, b, y, p: GemmProblem, c=None, table=None) -> None:
+        """``gemm_dispatch`` of problem ``p``."""
         gemm_dispatch(self, a, b, y, p, c=c, table=table)
 
 
@@ -147,6 +148,7 @@ class MatMul(MatMulBase, _Gemm):
 
     @staticmethod
     def check(info) -> tuple[bool, str]:
+        """Two operands of rank >= 1; work groups within the device's limits (``grid_fits``)."""
         inputs = info.inputs
         if len(inputs) != 2 or any(len(t.shape) == 0 for t in inputs):
             return False, "MatMul needs two operands of rank >= 1"
@@ -160,6 +162,7 @@ class Gemm(GemmBase, _Gemm):
 
     @staticmethod
     def check(info) -> tuple[bool, str]:
+        """2-D operands; work groups within the device's limits (``grid_fits``)."""
         a, b, attrs = info.inputs[0], info.inputs[1], info.attrs
         if len(a.shape) != 2 or len(b.shape) != 2:
             return False, "Gemm with operands that are not 2-D"

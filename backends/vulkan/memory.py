@@ -45,6 +45,7 @@ class VkTensor(GPUTensor):
         self.host: np.ndarray | None = None
 
     def shares(self, other: GPUTensor) -> bool:
+        """Same resize memory, same byte offset."""
         return isinstance(other, VkTensor) and self.memory is other.memory and self.offset == other.offset
 
 

@@ -28,6 +28,7 @@ class LayerNormalization(LayerNormBase, VulkanExecution):
     check = checked_by(layernorm_check, row_check)
 
     def layernorm(self, x, scale, bias, y, rows: int, cols: int, has_bias: bool) -> None:
+        """``row_dispatch`` of ``layernorm`` (specialization constant 7: B present)."""
         offsets = (self.elem_offset(x), self.elem_offset(scale), self.elem_offset(bias), self.elem_offset(y))
         push = struct.pack("<6If", *offsets, rows, cols, float(self.attrs["epsilon"]))
         row_dispatch(self, "layernorm", [x, scale, bias, y], (3,), push, rows, cols, 1, spec=((7, has_bias),), cache=True)
@@ -40,6 +41,7 @@ class BatchNormalization(BatchNormBase, VulkanExecution):
     variants = ("norm_affine",)
 
     def affine(self, x, y, s, t, channels: int, inner: int) -> None:
+        """``norm_affine`` with ``s`` and ``t`` in one float32 table ``(2C,)``."""
         self.st = self.backend.weights(np.concatenate([s, t]))
         offsets = (self.elem_offset(x), self.elem_offset(self.st), self.elem_offset(y))
         push = struct.pack("<6I", y.size, max(inner, 1), channels, *offsets)

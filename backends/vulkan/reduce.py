@@ -109,6 +109,7 @@ class Reductions(VulkanExecution):
     how many; ``scratch``: a split reduction's partial results)."""
 
     def reduce(self, kind: str, x, y, outer: int, red: int, inner: int) -> None:
+        """``reduce_dispatches`` of ``reduce_<kind>``; sets ``passes`` (1 or 2) and ``scratch``."""
         self.scratch = None
         self.passes = reduce_dispatches(self, kind, x, y, outer, red, inner)
 
@@ -145,5 +146,6 @@ class Softmax(SoftmaxBase, VulkanExecution):
     check = checked_by(row_check)
 
     def softmax(self, x, y, outer: int, red: int, inner: int, log: bool) -> None:
+        """``row_dispatch`` of ``softmax`` or ``logsoftmax``, a row per group slice."""
         push = struct.pack("<5I", self.elem_offset(x), self.elem_offset(y), outer * inner, red, inner)
         row_dispatch(self, "logsoftmax" if log else "softmax", [x, y], (1,), push, outer * inner, red, inner, cache=True)

@@ -178,6 +178,7 @@ class ScatterND(_Scatter):
         self.ufunc = REDUCE_AT.get(self.attrs["reduction"])
 
     def keys(self, indices) -> tuple:
+        """The index tuple of ``indices (..., last)``: one index array per leading axis of Y."""
         idx = normalise(self, indices, self.dims)
         return tuple(idx[..., j] for j in range(self.last))
 
@@ -191,6 +192,7 @@ class ScatterElements(_Scatter):
         self.ufunc = REDUCE_AT.get(self.attrs["reduction"])
 
     def keys(self, indices) -> tuple:
+        """The index tuple: the resize-time index grid with ``axis`` replaced by ``indices``."""
         self.grid[self.axis] = normalise(self, indices, self.dim)
         return tuple(self.grid)
 
