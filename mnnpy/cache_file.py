@@ -1,6 +1,6 @@
 """Hash-checked cache files shared by the GPU backends: folder choice, file format, atomic writes.
 
-Used by the OpenCL program-binary cache (``backends/opencl/program_cache.py``), its tuning
+Used by the OpenCL program-binary cache (``backends/opencl/program.py``), its tuning
 file, and the Vulkan pipeline cache (``backends/vulkan/pipeline.py``).
 
 Folder (``resolve_directory``): the path in the backend's environment variable

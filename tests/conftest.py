@@ -19,7 +19,7 @@ def rt():
 @pytest.fixture
 def folder(tmp_path, monkeypatch):
     """A fresh OpenCL cache folder, set through ``$MNNPY_OPENCL_CACHE`` for the test."""
-    from mnnpy.backends.opencl import program_cache
+    from mnnpy.backends.opencl import program as program_cache
 
     d = tmp_path / "clcache"
     monkeypatch.setenv(program_cache.CACHE_ENV, str(d))

@@ -26,7 +26,7 @@ class _OpenCL:
 
     def __init__(self, tmp_path, monkeypatch, rng):
         from mnnpy.backend import get_runtime
-        from mnnpy.backends.opencl import program_cache
+        from mnnpy.backends.opencl import program as program_cache
 
         self.pc, self.rt, self.prg = program_cache, get_runtime("opencl"), None
         monkeypatch.setenv(program_cache.CACHE_ENV, str(tmp_path / "clcache"))

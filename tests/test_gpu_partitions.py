@@ -9,8 +9,11 @@ import numpy as np
 import pytest
 from onnx import helper
 
+import mnnpy
+from mnnpy.backend import backend_availability
+from mnnpy.converter import convert
 from tests.backend_compare import API, compare, device_backend, gpu_backends, partitioned_model, sessions
-from tests.oracle import ELEMENTWISE, make_model, rand
+from tests.oracle import ELEMENTWISE, HALF, make_model, rand
 
 
 @pytest.mark.parametrize("backend", gpu_backends())
@@ -41,8 +44,12 @@ def test_partitions_fall_back_to_cpu_and_match(rng, backend):
     assert dev.resize_count == 2  # the first shape's plan was reused
 
 
-# backend calls per run of the GPU, CPU, GPU partitions (Vulkan: also two submissions)
-BORDER_CALLS = {"opencl": {"upload": 3, "download": 2}, "vulkan": {"upload": 3, "download": 2, "submit": 2}}
+# backend calls per run of the GPU, CPU, GPU partitions (the CPU reads the border tensor with
+# download_into, straight into its arena; Vulkan: also two submissions)
+BORDER_CALLS = {
+    "opencl": {"upload": 3, "download": 1, "download_into": 2},
+    "vulkan": {"upload": 3, "download": 1, "download_into": 2, "submit": 2},
+}
 
 
 @pytest.mark.parametrize("backend", gpu_backends())
@@ -65,3 +72,34 @@ def test_copies_only_at_partition_borders(rng, monkeypatch, backend):
         monkeypatch.setattr(gpu, name, counted)
     np.testing.assert_allclose(dev.run({"x": x, "z": z})["y"], want, **ELEMENTWISE)
     assert calls == BORDER_CALLS[backend]
+
+
+@pytest.mark.parametrize("precision", ["high", "low"])
+def test_border_between_opencl_and_vulkan_without_a_host_array(rng, monkeypatch, precision):
+    """OpenCL [Relu] -> Vulkan [3-D MaxPool, which OpenCL does not pool] -> OpenCL [Sigmoid]:
+    OpenCL reads its border tensor straight into Vulkan's staging slot (``download_into``), and
+    uploads Vulkan's from its staging slot (``host_view``); per run only the output is read into
+    a new host array. fp16 storage: both sides cross as float32."""
+    for b in API:
+        ok, why = backend_availability(b)
+        if not ok:
+            pytest.skip(f"{b} unavailable: {why}")
+    x = rand(rng, 1, 2, 6, 7, 8)
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2, 2]),
+        helper.make_node("Sigmoid", ["p"], ["y"]),
+    ]
+    interp = mnnpy.Interpreter(convert(make_model(nodes, {"x": x}, ["y"])))
+    dev = interp.create_session(backend=["opencl", "vulkan", "cpu"], precision=precision)
+    want = interp.create_session(backend="cpu").run({"x": x})["y"]
+    dev.run({"x": x})  # plan and build first
+    heads = [line for line in dev.partitions().splitlines() if line.startswith("partition")]
+    assert [h.split(":")[0] for h in heads] == ["partition 0 on opencl", "partition 1 on vulkan", "partition 2 on opencl"]
+    downloads = []
+    for b in dev.backends[:2]:
+        real = b.download
+        monkeypatch.setattr(b, "download", lambda src, _real=real: downloads.append(src) or _real(src))
+    tol = HALF if precision == "low" else ELEMENTWISE
+    np.testing.assert_allclose(dev.run({"x": x})["y"], want, **tol)
+    assert len(downloads) == 1  # the output

@@ -23,8 +23,8 @@ _OK, _WHY = backend_availability("opencl")
 if not _OK:
     pytest.skip(f"OpenCL unavailable: {_WHY}", allow_module_level=True)
 
-from mnnpy.backends.opencl import program_cache as pc  # noqa: E402
-from mnnpy.backends.opencl.program_cache import ProgramCache  # noqa: E402
+from mnnpy.backends.opencl import program as pc  # noqa: E402
+from mnnpy.backends.opencl.program import ProgramCache  # noqa: E402
 
 SOURCE = "__kernel void axpb(__global float *x, float a, int n) { int i = get_global_id(0); if (i < n) x[i] = a * x[i] + B; }"
 N = 37

@@ -31,10 +31,11 @@ def test_auto_picks_opencl_on_a_gpu_only(rng, monkeypatch):
     import pyopencl as cl
 
     from mnnpy.backends import opencl
+    from mnnpy.backends.opencl.device import find_device
     from mnnpy.backends.vulkan.runtime import VulkanRuntime
 
     interp = mnnpy.Interpreter(convert(partitioned_model(rng)))
-    device = opencl._find_device(None)[0]
+    device = find_device(None)[0]
     on_gpu = not device.type & cl.device_type.CPU
     names = [b.name for b in interp.create_session(backend="auto").backends]
     assert ("opencl" in names) == on_gpu and names[-1] == "cpu"  # on a GPU Vulkan may come first
@@ -46,12 +47,13 @@ def test_auto_picks_opencl_on_a_gpu_only(rng, monkeypatch):
 
 def test_unavailable_reasons(monkeypatch):
     from mnnpy.backends import opencl
+    from mnnpy.backends.opencl.device import find_device
 
     monkeypatch.setenv(opencl.DEVICE_ENV, "no-such-device-xyz")
     ok, why = opencl.OpenCLRuntime.availability()
     assert not ok and "no-such-device-xyz" in why
     monkeypatch.setitem(sys.modules, "pyopencl", None)  # import fails as if not installed
-    device, why = opencl._find_device(None)
+    device, why = find_device(None)
     assert device is None and "pyopencl is not importable" in why
 
 
@@ -60,18 +62,18 @@ def test_device_choice_by_type_or_platform():
     device name, case-insensitive; no match says what was looked for."""
     import pyopencl as cl
 
-    from mnnpy.backends import opencl
+    from mnnpy.backends.opencl.device import find_device
 
-    dev, _ = opencl._find_device(None)
-    assert opencl._find_device(dev.name[:6])[0] == dev
-    assert opencl._find_device(dev.platform.name[:8].upper())[0] == dev
+    dev, _ = find_device(None)
+    assert find_device(dev.name[:6])[0] == dev
+    assert find_device(dev.platform.name[:8].upper())[0] == dev
     for kind in ("gpu", "cpu", "accelerator"):
-        found, why = opencl._find_device(kind)
+        found, why = find_device(kind)
         if found is None:
             assert "a type gpu/cpu/accelerator" in why
         else:
             assert found.type & getattr(cl.device_type, kind.upper())
-    assert any(opencl._find_device(kind)[0] == dev for kind in ("gpu", "cpu", "accelerator"))
+    assert any(find_device(kind)[0] == dev for kind in ("gpu", "cpu", "accelerator"))
 
 
 def test_plan_larger_than_one_device_allocation(rng, monkeypatch):
@@ -88,9 +90,9 @@ def test_plan_larger_than_one_device_allocation(rng, monkeypatch):
 def test_outputs_beyond_32_bit_indices_fall_back(rng, monkeypatch):
     """An op whose output has more elements than the kernels' indices reach runs on the CPU
     with the reason, though its inputs are small (the limit lowered here to test it)."""
-    import mnnpy.backends.opencl as ocl
+    from mnnpy.backends.opencl.backend import OpenCLBackend
 
-    monkeypatch.setattr(ocl, "MAX_ELEMENTS", 1000)
+    monkeypatch.setattr(OpenCLBackend, "max_elements", 1000)
     a, b = rand(rng, 100, 1), rand(rng, 1, 100)
     m = make_model([helper.make_node("Add", ["a", "b"], ["y"])], {"a": a, "b": b}, ["y"])
     s = compare(m, {"a": a, "b": b}, ELEMENTWISE, on_device=False)

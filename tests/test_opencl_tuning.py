@@ -20,7 +20,7 @@ _OK, _WHY = backend_availability("opencl")
 if not _OK:
     pytest.skip(f"OpenCL unavailable: {_WHY}", allow_module_level=True)
 
-from mnnpy.backends.opencl import program_cache as pc  # noqa: E402
+from mnnpy.backends.opencl import program as pc  # noqa: E402
 from mnnpy.backends.opencl import tuning  # noqa: E402
 from mnnpy.backends.opencl.launch import Launch, default_local  # noqa: E402
 from mnnpy.backends.opencl.tuning import Tuner, candidates  # noqa: E402

@@ -1,5 +1,13 @@
-"""Backend-independent helpers shared by the GPU backends (``opencl``, ``vulkan``).
+"""What the GPU backends (``opencl``, ``vulkan``) share: base classes and the op families.
 
-Pure Python / NumPy: index-space geometry (``layout``), Resize support checks and tables
-(``resize_tables``) and op support checks (``checks``). Nothing here touches a device.
+Infrastructure: ``backend`` (``GPUBackend``: schedule checks, storage dtype, fp16 border
+twins, border copies; ``GPUTensor``, the handle base), ``execution`` (``GPUExecution``,
+``checked_by``), ``registry`` (``ExecutionRegistry``), ``runtime`` (device choice, shader
+folder), ``cache`` (``DiskCache``: program, tuning and pipeline caches).
+
+Op families, each module a base class per op that the backends' modules of the same name
+extend with their kernels: ``elementwise``, ``conv``, ``gemm``, ``movement``, ``norm``,
+``pool``, ``reduce``; with their checks (``checks``) and pure geometry (``layout``,
+``conv_geometry``, ``gemm_geometry``, ``reduce_axes``, ``resize_tables``, ``pow2``).
+Nothing here imports a driver.
 """

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from mnnpy.backends.gpu.layout import broadcast_strides
-from mnnpy.ops.activation import ACTIVATIONS, gpu_scalars
+from mnnpy.ops.activation import ACTIVATIONS, GPU, gpu_scalars
 
 
 def unary_check(info, backend: str) -> tuple[bool, str]:
@@ -76,4 +76,41 @@ def conv_operands_check(info, backend: str) -> tuple[bool, str]:
         return False, f"Conv weights computed at run time ({backend} takes constant weights)"
     if len(inputs) > 2 and inputs[2] is not None and inputs[2].value is None:
         return False, f"Conv bias computed at run time ({backend} takes a constant bias)"
+    return True, ""
+
+
+def data_check(info, backend: str) -> tuple[bool, str]:
+    """The data input ``X`` float32 (its value may be known at resize: the backend's dtype
+    check lets such inputs through)."""
+    x = info.inputs[0]
+    if x.dtype != np.float32:
+        return False, f"{info.type} of {x.dtype} data ({backend} runs float32 only)"
+    return True, ""
+
+
+def float_check(info, backend: str) -> tuple[bool, str]:
+    """Every present input float32, constants too (weights the kernels read as float)."""
+    bad = sorted({str(t.dtype) for t in info.present() if t.dtype != np.float32})
+    if bad:
+        return False, f"{info.type} with dtype {', '.join(bad)} ({backend} runs float32 only)"
+    return True, ""
+
+
+def activation_check(info, backend: str, activations: tuple[str, ...] = ("", *GPU)) -> tuple[bool, str]:
+    """The converter's fused ``activation`` attribute (absent: "") is one of ``activations``
+    (default: none, or one of the activation table's ops with a GPU expression)."""
+    act = info.attrs.get("activation", "")
+    if act not in activations:
+        return False, f"fused activation {act!r} is not on {backend}"
+    return True, ""
+
+
+def conv_transpose_check(info, backend: str) -> tuple[bool, str]:
+    """ConvTranspose (operators.md #ConvTranspose): 2-D NCHW ``X`` (rank 4), constant weights
+    and bias."""
+    x = info.inputs[0]
+    if len(x.shape) != 4:
+        return False, f"ConvTranspose on rank {len(x.shape)} ({backend} runs 2-D, NCHW)"
+    if any(t.value is None for t in info.present()[1:]):
+        return False, f"ConvTranspose weights/bias computed at run time ({backend} takes constants)"
     return True, ""

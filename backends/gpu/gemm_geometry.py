@@ -1,15 +1,46 @@
 """MatMul / Gemm geometry shared by the GPU backends' GEMM kernels.
 
-numpy.matmul batch broadcasting (ONNX operators.md #MatMul) as per-batch element offsets
-or strides of A and B, and Gemm's C broadcast strides (#Gemm). Used by
+A ``GemmProblem`` is what both backends' GEMM launchers take: sizes, leading dimensions,
+batch strides, transposes, C's broadcast strides, alpha and beta. numpy.matmul batch
+broadcasting (ONNX operators.md #MatMul) as per-batch element offsets or strides of A and B,
+and Gemm's C broadcast strides (#Gemm). Used by ``backends/gpu/gemm.py``,
 ``backends/opencl/gemm.py`` and ``backends/vulkan/gemm.py``.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
+
+
+@dataclass(frozen=True)
+class GemmProblem:
+    """``Y[b] = alpha * A[b] @ B[b] + beta * C`` for ``b < batch``: A ``(m, k)`` (stored ``(k, m)``
+    when ``trans_a``), B ``(k, n)`` (``(n, k)`` when ``trans_b``), Y ``(m, n)``, with leading
+    dimensions ``lda``, ``ldb``, ``ldy`` (elements); ``strides``: per-batch element strides of
+    A, B, Y; ``c_strides``: C's element strides along Y's rows and columns (0 where broadcast)."""
+
+    m: int
+    n: int
+    k: int
+    lda: int
+    ldb: int
+    ldy: int
+    batch: int = 1
+    strides: tuple[int, int, int] = (0, 0, 0)
+    trans_a: bool = False
+    trans_b: bool = False
+    c_strides: tuple[int, int] = (0, 0)
+    alpha: float = 1.0
+    beta: float = 1.0
+
+    @property
+    def ints(self) -> tuple[int, ...]:
+        """``(m, n, k, lda, ldb, ldy, A, B, Y batch strides, C row, column strides)``: the
+        integer arguments of both backends' GEMM kernels, in their order."""
+        return (self.m, self.n, self.k, self.lda, self.ldb, self.ldy, *self.strides, *self.c_strides)
 
 
 def batch_offsets(batch: tuple[int, ...], shape: tuple[int, ...], size: int) -> np.ndarray:
@@ -60,27 +91,32 @@ def gemm_c_strides(c_shape) -> tuple[int, int]:
     return cs[1] if cs[0] != 1 else 0, 1 if cs[1] != 1 else 0
 
 
-def gemm_problem(attrs, a_shape, b_shape, y_shape, c_shape=None) -> tuple[tuple[int, int, int], dict]:
-    """``((m, n, k), keywords)`` of ONNX Gemm ``Y = alpha * A' @ B' + beta * C`` for the
-    backend's GEMM call: A ``(M, K)`` or ``(K, M)`` (transA), B ``(K, N)`` or ``(N, K)``
-    (transB), Y ``(M, N)``; leading dims, transposes, alpha, beta and C's strides
-    (``c_shape`` None: no C term)."""
+def gemm_problem(attrs, a_shape, b_shape, y_shape, c_shape=None) -> GemmProblem:
+    """ONNX Gemm ``Y = alpha * A' @ B' + beta * C``: A ``(M, K)`` or ``(K, M)`` (transA), B
+    ``(K, N)`` or ``(N, K)`` (transB), Y ``(M, N)``; C's strides from ``c_shape`` (None: no C term)."""
     ta, tb = bool(attrs["transA"]), bool(attrs["transB"])
     m, n = y_shape
     k = a_shape[0] if ta else a_shape[1]
-    kw = dict(lda=a_shape[1], ldb=b_shape[1], ldy=n, trans_a=ta, trans_b=tb)
-    kw.update(c_strides=(0, 0) if c_shape is None else gemm_c_strides(c_shape))
-    kw.update(alpha=float(attrs["alpha"]), beta=float(attrs["beta"]))
-    return (m, n, k), kw
+    c_strides = (0, 0) if c_shape is None else gemm_c_strides(c_shape)
+    alpha, beta = float(attrs["alpha"]), float(attrs["beta"])
+    return GemmProblem(m, n, k, a_shape[1], b_shape[1], n, trans_a=ta, trans_b=tb, c_strides=c_strides, alpha=alpha, beta=beta)
 
 
-def pointwise_conv_problem(x_shape, m: int) -> tuple[tuple[int, int, int], dict]:
-    """``((m, n, k), keywords)`` of a 1x1 stride-1 unpadded group-1 Conv as a batched GEMM:
-    ``Y[n] (M, H*W) = W (M, C) @ X[n] (C, H*W) + B`` (B broadcast along H*W), ``X: (N, C, H, W)``."""
+def matmul_problem(a_shape, b_shape) -> tuple[GemmProblem, np.ndarray | None]:
+    """numpy.matmul of A ``(..., M, K)`` and B ``(..., K, N)`` (``matmul_geometry``,
+    ``matmul_batch``): the problem and, for general broadcasts, the int64 ``(batch, 2)`` A/B
+    offsets for a device table (None when strides do)."""
+    m, n, k, nb, aoff, boff = matmul_geometry(a_shape, b_shape)
+    strides, offsets = matmul_batch(m, n, k, nb, aoff, boff)
+    return GemmProblem(m, n, k, k, n, n, batch=nb, strides=strides), offsets
+
+
+def pointwise_conv_problem(x_shape, m: int) -> GemmProblem:
+    """A 1x1 stride-1 unpadded group-1 Conv as a batched GEMM: ``Y[n] (M, H*W) = W (M, C) @
+    X[n] (C, H*W) + B`` (B broadcast along H*W: the C term), ``X: (N, C, H, W)``."""
     n, c, h, w = x_shape
     hw = h * w
-    kw = dict(lda=c, ldb=hw, ldy=hw, batch=n, strides=(0, c * hw, m * hw), c_strides=(1, 0))
-    return (m, hw, c), kw
+    return GemmProblem(m, hw, c, c, hw, hw, batch=n, strides=(0, c * hw, m * hw), c_strides=(1, 0))
 
 
 GEMV_ROWS = 8  # at most this many rows of Y: classifier heads and 1-D operands

@@ -1,18 +1,15 @@
 """OpenCL Conv (ONNX operators.md #Conv), 2-D NCHW, with bias and the converter's fused activation.
 
-``X: (N, C, H, W)``, ``W: (M, C/G, KH, KW)`` (constant), ``B: (M,)`` (constant, optional)
--> ``Y: (N, M, OH, OW)``; geometry (pads after ``auto_pad``, strides, dilations) from
-``windows.window``. One of three kernels, chosen at resize:
+The three paths of ``backends/gpu/conv.py``, weights and bias fp32 in every precision:
 
-* pointwise (1x1, stride 1, no pads, group 1): the tiled GEMM of ``gemm.cl``,
-  ``Y[n] (M, HW) = W (M, C) @ X[n] (C, HW) + B``, activation fused;
-* depthwise (``G == C == M``): ``conv.cl`` ``depthwise``, VW pixels per work item;
-* general / grouped: ``conv.cl`` ``conv2d``, 4 output channels x VW pixels per work item,
-  weights re-laid as ``(G, ceil(M/G/4), C/G, KH, KW, 4)`` for one vector load per tap;
-  on GPUs, small outputs (ResNet's 14x14 and 7x7 stages) split the input channels over the
-  items of a work group (``channel_split``), partial sums added in local memory.
+* pointwise: the tiled GEMM of ``gemm.cl`` (``gemm_launch``), activation fused;
+* depthwise: ``conv.cl`` ``depthwise``, VW pixels per work item;
+* general / grouped: ``conv.cl`` ``conv2d``, 4 output channels x VW pixels per work item; on
+  GPUs, small outputs (ResNet's 14x14 and 7x7 stages) split the input channels over the items
+  of a work group (``channel_split``), partial sums added in local memory.
 
-1-D/3-D convs and weights or bias computed at run time fall back to the CPU (``check``).
+1-D/3-D convs, weights or bias computed at run time and kernels over ``MAX_KERNEL`` fall back
+to the CPU (``check``).
 """
 
 from __future__ import annotations
@@ -21,19 +18,16 @@ import math
 
 import numpy as np
 
-from mnnpy.backend import Execution
-from mnnpy.backends.gpu.checks import conv_operands_check
-from mnnpy.backends.gpu.conv_geometry import conv_bias, conv_geometry, is_pointwise
-from mnnpy.backends.gpu.gemm_geometry import pointwise_conv_problem
+from mnnpy.backends.gpu.checks import activation_check
+from mnnpy.backends.gpu.conv import CONV_CHECKS, VW, Conv2D, ConvBase
+from mnnpy.backends.gpu.execution import checked_by
 from mnnpy.backends.opencl.activation import activation
+from mnnpy.backends.opencl.execution import OpenCLExecution
 from mnnpy.backends.opencl.gemm import gemm_launch, use_local_tiles
 from mnnpy.backends.opencl.registry import opencl_execution
-from mnnpy.ops.activation import GPU
 
 SOURCE = "conv.cl"
-VW = 4  # output pixels along W per work item
 MAX_KERNEL = 32  # kernel loops are unrolled at compile time
-MAX_ROW = 32  # depthwise: registers for the inputs one kernel row spans
 SPLIT_TARGET = 32768  # conv2d: fewer work items than this leave a GPU idle: split input channels
 MAX_SPLIT = 32
 GROUP = 64  # conv2d with a split: work-group size (as GY in conv.cl)
@@ -48,57 +42,42 @@ def channel_split(items: int, cg: int) -> int:
     return s if s >= 4 else 1
 
 
+def kernel_check(info, backend: str) -> tuple[bool, str]:
+    """Kernel dims up to ``MAX_KERNEL`` (the kernels unroll their loops)."""
+    w = info.inputs[1]
+    if max(w.shape[2:]) > MAX_KERNEL:
+        return False, f"kernel {list(w.shape[2:])} larger than {MAX_KERNEL} ({backend} unrolls kernel loops)"
+    return True, ""
+
+
 @opencl_execution("Conv")
-class Conv(Execution):
+class Conv(ConvBase, OpenCLExecution):
     """2-D Conv, float32 NCHW: pointwise GEMM, depthwise or register-blocked general kernel."""
 
-    @staticmethod
-    def check(info) -> tuple[bool, str]:
-        """2-D only; W and B constants; a known fused activation; kernel dims up to MAX_KERNEL."""
-        inputs, attrs = info.inputs, info.attrs
-        w = inputs[1]
-        ok, why = conv_operands_check(info, "OpenCL")
-        if not ok:
-            return ok, why
-        if any(t is not None and t.dtype != np.float32 for t in inputs):
-            return False, "Conv with non-float32 weights (OpenCL runs float32 only)"
-        if attrs.get("activation", "") not in ("", *GPU):
-            return False, f"fused activation {attrs['activation']!r} has no OpenCL kernel"
-        if max(w.shape[2:]) > MAX_KERNEL:
-            return False, f"kernel {list(w.shape[2:])} larger than {MAX_KERNEL} (OpenCL unrolls kernel loops)"
-        return True, ""
+    check = checked_by(*CONV_CHECKS, activation_check, kernel_check)
 
-    def on_resize(self, inputs, outputs):
-        x, y = inputs[0], outputs[0]
-        wv, strides, dil, pads, row = conv_geometry(self, x.shape, VW)
-        m, cg, kh, kw = wv.shape
-        c = x.shape[1]
-        bias = conv_bias(self, m)
-        g = self.attrs["group"]
-        act = activation(self.attrs["activation"], self.attrs["activation_params"])
-        if is_pointwise(kh, kw, g, strides, pads):
-            self._pointwise(x, y, wv, bias, act)
-        elif g == c == m and row <= MAX_ROW:
-            self._depthwise(x, y, wv, bias, act, strides, dil, pads)
-        else:
-            self._general(x, y, wv, bias, act, strides, dil, pads)
+    def pointwise(self, conv: Conv2D) -> None:
+        """The tiled GEMM (``gemm_launch``) with W ``(M, C)`` and B as fp32 buffers, activation fused."""
+        m, c = conv.wv.shape[:2]
+        self.weights = self.backend.weights(conv.wv.reshape(m, c))
+        self.bias = self.backend.weights(conv.bias)
+        act = activation(*conv.act)
+        launch, self.keep = gemm_launch(self.backend, self.weights, conv.x, conv.y, conv.gemm_problem(), c=self.bias, act=act)
+        self.add(launch)
 
-    def _pointwise(self, x, y, wv, bias, act):
-        m, c = wv.shape[0], x.shape[1]
-        self.weights = self.backend.weights(wv.reshape(m, c))
-        self.bias = self.backend.weights(bias)
-        mnk, kw = pointwise_conv_problem(x.shape, m)
-        self.launch, self.keep = gemm_launch(self.backend, self.weights, x, y, *mnk, c=self.bias, act=act, **kw)
-
-    def _depthwise(self, x, y, wv, bias, act, strides, dil, pads):
+    def depthwise(self, conv: Conv2D) -> None:
+        """Kernel ``depthwise``: ``VW`` output pixels of one channel per work item, work (OW/VW, OH, N*C)."""
+        x, y = conv.x, conv.y
         n, c, h, w = x.shape
-        kh, kw = wv.shape[2:]
+        kh, kw = conv.wv.shape[2:]
         oh, ow = y.shape[2:]
-        self.weights = self.backend.weights(wv.reshape(c, kh * kw))
-        self.bias = self.backend.weights(bias)
+        strides, dil, pads = conv.strides, conv.dil, conv.pads
+        self.weights = self.backend.weights(conv.wv.reshape(c, kh * kw))
+        self.bias = self.backend.weights(conv.bias)
+        act = activation(*conv.act)
         opts = [act[0], f"-D KH={kh}", f"-D KW={kw}", f"-D SW={strides[1]}", f"-D DW={dil[1]}", f"-D VW={VW}"]
         args = self._args(x, y, (c, h, w, oh, ow, strides[0], pads[0], pads[1], dil[0], n * c), act)
-        self.launch = self.backend.launch(SOURCE, "depthwise", opts, args, (math.ceil(ow / VW), oh, n * c))
+        self.enqueue(SOURCE, "depthwise", opts, args, (math.ceil(ow / VW), oh, n * c))
 
     def _args(self, x, y, geometry, act) -> tuple:
         """Kernel arguments of ``conv2d``/``depthwise``: x, weights, bias, y, the int geometry, a0, a1."""
@@ -106,33 +85,24 @@ class Conv(Execution):
         head = (x.buffer, i32(x.elem_offset), self.weights.buffer, self.bias.buffer, y.buffer, i32(y.elem_offset))
         return (*head, *(i32(v) for v in geometry), act[1], act[2])
 
-    def _general(self, x, y, wv, bias, act, strides, dil, pads):
-        n, c, h, w = x.shape
-        m, cg, kh, kw = wv.shape
-        oh, ow = y.shape[2:]
-        g = self.attrs["group"]
-        mg = m // g
-        mbg = math.ceil(mg / 4)
-        wp = np.zeros((g, mbg * 4, cg, kh, kw), np.float32)
-        wp[:, :mg] = wv.reshape(g, mg, cg, kh, kw)
-        wp = wp.reshape(g, mbg, 4, cg, kh, kw).transpose(0, 1, 3, 4, 5, 2)  # (G, MBg, Cg, KH, KW, 4)
-        bp = np.zeros((g, mbg * 4), np.float32)
-        bp[:, :mg] = bias.reshape(g, mg)
-        self.weights = self.backend.weights(np.ascontiguousarray(wp))
-        self.bias = self.backend.weights(bp)
+    def general(self, conv: Conv2D) -> None:
+        """Kernel ``conv2d`` on the blocked weights, work (OW/VW, OH, N*G*MBg); input channels split over a work group where
+        it pays (``channel_split``)."""
+        wp, bp = conv.blocked()
+        self.weights, self.bias = self.backend.weights(wp), self.backend.weights(bp)
+        kh, kw = conv.wv.shape[2:]
+        oh, ow = conv.y.shape[2:]
+        act = activation(*conv.act)
         opts = [act[0], f"-D KH={kh}", f"-D KW={kw}", f"-D VW={VW}"]
-        nz = n * g * mbg
+        geometry = conv.general_ints()
+        cg, nz = geometry[6], geometry[-1]
         owb = math.ceil(ow / VW)
         split = channel_split(owb * oh * nz, cg) if use_local_tiles(self.backend) else 1
-        geometry = (c, h, w, m, oh, ow, cg, mg, mbg, g, strides[0], strides[1], pads[0], pads[1], dil[0], dil[1], nz)
-        args = self._args(x, y, geometry, act)
+        args = self._args(conv.x, conv.y, geometry, act)
         if split > 1:
             local = (split, GROUP // split, 1)
             la = self.backend.launch(SOURCE, "conv2d", [*opts, f"-D SPLIT={split}"], args, (split, owb * oh, nz), local)
             if la.local == local:  # the kernel requires exactly this work-group size
-                self.launch = la
+                self.add(la)
                 return
-        self.launch = self.backend.launch(SOURCE, "conv2d", opts, args, (owb, oh, nz))
-
-    def on_execute(self, inputs, outputs):
-        self.launch()
+        self.enqueue(SOURCE, "conv2d", opts, args, (owb, oh, nz))

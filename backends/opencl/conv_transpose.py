@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from mnnpy.backend import Execution
+from mnnpy.backends.gpu.checks import activation_check, conv_transpose_check
+from mnnpy.backends.gpu.execution import checked_by
 from mnnpy.backends.opencl.activation import activation
+from mnnpy.backends.opencl.execution import OpenCLExecution
 from mnnpy.backends.opencl.registry import opencl_execution
-from mnnpy.ops.activation import GPU
 
 SOURCE = "conv_transpose.cl"
 
@@ -28,22 +29,12 @@ def _block(mg: int) -> int:
 
 
 @opencl_execution("ConvTranspose")
-class ConvTranspose(Execution):
+class ConvTranspose(OpenCLExecution):
     """2-D ConvTranspose with constant W (and B); a fused ``activation`` attribute is applied when present."""
 
-    @staticmethod
-    def check(info) -> tuple[bool, str]:
-        x, attrs = info.inputs[0], info.attrs
-        if len(x.shape) != 4:
-            return False, f"ConvTranspose on rank {len(x.shape)} (OpenCL runs 2-D, NCHW)"
-        if any(t.value is None for t in info.present()[1:]):
-            return False, "ConvTranspose weights/bias computed at run time (OpenCL takes constants)"
-        act = attrs.get("activation", "")
-        if act not in ("", *GPU):
-            return False, f"fused activation '{act}' is not on OpenCL"
-        return True, ""
+    check = checked_by(conv_transpose_check, activation_check)
 
-    def on_resize(self, inputs, outputs):
+    def prepare(self, inputs, outputs):
         x, y = inputs[0], outputs[0]
         w = np.asarray(self.input_infos[1].value, np.float32)
         b_info = self.input_infos[2] if len(self.input_infos) > 2 else None
@@ -51,6 +42,7 @@ class ConvTranspose(Execution):
         m, oh, ow = y.shape[1], y.shape[2], y.shape[3]
         g = self.attrs["group"]
         cg, mg, kh, kw = c // g, w.shape[1], w.shape[2], w.shape[3]
+        a = self.attrs
         _, strides, dil, pads = self.geometry["window"].unpack()
         ocb = _block(mg)
         mgp = -(-mg // ocb) * ocb
@@ -61,7 +53,6 @@ class ConvTranspose(Execution):
             bias[:, :mg] = np.asarray(b_info.value, np.float32).reshape(g, mg)
         self.w = self.backend.weights(wt)  # fp32 in both storage modes
         self.b = self.backend.weights(bias)
-        a = self.attrs
         option, a0, a1 = activation(a.get("activation", ""), a.get("activation_params", ()))
         zmax = n * g * (mgp // ocb)
         cols = -(-ow // strides[1])  # output columns of one phase (at most)
@@ -69,7 +60,4 @@ class ConvTranspose(Execution):
         ints = (c, ih, iw, m, oh, ow, g, cg, mg, mgp, kh, kw, *strides, pads[0], pads[1], *dil, zmax, qmax)
         args = (x.buffer, np.int32(x.elem_offset), self.w.buffer, self.b.buffer, y.buffer, np.int32(y.elem_offset))
         args += tuple(np.int32(v) for v in ints) + (a0, a1)
-        self.launch = self.backend.launch(SOURCE, "deconv", [f"-D OCB={ocb}", option], args, (qmax, oh, zmax))
-
-    def on_execute(self, inputs, outputs):
-        self.launch()
+        self.enqueue(SOURCE, "deconv", [f"-D OCB={ocb}", option], args, (qmax, oh, zmax))

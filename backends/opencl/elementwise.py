@@ -2,65 +2,41 @@
 
 Kernels: ``shaders/opencl/elementwise.cl``, the operation chosen by a ``-D ACT_<NAME>``
 (unary: the activation table's ops with a GPU expression) or ``-D OP_<NAME>`` (binary)
-build option. ``on_resize`` builds/fetches the program, sets every
-kernel argument and the global size; ``on_execute`` enqueues one kernel.
+build option. ``prepare`` builds/fetches the program, sets every
+kernel argument and the global size; ``on_execute`` enqueues one kernel. Ops, checks and
+scalars: ``backends/gpu/elementwise.py``.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from mnnpy.backend import Execution
-from mnnpy.backends.gpu.checks import binary_check, unary_check, unary_params
+from mnnpy.backends.gpu.elementwise import BINARY_OPS, MAX_RANK, UNARY_OPS, BinaryBase, UnaryBase
 from mnnpy.backends.gpu.layout import broadcast_strides
 from mnnpy.backends.opencl.activation import activation
+from mnnpy.backends.opencl.execution import OpenCLExecution
 from mnnpy.backends.opencl.registry import opencl_execution
-from mnnpy.ops.activation import GPU
 
 SOURCE = "elementwise.cl"
-MAX_RANK = 8  # kernel's index decomposition; ONNX models here need at most 6
 
 
-@opencl_execution(*GPU)
-class Unary(Execution):
-    """``Y = F(X)``, X and Y float32 of one shape. Scalars (``Activation.scalars``):
-    HardSigmoid ``alpha, beta``; LeakyRelu, Swish ``alpha``; Clip ``min, max`` (constant
-    inputs, absent = -+FLT_MAX)."""
+@opencl_execution(*UNARY_OPS)
+class Unary(UnaryBase, OpenCLExecution):
+    """``Y = F(X)``, X and Y float32 of one shape, 4 elements per work item."""
 
-    @staticmethod
-    def check(info) -> tuple[bool, str]:
-        return unary_check(info, "OpenCL")
-
-    def _params(self) -> tuple[float, float]:
-        return unary_params(self.op.type, self.attrs, self.input_infos)
-
-    def on_resize(self, inputs, outputs):
+    def prepare(self, inputs, outputs):
         x, y = inputs[0], outputs[0]
-        option, p0, p1 = activation(self.op.type, self._params())
-        args = (
-            x.buffer,
-            np.int32(x.elem_offset),
-            y.buffer,
-            np.int32(y.elem_offset),
-            np.int32(y.size),
-            np.float32(p0),
-            np.float32(p1),
-        )
-        self.launch = self.backend.launch(SOURCE, "unary", [option], args, (-(-y.size // 4),))
-
-    def on_execute(self, inputs, outputs):
-        self.launch()
+        option, p0, p1 = activation(self.op.type, self.params())
+        args = (x.buffer, np.int32(x.elem_offset), y.buffer, np.int32(y.elem_offset), np.int32(y.size))
+        self.enqueue(SOURCE, "unary", [option], (*args, np.float32(p0), np.float32(p1)), (-(-y.size // 4),))
 
 
-@opencl_execution("Add", "Sub", "Mul", "Div", "Pow", "Max", "Min")
-class Binary(Execution):
-    """``C = A op B`` (float32) with numpy broadcasting. Max/Min: exactly two inputs here."""
+@opencl_execution(*BINARY_OPS)
+class Binary(BinaryBase, OpenCLExecution):
+    """``C = A op B`` (float32) with numpy broadcasting; a constant operand stays fp32 under
+    fp16 storage."""
 
-    @staticmethod
-    def check(info) -> tuple[bool, str]:
-        return binary_check(info, "OpenCL", MAX_RANK)
-
-    def on_resize(self, inputs, outputs):
+    def prepare(self, inputs, outputs):
         a, b = self.operands = [self.backend.fp32_operand(h, i) for h, i in zip(inputs, self.input_infos)]
         c = outputs[0]
         options = [f"-D OP_{self.op.type.upper()}"]
@@ -74,7 +50,4 @@ class Binary(Execution):
         vec = [np.array([1] * pad + dims, np.int32), np.array([0] * pad + astr, np.int32), np.array([0] * pad + bstr, np.int32)]
         args = (a.buffer, np.int32(a.elem_offset), b.buffer, np.int32(b.elem_offset), c.buffer, np.int32(c.elem_offset))
         work = -(-c.size // 4) if same else c.size
-        self.launch = self.backend.launch(SOURCE, "binary", options, (*args, np.int32(c.size), *vec), (work,))
-
-    def on_execute(self, inputs, outputs):
-        self.launch()
+        self.enqueue(SOURCE, "binary", options, (*args, np.int32(c.size), *vec), (work,))

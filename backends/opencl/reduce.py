@@ -9,13 +9,11 @@ LayerNormalization.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from mnnpy.backend import Execution
 from mnnpy.backends.gpu.pow2 import pow2_ceil, pow2_floor
-from mnnpy.backends.gpu.reduce_axes import collapse_axes, reduce_check
+from mnnpy.backends.gpu.reduce import REDUCE_OPS, ReduceBase, SoftmaxBase
+from mnnpy.backends.opencl.execution import OpenCLExecution
 from mnnpy.backends.opencl.registry import opencl_execution
 
 SOURCE = "reduce.cl"
@@ -23,19 +21,6 @@ GROUP_MAX = 256  # the kernels' local scratch (floats); a group holds at most th
 TARGET_ITEMS = 1 << 17  # work items worth spreading a reduction over (an H200 keeps ~270k resident)
 SECTOR = 8  # floats per 32-byte memory sector
 CACHE_MAX = 16  # row elements a softmax/layernorm work item may keep in registers
-
-OPS = {
-    "ReduceSum": "SUM",
-    "ReduceMean": "MEAN",
-    "ReduceMax": "MAX",
-    "ReduceMin": "MIN",
-    "ReduceProd": "PROD",
-    "ReduceL1": "L1",
-    "ReduceL2": "L2",
-    "ReduceSumSquare": "SUMSQUARE",
-    "ReduceLogSum": "LOGSUM",
-    "ReduceLogSumExp": "LOGSUMEXP",
-}
 
 
 def group_shape(p: int, red: int, inner: int = 1, group: int = GROUP_MAX) -> tuple[int, int]:
@@ -102,50 +87,58 @@ def reduce_launches(backend, kind: str, x, y, outer: int, red: int, inner: int) 
     chunk = -(-red // splits)
     splits = -(-red // chunk)
     parts = outer * splits * inner
-    scratch = backend.cl.Buffer(backend.runtime.context, backend.cl.mem_flags.READ_WRITE, 4 * parts)
-    args1 = (x.buffer, i32(x.elem_offset), scratch, i32(0), i32(parts), i32(red), i32(inner), i32(splits), i32(chunk), i32(red))
+    scratch = backend.scratch((parts,))
+    args1 = (
+        x.buffer,
+        i32(x.elem_offset),
+        scratch.buffer,
+        i32(0),
+        i32(parts),
+        i32(red),
+        i32(inner),
+        i32(splits),
+        i32(chunk),
+        i32(red),
+    )
     first = rows_launch(backend, "reduce", [*op, "-D NO_FINAL"], args1, parts, chunk, inner)
-    args2 = (scratch, i32(0), y.buffer, i32(y.elem_offset), i32(outer * inner), i32(splits), i32(inner), i32(1), i32(splits))
+    args2 = (
+        scratch.buffer,
+        i32(0),
+        y.buffer,
+        i32(y.elem_offset),
+        i32(outer * inner),
+        i32(splits),
+        i32(inner),
+        i32(1),
+        i32(splits),
+    )
     second = rows_launch(backend, "reduce", [*op, "-D NO_MAP"], (*args2, i32(red)), outer * inner, splits, inner)
     return [first, second], scratch
 
 
-@opencl_execution(*OPS)
-class Reduce(Execution):
-    """``reduced = f(data, axes, keepdims)``: data float32, any rank; the reduced axes must
-    form one contiguous block of ``data``'s shape (size-1 dims aside). ``axes`` must be known
-    at resize (attribute turned constant by the converter, or a value computed at resize).
-    Empty ``axes`` with ``noop_with_empty_axes``: the elementwise part only, as on the CPU."""
+class Reductions(OpenCLExecution):
+    """The OpenCL side of the reduction family: ``reduce`` by ``reduce_launches``."""
 
-    @staticmethod
-    def check(info) -> tuple[bool, str]:
-        return reduce_check(info, "OpenCL")
+    def reduce(self, kind: str, x, y, outer: int, red: int, inner: int) -> None:
+        """The launches of ``reduce_launches`` for ``kind`` (a ``REDUCE_OPS`` value); a split's partial results kept in
+        ``scratch``."""
+        launches, self.scratch = reduce_launches(self.backend, kind.upper(), x, y, outer, red, inner)
+        for la in launches:
+            self.add(la)
 
-    def on_resize(self, inputs, outputs):
-        x, y = inputs[0], outputs[0]
-        outer, red, inner = collapse_axes(x.shape, self.geometry["axes"])
-        self.launches, self.scratch = reduce_launches(self.backend, OPS[self.op.type], x, y, outer, red, inner)
 
-    def on_execute(self, inputs, outputs):
-        for launch in self.launches:
-            launch()
+@opencl_execution(*REDUCE_OPS)
+class Reduce(ReduceBase, Reductions):
+    """ReduceXxx (``ReduceBase``): one pass, or two for few very long rows."""
 
 
 @opencl_execution("Softmax", "LogSoftmax")
-class Softmax(Execution):
-    """Softmax / LogSoftmax along ``axis`` (opset-13 semantics), float32 of any shape:
-    ``exp(x - max) / sum(exp(x - max))`` / ``x - max - log(sum(exp(x - max)))``. One row
-    (``outer``, ``inner`` fixed) per group slice; max and sum by local-memory reductions."""
+class Softmax(SoftmaxBase, OpenCLExecution):
+    """Softmax / LogSoftmax (``SoftmaxBase``): kernel ``softmax``, a row per group slice."""
 
-    def on_resize(self, inputs, outputs):
-        x, y = inputs[0], outputs[0]
-        shape = x.shape
-        axis = self.attrs["axis"] % len(shape)
-        outer, red, inner = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1 :])
+    def softmax(self, x, y, outer: int, red: int, inner: int, log: bool) -> None:
+        """Kernel ``softmax`` (``-D LOG`` for LogSoftmax), one row per group slice."""
         args = (x.buffer, np.int32(x.elem_offset), y.buffer, np.int32(y.elem_offset))
         args += (np.int32(outer * inner), np.int32(red), np.int32(inner))
-        options = ["-D SOFTMAX"] + (["-D LOG"] if self.op.type == "LogSoftmax" else [])
-        self.launch = rows_launch(self.backend, "softmax", options, args, outer * inner, red, inner, cache=True)
-
-    def on_execute(self, inputs, outputs):
-        self.launch()
+        options = ["-D SOFTMAX"] + (["-D LOG"] if log else [])
+        self.add(rows_launch(self.backend, "softmax", options, args, outer * inner, red, inner, cache=True))

@@ -1,14 +1,10 @@
-"""Registry of OpenCL Executions: ``@opencl_execution("Add")`` on an Execution subclass in this package."""
+"""Registry of OpenCL Executions: ``@opencl_execution("Add")`` on an Execution subclass in an
+op-family module of this package (``executions()``: every class by op type, imported once)."""
 
 from __future__ import annotations
 
-from mnnpy.backend import Execution
-from mnnpy.registry import Registry
+from mnnpy.backends.gpu.registry import ExecutionRegistry
 
-_EXECUTIONS = Registry("OpenCL execution", "mnnpy.backends.opencl", skip=("registry",))
-opencl_execution = _EXECUTIONS.register
-
-
-def executions() -> dict[str, type[Execution]]:
-    """Every registered OpenCL Execution class, by op type (imports the package's modules once)."""
-    return _EXECUTIONS.entries()
+INFRASTRUCTURE = ("device", "runtime", "memory", "program", "backend", "execution", "launch", "tuning", "activation")
+REGISTRY = ExecutionRegistry("OpenCL", "mnnpy.backends.opencl", INFRASTRUCTURE)
+opencl_execution, executions = REGISTRY.register, REGISTRY.entries

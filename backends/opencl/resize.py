@@ -14,22 +14,22 @@ import math
 
 import numpy as np
 
-from mnnpy.backend import Execution
+from mnnpy.backends.gpu.checks import data_check
+from mnnpy.backends.gpu.execution import checked_by
 from mnnpy.backends.gpu.resize_tables import axis_table, resize_check
+from mnnpy.backends.opencl.execution import OpenCLExecution
 from mnnpy.backends.opencl.registry import opencl_execution
 
 SOURCE = "resize.cl"
 
 
 @opencl_execution("Resize")
-class Resize(Execution):
+class Resize(OpenCLExecution):
     """Nearest (any ``nearest_mode``) or bilinear resize of the last two axes of X (float32)."""
 
-    @staticmethod
-    def check(info) -> tuple[bool, str]:
-        return resize_check(info, "OpenCL")
+    check = checked_by(data_check, resize_check)
 
-    def on_resize(self, inputs, outputs):
+    def prepare(self, inputs, outputs):
         x, y = inputs[0], outputs[0]
         coords = self.geometry["resize"].coords
         r = len(x.shape)
@@ -43,7 +43,4 @@ class Resize(Execution):
         args = (x.buffer, np.int32(x.elem_offset), y.buffer, np.int32(y.elem_offset))
         args += tuple(np.int32(v) for v in (ih, iw, oh, ow, planes)) + (self.htab.buffer, self.wtab.buffer)
         name = "resize_linear" if linear else "resize_nearest"
-        self.launch = self.backend.launch(SOURCE, name, [], args, (-(-ow // 4), oh, planes))  # 4 outputs per work item
-
-    def on_execute(self, inputs, outputs):
-        self.launch()
+        self.enqueue(SOURCE, name, [], args, (-(-ow // 4), oh, planes))  # 4 outputs per work item

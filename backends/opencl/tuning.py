@@ -15,7 +15,7 @@ by more than ``MARGIN``. Kernels whose local size is part of their algorithm are
 tuned: those with a ``reqd_work_group_size`` attribute or using local memory (more than
 the driver reports for a kernel that declares none).
 
-Results persist in ``tuning.json`` in the OpenCL cache folder (``program_cache.cache_directory``),
+Results persist in ``tuning.json`` in the OpenCL cache folder (``program.cache_directory``),
 keyed by device name, driver and platform version, the launch's ``key`` (file, kernel,
 build options) and its work size; the file carries a sha256 of its entries, verified on
 load (a file that fails is discarded and the launches re-tuned). A hit applies the stored
@@ -29,11 +29,11 @@ import itertools
 import json
 import math
 import threading
-import warnings
 from pathlib import Path
 
+from mnnpy.backends.gpu.cache import DiskCache
 from mnnpy.backends.opencl.launch import default_local, round_up
-from mnnpy.backends.opencl.program_cache import atomic_write, cache_directory, device_identity, read_limited, usable_directory
+from mnnpy.backends.opencl.program import atomic_write, cache_directory, device_identity, read_limited, usable_directory
 
 MODES = ("none", "fast", "wide")
 FILE = "tuning.json"
@@ -89,7 +89,7 @@ def candidates(work, default, limit: int, dim_limits, mode: str) -> list[tuple[i
     return out
 
 
-class Tuner:
+class Tuner(DiskCache):
     """Picks a launch's local size; ``tune(launch, mode, limit)`` may change ``launch.local``.
 
     ``stats``: ``hits`` (cache hits applied), ``tuned`` (launches timed), ``timings`` (kernel
@@ -101,15 +101,15 @@ class Tuner:
         d = usable_directory(cache_directory() if directory is True else directory or None)
         self.path = None if d is None else d / FILE
         self.identity = device_identity(runtime.device)
-        self.stats = dict(hits=0, tuned=0, timings=0, skipped=0, rejected=0)
-        self.last_rejection: str | None = None
+        super().__init__("OpenCL tuning cache", ("hits", "tuned", "timings", "skipped", "rejected"))
         self._entries: dict | None = None  # loaded lazily
         self._queue = None
         self._base: int | None = None
         self._lock = threading.RLock()
-        self._warned = False
 
     def tune(self, launch, mode: str, limit: int) -> None:
+        """Set ``launch``'s local size for ``mode`` (module docstring) within ``limit`` work items: a cached result, or the
+        fastest timed candidate."""
         if mode not in MODES[1:] or not launch.work or not all(launch.work):
             return
         key = f"{self.identity}|{launch.key}|{'x'.join(map(str, launch.work))}"
@@ -206,12 +206,7 @@ class Tuner:
                 raise ValueError("malformed entry")
             return entries
         except (OSError, ValueError, RecursionError) as e:  # json.JSONDecodeError, UnicodeDecodeError are ValueErrors
-            self.stats["rejected"] += 1
-            self.last_rejection = f"{self.path.name}: {e}"
-            try:
-                self.path.unlink()
-            except OSError:
-                pass
+            self.reject(self.path, str(e))
             return {}
 
     def _save(self, key: str, entry: dict) -> None:
@@ -225,6 +220,4 @@ class Tuner:
         try:
             atomic_write(self.path, json.dumps(doc, sort_keys=True, indent=1).encode())
         except OSError as e:
-            if not self._warned:
-                self._warned = True
-                warnings.warn(f"OpenCL tuning cache: cannot write {self.path}: {e}", RuntimeWarning, stacklevel=4)
+            self.write_failed(str(self.path), e, stacklevel=4)

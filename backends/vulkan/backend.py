@@ -25,11 +25,11 @@ from __future__ import annotations
 import struct
 import warnings
 import weakref
-from collections.abc import Sequence
 
 import numpy as np
 
-from mnnpy.backend import Backend, BackendConfig, Execution, OpInfo, TensorInfo
+from mnnpy.backend import BackendConfig, TensorInfo
+from mnnpy.backends.gpu.backend import GPUBackend
 from mnnpy.backends.vulkan import profile
 from mnnpy.backends.vulkan.commands import (
     PartitionRecord,
@@ -40,9 +40,6 @@ from mnnpy.backends.vulkan.commands import (
 )
 from mnnpy.backends.vulkan.device import FORK, VulkanError
 from mnnpy.backends.vulkan.memory import ResizeMemory, VkTensor, check_allocation
-from mnnpy.errors import BackendUnavailableError
-
-MAX_ELEMENTS = 2**31 - 1  # shaders index with 32-bit unsigned ints; keep clear of the top bit
 
 
 def _destroy_fence(vk, device, fence) -> None:
@@ -52,10 +49,12 @@ def _destroy_fence(vk, device, fence) -> None:
         pass
 
 
-class VulkanBackend(Backend):
+class VulkanBackend(GPUBackend):
     """Per-session Vulkan backend; handles are ``VkTensor``."""
 
     name = "vulkan"
+    display = "Vulkan"
+    fork = FORK
 
     def __init__(self, runtime, config: BackendConfig):
         super().__init__(runtime, config)
@@ -66,12 +65,10 @@ class VulkanBackend(Backend):
         weakref.finalize(self, _destroy_fence, vk, runtime.device, fence).atexit = False
         self._memory: ResizeMemory | None = None
         self._parts: list[PartitionRecord] = []
-        self._borders: dict[int, tuple[VkTensor, VkTensor]] = {}
+        self._border_twins: list[tuple[VkTensor, VkTensor]] = []  # this resize's (fp16 handle, twin)
         self._last_parts: list[PartitionRecord] = []  # the last resize's partitions (tests, diagnostics)
         self.profiling = profile.requested() and runtime.timestamp_period > 0
         self.profile: dict[str, float] = {}  # op type -> GPU ms summed over runs (profile.py)
-        self.half = config.precision == "low" and runtime.storage16
-        self.storage = np.dtype(np.float16 if self.half else np.float32)
         if config.precision == "low" and not runtime.storage16:
             warnings.warn(
                 f"Vulkan: precision='low' stores float32 on {runtime.info.name}: the device has no "
@@ -81,58 +78,43 @@ class VulkanBackend(Backend):
             )
 
     # -- schedule -----------------------------------------------------------------------
-    def supports(self, info: OpInfo) -> tuple[bool, str]:
+    def executions(self) -> dict:
+        """The Vulkan Executions by op type (``registry.py``)."""
         from mnnpy.backends.vulkan.registry import executions
 
-        cls = executions().get(info.type)
-        if cls is None:
-            return False, f"no Vulkan execution for {info.type}"
-        inputs = info.present()
-        bad = sorted({str(t.dtype) for t in inputs if t.dtype != np.float32 and t.value is None})
-        if bad:
-            return False, f"dtype {', '.join(bad)} (Vulkan runs float32 only)"
-        if not self._fits(inputs):
-            return False, f"size limit: an input is larger than the device's storage-buffer range ({self._limit} bytes)"
-        check = getattr(cls, "check", None)
-        return check(info) if check else (True, "")
+        return executions()
 
-    def supports_outputs(self, info: OpInfo) -> tuple[bool, str]:
-        """Outputs within the storage-buffer range, as inputs (a descriptor cannot cover more)."""
-        if not self._fits([t for t in info.outputs if t is not None]):
-            return False, f"size limit: an output is larger than the device's storage-buffer range ({self._limit} bytes)"
-        return True, ""
+    def fp16_storage(self) -> bool:
+        """16-bit storage buffers (``storageBuffer16BitAccess``) on this device."""
+        return bool(self.runtime.storage16)
 
     @property
     def _limit(self) -> int:
         return self.runtime.limits["maxStorageBufferRange"] - self.align
 
-    def _fits(self, tensors: Sequence[TensorInfo]) -> bool:
-        """Every tensor (float32-sized: fp16 storage stages borders as float32) within one
-        descriptor's range and 32-bit element indices."""
-        return not any(t.nbytes > self._limit or int(np.prod(t.shape, dtype=np.int64)) > MAX_ELEMENTS for t in tensors)
-
-    def create_execution(self, info: OpInfo) -> Execution | None:
-        from mnnpy.backends.vulkan.registry import executions
-
-        cls = executions().get(info.type)
-        return None if cls is None else cls(self, info)
+    def size_limit(self, t: TensorInfo) -> str | None:
+        """A tensor (float32-sized: fp16 storage stages borders as float32) beyond one
+        descriptor's range, or beyond 32-bit element indices."""
+        if t.nbytes > self._limit or int(np.prod(t.shape, dtype=np.int64)) > self.max_elements:
+            return f"is larger than the device's storage-buffer range ({self._limit} bytes)"
+        return None
 
     # -- resize -------------------------------------------------------------------------
     def on_resize_begin(self) -> None:
-        self._memory, self._parts = None, []
-        self._borders = {}  # id(fp16 handle) -> (it, its fp32 scratch)
+        """Start a resize: no memory, partitions or border twins yet."""
+        self._memory, self._parts, self._border_twins = None, [], []
 
     def allocate_arena(self, nbytes: int) -> None:
+        """This resize's ``ResizeMemory`` with an arena of ``nbytes`` (``ShapeError`` beyond the device's allocation limits)."""
         check_allocation(self.runtime, int(nbytes), what="the memory plan of this resize")  # early, before any Execution
         self._memory = ResizeMemory(self.runtime, nbytes)
 
-    def acquire(self, tensor: TensorInfo, offset: int) -> VkTensor:
-        """A handle at ``offset`` of the arena; float32 tensors in this backend's storage dtype
-        (the plan's float32-sized slot then holds fp16: half of it unused)."""
-        dtype = self.storage if tensor.dtype == np.float32 else tensor.dtype
-        return self._memory.tensor(offset, tensor.shape, dtype)
+    def handle(self, offset: int, shape, dtype) -> VkTensor:
+        """A ``VkTensor`` at byte ``offset`` of this resize's arena."""
+        return self._memory.tensor(offset, shape, dtype)
 
     def acquire_constant(self, tensor: TensorInfo) -> VkTensor:
+        """A handle for the constant's value (its dtype kept), uploaded at the end of the resize."""
         return self._memory.constant(np.asarray(tensor.value, dtype=tensor.dtype))
 
     def constant(self, value: np.ndarray) -> VkTensor:
@@ -140,41 +122,39 @@ class VulkanBackend(Backend):
         once at the end of the resize with the graph's constants. Call it from ``prepare``."""
         return self._memory.constant(np.ascontiguousarray(value))
 
+    def weights(self, value: np.ndarray) -> VkTensor:
+        """A float32 device copy of ``value`` owned by this resize (weights, folded parameters)."""
+        return self.constant(np.ascontiguousarray(value, dtype=np.float32))
+
     def scratch(self, shape) -> VkTensor:
         """Float32 device memory of this resize for intermediate results of one op (split-K
         partials, two-pass reductions), nothing uploaded. Call it from ``prepare``."""
         return self._memory.scratch(tuple(int(d) for d in shape), np.float32)
 
-    def on_resize_partition(self, partition) -> None:
-        """The partition's ``PartitionRecord`` (kept in ``partition.recording``): staging slots
-        for what is uploaded before / downloaded after it, and its Executions' dispatches.
+    def new_twin(self, t: VkTensor) -> VkTensor:
+        """Float32 scratch of this resize; ``t``'s staging slot becomes the twin's (``on_resize_end``)."""
+        tw = self.scratch(t.shape)
+        self._border_twins.append((t, tw))
+        return tw
 
-        With fp16 storage, a float tensor crosses the border as float32: its staging slot
-        and a float32 scratch copy on the device are fp32, and the partition begins with a
-        cast of each upload to fp16 and ends with a cast of each download to fp32
-        (``unary_identity``), so the host never converts (NumPy's fp16 conversion cost more
-        than the whole run on the H200)."""
-        ups, downs = partition.uploads, partition.downloads
-        part = PartitionRecord([self._border(t) for t in ups], [self._border(t) for t in downs])
-        for t, s in zip(ups, part.uploads):
-            if s is not t:
-                self._cast(part.dispatches, s, t)
+    def prepare_partition(self, partition, uploads: list, downloads: list) -> None:
+        """The partition's ``PartitionRecord`` (kept in ``partition.recording``): staging slots
+        for what is uploaded before / downloaded after it (a twin's for an fp16 handle), and
+        its Executions' dispatches; with fp16 storage the partition begins with a cast of
+        each upload's twin to fp16 and ends with a cast of each download to its twin
+        (``unary_identity``)."""
+        part = PartitionRecord([tw or t for t, tw in uploads], [tw or t for t, tw in downloads])
+        for t, tw in uploads:
+            if tw is not None:
+                self._cast(part.dispatches, tw, t)
         part.dispatches += [d for exe in partition.executions for d in exe.dispatches]
-        for t, s in zip(downs, part.downloads):
-            if s is not t:
-                self._cast(part.dispatches, t, s)
+        for t, tw in downloads:
+            if tw is not None:
+                self._cast(part.dispatches, t, tw)
         for t in part.uploads + part.downloads:
             self._memory.stage(t)
         partition.recording = part
         self._parts.append(part)
-
-    def _border(self, t: VkTensor) -> VkTensor:
-        """``t``, or for an fp16 tensor its float32 scratch copy (one per tensor and resize)."""
-        if t.dtype != np.float16:
-            return t
-        if id(t) not in self._borders:
-            self._borders[id(t)] = (t, self.scratch(t.shape))
-        return self._borders[id(t)][1]
 
     def _cast(self, dispatches: list, src: VkTensor, dst: VkTensor) -> None:
         from mnnpy.backends.vulkan.execution import describe
@@ -186,16 +166,18 @@ class VulkanBackend(Backend):
             dispatches.append(d)
 
     def on_resize_end(self) -> None:
-        memory, parts, borders = self._memory, self._parts, self._borders
-        self._memory, self._parts, self._borders = None, [], {}
+        """Create the resize's buffers, upload the constants, write the descriptor sets and record one command buffer per
+        partition (``VulkanError`` when Vulkan fails)."""
+        memory, parts, borders = self._memory, self._parts, self._border_twins
+        self._memory, self._parts, self._border_twins = None, [], []
         self._last_parts = parts
         if memory is None or (not parts and not memory.constants):
             return
         vk, rt = self.vk, self.runtime
         try:
             memory.materialize()
-            for t, s in borders.values():
-                t.host = s.host  # run() uploads into / downloads from the fp32 staging slot
+            for t, tw in borders:
+                t.host = tw.host  # run() uploads into / downloads from the fp32 staging slot
             pool_info = vk.VkCommandPoolCreateInfo(
                 sType=vk.VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, queueFamilyIndex=rt.family
             )
@@ -276,19 +258,26 @@ class VulkanBackend(Backend):
             raise VulkanError(f"{dst} has no staging slot: its upload was not announced at resize (on_resize_partition)")
         dst.host[...] = src
 
-    def download(self, src: VkTensor) -> np.ndarray:
-        """A new host array with ``src``'s contents (its staging slot, filled at the end of
-        the partition that computed it)."""
+    def download_into(self, src: VkTensor, out: np.ndarray) -> None:
+        """Copy ``src``'s staging slot (filled at the end of the partition that computed it;
+        float32 for fp16 storage) into ``out``."""
         if src.host is None:
             if src.nbytes == 0:
-                return np.empty(src.shape, np.float32 if src.dtype == np.float16 else src.dtype)
+                return
             raise VulkanError(f"{src} has no staging slot: its download was not announced at resize (on_resize_partition)")
-        return src.host.copy()  # fp16 tensors are staged as float32 (on_resize_partition)
+        np.copyto(out, src.host)
+
+    def host_view(self, src: VkTensor) -> np.ndarray | None:
+        """``src``'s mapped staging slot (a download announced at resize), else None."""
+        return src.host
+
+    def staging_view(self, dst: VkTensor) -> np.ndarray | None:
+        """``dst``'s mapped staging slot (an upload announced at resize), else None."""
+        return dst.host
 
     def execute_partition(self, partition) -> None:
         """Submit the partition's one command buffer (recorded at resize) and wait for it."""
-        if FORK.forked():  # a session inherited through fork(): the driver would hang
-            raise BackendUnavailableError(FORK.reason)
+        self.check_fork()  # a session inherited through fork(): the driver would hang
         self.submit(partition.recording)
 
     def submit(self, part: PartitionRecord) -> None:

@@ -11,9 +11,12 @@ taps and weights: a 4 x 4 register block); weights are re-laid at resize to
 from __future__ import annotations
 
 import struct
+from functools import partial
 
 import numpy as np
 
+from mnnpy.backends.gpu.checks import activation_check, conv_transpose_check, float_check
+from mnnpy.backends.gpu.execution import checked_by
 from mnnpy.backends.vulkan.execution import VulkanExecution
 from mnnpy.backends.vulkan.registry import vulkan_execution
 
@@ -35,18 +38,7 @@ class ConvTranspose(VulkanExecution):
 
     variants = ("conv_transpose",)  # the SPIR-V variant this Execution dispatches
 
-    @staticmethod
-    def check(info) -> tuple[bool, str]:
-        x, attrs = info.inputs[0], info.attrs
-        if x.dtype != np.float32:
-            return False, f"ConvTranspose of {x.dtype} data (Vulkan runs float32 only)"
-        if len(x.shape) != 4:
-            return False, f"ConvTranspose on rank {len(x.shape)} (Vulkan runs 2-D, NCHW)"
-        if any(t.value is None for t in info.present()[1:]):
-            return False, "ConvTranspose weights/bias computed at run time (Vulkan takes constants)"
-        if attrs.get("activation", ""):
-            return False, f"fused activation '{attrs['activation']}' on ConvTranspose is not on Vulkan"
-        return True, ""
+    check = checked_by(float_check, conv_transpose_check, partial(activation_check, activations=("",)))
 
     def prepare(self, inputs, outputs):
         x, y = inputs[0], outputs[0]

@@ -19,6 +19,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
+from mnnpy.backends.gpu.runtime import choose_device
 from mnnpy.backends.vulkan import validation
 from mnnpy.errors import MnnpyError
 from mnnpy.fork_guard import ForkGuard
@@ -209,26 +210,21 @@ def probe() -> Probe:
     return found
 
 
-def matches(device: DeviceInfo, wanted: str) -> bool:
-    """``wanted``: a type (discrete, integrated, virtual, cpu, other; gpu = discrete or
-    integrated) or part of the device name, case-insensitive."""
-    w = wanted.strip().lower()
-    if w == "gpu":
-        return device.type in ("discrete", "integrated")
-    if w in PREFERENCE:
-        return device.type == w
-    return w in device.name.lower()
+# MNNPY_VULKAN_DEVICE's type names: each device type, and gpu = discrete or integrated
+TYPES = {t: (lambda d, t=t: d.type == t) for t in ("discrete", "integrated", "virtual", "cpu", "other")}
+TYPES["gpu"] = lambda d: d.type in ("discrete", "integrated")
 
 
 def choose(devices: list[DeviceInfo], wanted: str | None) -> tuple[DeviceInfo | None, str]:
-    """``(device, "")`` or ``(None, reason)``: by ``PREFERENCE`` after filtering by ``wanted``."""
-    if wanted:
-        devices = [d for d in devices if matches(d, wanted)]
-        if not devices:
-            return None, (
-                f"no Vulkan device matches {DEVICE_ENV}={wanted!r} "
-                "(a type discrete/integrated/virtual/cpu/other/gpu, or part of a device name)"
-            )
-    if not devices:
-        return None, "no Vulkan physical device"
-    return min(devices, key=lambda d: PREFERENCE[d.type]), ""
+    """``(device, "")`` or ``(None, reason)``: by ``PREFERENCE`` after filtering by ``wanted``
+    (a key of ``TYPES`` or part of the device name, case-insensitive)."""
+    return choose_device(
+        devices,
+        wanted,
+        api="Vulkan",
+        env=DEVICE_ENV,
+        types=TYPES,
+        name=lambda d: d.name,
+        rank=lambda d: PREFERENCE[d.type],
+        none="physical device",
+    )

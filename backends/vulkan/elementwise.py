@@ -3,38 +3,27 @@
 Shaders: ``shaders/vulkan/unary.comp`` (variants ``unary_<op>``, one per op of the
 activation table with a GPU expression, made by ``shaders/vulkan/build.py``) and
 ``binary.comp`` (variants ``binary_<op>``, listed in ``shaders/vulkan/manifest.json``). Op scalars and the
-broadcast switch are specialization constants, sizes/offsets/strides push constants.
+broadcast switch are specialization constants, sizes/offsets/strides push constants. Ops,
+checks and scalars: ``backends/gpu/elementwise.py``.
 """
 
 from __future__ import annotations
 
 import struct
 
-from mnnpy.backends.gpu.checks import binary_check, unary_check, unary_params
+from mnnpy.backends.gpu.elementwise import BINARY_OPS, MAX_RANK, UNARY_OPS, BinaryBase, UnaryBase
 from mnnpy.backends.gpu.layout import broadcast_strides
 from mnnpy.backends.vulkan.execution import VulkanExecution
 from mnnpy.backends.vulkan.registry import vulkan_execution
-from mnnpy.ops.activation import GPU
-
-MAX_RANK = 8  # binary.comp's push-constant arrays
 
 
-@vulkan_execution(*GPU)
-class Unary(VulkanExecution):
-    """``Y = F(X)``, X and Y float32 of one shape. Scalars (specialization constants 1, 2;
-    ``Activation.scalars``): HardSigmoid ``alpha, beta``; LeakyRelu, Swish ``alpha``; Clip
-    ``min, max`` (constant inputs, absent = -FLT_MAX / +FLT_MAX)."""
-
-    @staticmethod
-    def check(info) -> tuple[bool, str]:
-        return unary_check(info, "Vulkan")
-
-    def _params(self) -> tuple[float, float]:
-        return unary_params(self.op.type, self.attrs, self.input_infos)
+@vulkan_execution(*UNARY_OPS)
+class Unary(UnaryBase, VulkanExecution):
+    """``Y = F(X)``, X and Y float32 of one shape; the scalars are specialization constants 1, 2."""
 
     def prepare(self, inputs, outputs):
         x, y = inputs[0], outputs[0]
-        p0, p1 = self._params()
+        p0, p1 = self.params()
         push = struct.pack("<3I", y.size, self.elem_offset(x), self.elem_offset(y))
         self.dispatch(self.variant_for(self.op.type), [x, y], (1,), push, y.size, ((1, p0), (2, p1)))
 
@@ -44,14 +33,9 @@ class Unary(VulkanExecution):
         return f"unary_{op_type.lower()}"
 
 
-@vulkan_execution("Add", "Sub", "Mul", "Div", "Pow", "Max", "Min")
-class Binary(VulkanExecution):
-    """``C = A op B`` (float32) with numpy broadcasting (rank up to ``MAX_RANK`` after
-    merging dims). Max/Min: exactly two inputs here."""
-
-    @staticmethod
-    def check(info) -> tuple[bool, str]:
-        return binary_check(info, "Vulkan", MAX_RANK)
+@vulkan_execution(*BINARY_OPS)
+class Binary(BinaryBase, VulkanExecution):
+    """``C = A op B`` (float32) with numpy broadcasting."""
 
     def prepare(self, inputs, outputs):
         a, b = inputs[:2]

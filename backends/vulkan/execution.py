@@ -9,9 +9,14 @@ called at run time.
 
 from __future__ import annotations
 
+import math
+import struct
+
 import numpy as np
 
-from mnnpy.backend import Execution
+from mnnpy.backends.gpu.execution import GPUExecution
+from mnnpy.backends.gpu.layout import collapse
+from mnnpy.backends.vulkan.backend import VulkanBackend
 from mnnpy.backends.vulkan.commands import Dispatch, binding_range
 from mnnpy.backends.vulkan.memory import VkTensor
 from mnnpy.backends.vulkan.pipeline import SpecValue
@@ -19,22 +24,38 @@ from mnnpy.backends.vulkan.pipeline import SpecValue
 LOCAL_SIZE = 64  # invocations per work group (specialization constant 0 of every shader)
 F16 = "_f16"  # suffix of a variant's fp16-storage twin (shaders/vulkan/build.py)
 F32_SPEC = 20  # specialization constant 20 + k: binding k holds float32 in an fp16 build
+MAX_RANK = 8  # movement_strided's push-constant arrays
+VEC = 4  # innermost elements per invocation of the strided copy when its row is long
 
 
-class VulkanExecution(Execution):
+class VulkanExecution(GPUExecution):
     """One op on the Vulkan backend (see module docstring)."""
+
+    display = VulkanBackend.display
 
     def on_resize(self, inputs, outputs):
         self.dispatches: list[Dispatch] = []
         self.prepare(inputs, outputs)
 
-    def prepare(self, inputs: list, outputs: list) -> None:
-        """Describe this op's dispatches (``self.dispatch``) for these handles."""
-        raise NotImplementedError
-
     def elem_offset(self, t: VkTensor) -> int:
         """Offset of ``t`` in elements from the start of its descriptor range (a push constant)."""
         return binding_range(t, self.backend.align)[2]
+
+    def strided(self, x, x_off: int, y, y_off: int, dims, xstr, ystr) -> None:
+        """One dispatch of ``movement_strided`` over the merged index space (``VEC`` elements
+        per invocation along an innermost row of at least ``2 * VEC``)."""
+        if any(int(d) == 0 for d in dims):
+            return
+        d, sx, sy = collapse(dims, xstr, ystr)
+        if len(d) > MAX_RANK:
+            raise ValueError(f"strided copy of rank {len(d)} after merging dims (max {MAX_RANK})")
+        inner = d[-1]
+        vec = VEC if inner >= 2 * VEC else 1
+        chunks = -(-inner // vec)
+        n = chunks * math.prod(d[:-1])
+        pad = [0] * (MAX_RANK - len(d))
+        push = struct.pack("<2I2i24i", n, chunks, x_off, y_off, *d, *pad, *sx, *pad, *sy, *pad)
+        self.dispatch("movement_strided", [x, y], (1,), push, n, ((1, len(d)), (2, vec)))
 
     def dispatch(
         self,

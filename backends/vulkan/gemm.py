@@ -16,7 +16,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from mnnpy.backends.gpu.gemm_geometry import gemm_problem, gemv_shape, matmul_batch, matmul_geometry
+from mnnpy.backends.gpu.gemm import GemmBase, MatMulBase
+from mnnpy.backends.gpu.gemm_geometry import GemmProblem, gemv_shape, matmul_geometry
 from mnnpy.backends.vulkan.execution import VulkanExecution
 from mnnpy.backends.vulkan.registry import vulkan_execution
 from mnnpy.ops.activation import fused_code
@@ -26,10 +27,10 @@ MAX_GROUPS = 65535  # the smallest maxComputeWorkGroupCount the Vulkan specifica
 SMALL_GRID = 128  # fewer 64 x 64 tiles than this: 32 x 32 tiles
 
 
+
 def act_spec(kind: str | None, params: Sequence[float] = ()) -> tuple[tuple[int, int | float], ...]:
-    """Specialization constants 1 (ACT: ``fused_code``, the code of the generated
-    ``activation.glsl``), 2, 3 (its scalars: Clip min, max; LeakyRelu alpha; HardSigmoid
-    alpha, beta) for Conv's fused activation. ``KeyError`` for one Conv cannot fuse."""
+    """Specialization constants 1 (ACT), 2, 3 (its scalars: Clip min, max; LeakyRelu alpha;
+    HardSigmoid alpha, beta) for a fused activation. ``KeyError`` for an unknown kind."""
     p = [float(v) for v in params] + [0.0, 0.0]
     return (1, fused_code(kind)), (2, p[0]), (3, p[1])
 
@@ -66,44 +67,23 @@ def grid_fits(m: int, n: int, batch: int) -> tuple[bool, str]:
 
 
 def gemm_dispatch(
-    exe: VulkanExecution,
-    a,
-    b,
-    y,
-    m: int,
-    n: int,
-    k: int,
-    *,
-    lda: int,
-    ldb: int,
-    ldy: int,
-    batch: int = 1,
-    strides: tuple[int, int, int] = (0, 0, 0),
-    table=None,
-    trans_a: bool = False,
-    trans_b: bool = False,
-    c=None,
-    c_strides: tuple[int, int] = (0, 0),
-    alpha: float = 1.0,
-    beta: float = 1.0,
-    act: tuple[str, Sequence[float]] = ("", ()),
+    exe: VulkanExecution, a, b, y, p: GemmProblem, c=None, table=None, act: tuple[str, Sequence[float]] = ("", ())
 ) -> None:
-    """One dispatch of ``Y[b] = ACT(alpha * A[b] @ B[b] + beta * C)`` over ``batch`` matrices.
+    """The dispatches of ``Y[b] = ACT(alpha * A[b] @ B[b] + beta * C)`` for problem ``p``: one,
+    or split-K's two (``split_k``).
 
-    ``a``, ``b``, ``y``, ``c``: ``VkTensor`` (``c`` None: no C term); A is ``(m, k)`` (stored
-    ``(k, m)`` when ``trans_a``), B ``(k, n)`` (``(n, k)`` when ``trans_b``), Y ``(m, n)``, with
-    leading dimensions ``lda``, ``ldb``, ``ldy``. ``strides``: per-batch element strides of
-    A, B, Y; ``table``: a device uint32 ``(batch, 2)`` array of A/B element offsets used
-    instead of their strides. ``c_strides``: C's element strides along rows and columns (0
-    where broadcast). ``act``: fused activation ``(kind, params)`` (``act_spec``)."""
+    ``a``, ``b``, ``y``, ``c``: ``VkTensor`` (``c`` None: no C term); ``table``: a device uint32
+    ``(batch, 2)`` array of A/B element offsets used instead of their strides; ``act``: fused
+    activation ``(kind, params)`` (``act_spec``)."""
+    m, n, k, batch, strides = p.m, p.n, p.k, p.batch, p.strides
     lx, ly = tile_config(m, n, batch)
     cc = a if c is None else c  # unused bindings point at A
     tt = a if table is None else table
     eo = exe.elem_offset
-    push = struct.pack("<16I", eo(a), eo(b), eo(cc), eo(tt), eo(y), m, n, k, lda, ldb, ldy, *strides, *c_strides)
-    spec = (*act_spec(*act), (4, c is not None), (5, table is not None), (6, float(alpha)), (7, float(beta)))
-    name = f"gemm_{'t' if trans_a else 'n'}{'t' if trans_b else 'n'}"
-    if use_gemv(m, n, k, batch, trans_a, trans_b):
+    push = struct.pack("<16I", eo(a), eo(b), eo(cc), eo(tt), eo(y), *p.ints)
+    spec = (*act_spec(*act), (4, c is not None), (5, table is not None), (6, float(p.alpha)), (7, float(p.beta)))
+    name = f"gemm_{'t' if p.trans_a else 'n'}{'t' if p.trans_b else 'n'}"
+    if use_gemv(m, n, k, batch, p.trans_a, p.trans_b):
         exe.dispatch("gemm_gemv", [a, b, cc, tt, y], (4,), push, m * n, spec=spec, groups=(n, m, 1), local=(GEMV_LOCAL, 1, 1))
         return
     gx, gy, gz = grid(m, n, batch)
@@ -113,11 +93,11 @@ def gemm_dispatch(
         return
     # split-K: float32 partial products of the K slices, then their sum with alpha, C and the activation
     parts = exe.backend.scratch((batch, split, m, n))
-    p1 = struct.pack("<16I", eo(a), eo(b), eo(cc), eo(tt), eo(parts), m, n, k, lda, ldb, ldy, *strides, *c_strides)
+    p1 = struct.pack("<16I", eo(a), eo(b), eo(cc), eo(tt), eo(parts), *p.ints)
     spec = (*spec, (18, split))
     groups = (gx, gy, gz * split)
     exe.dispatch(name, [a, b, cc, tt, parts], (4,), p1, m * n * batch, spec=spec, groups=groups, local=(lx, ly, 1))
-    p2 = struct.pack("<16I", eo(parts), 0, eo(cc), 0, eo(y), m, n, k, 0, 0, ldy, 0, batch * m * n, strides[2], *c_strides)
+    p2 = struct.pack("<16I", eo(parts), 0, eo(cc), 0, eo(y), m, n, k, 0, 0, p.ldy, 0, batch * m * n, strides[2], *p.c_strides)
     exe.dispatch("gemm_splitk", [parts, parts, cc, parts, y], (4,), p2, batch * m * n, spec=spec)
 
 
@@ -149,57 +129,42 @@ def use_gemv(m: int, n: int, k: int, batch: int, trans_a: bool, trans_b: bool) -
 GEMM_VARIANTS = ("gemm_nn", "gemm_nt", "gemm_tn", "gemm_tt", "gemm_gemv", "gemm_splitk")
 
 
-@vulkan_execution("MatMul")
-class MatMul(VulkanExecution):
-    """``Y = A @ B`` (numpy.matmul: 1-D operands promoted then dropped, batch dims broadcast), float32.
-
-    A: (..., M, K), B: (..., K, N) -> Y: (..., M, N). When B has no batch, A's batch folds into
-    M: one (batch*M, K) x (K, N) GEMM. Otherwise one dispatch over the output batches, A and B
-    read at a stride per batch (0 where broadcast), or through a table of offsets for
-    general broadcasts."""
+class _Gemm(VulkanExecution):
+    """The Vulkan side of MatMul/Gemm: ``gemm_dispatch``."""
 
     variants = GEMM_VARIANTS
+    table_dtype = np.uint32
+
+    def gemm(self, a, b, y, p: GemmProblem, c=None, table=None) -> None:
+        """``gemm_dispatch`` of problem ``p``."""
+        gemm_dispatch(self, a, b, y, p, c=c, table=table)
+
+
+@vulkan_execution("MatMul")
+class MatMul(MatMulBase, _Gemm):
+    """numpy.matmul on the tiled GEMM shader (``MatMulBase``): one dispatch over the output
+    batches, work groups within the device's limits."""
 
     @staticmethod
     def check(info) -> tuple[bool, str]:
+        """Two operands of rank >= 1; work groups within the device's limits (``grid_fits``)."""
         inputs = info.inputs
         if len(inputs) != 2 or any(len(t.shape) == 0 for t in inputs):
             return False, "MatMul needs two operands of rank >= 1"
         m, n, _, batch, _, _ = matmul_geometry(inputs[0].shape, inputs[1].shape)
         return grid_fits(m, n, batch)
 
-    def prepare(self, inputs, outputs):
-        a, b = inputs[:2]
-        y = outputs[0]
-        m, n, k, nb, aoff, boff = matmul_geometry(a.shape, b.shape)
-        strides, offsets = matmul_batch(m, n, k, nb, aoff, boff)
-        table = None if offsets is None else self.backend.constant(offsets.astype(np.uint32))
-        gemm_dispatch(self, a, b, y, m, n, k, lda=k, ldb=n, ldy=n, batch=nb, strides=strides, table=table)
-
 
 @vulkan_execution("Gemm")
-class Gemm(VulkanExecution):
-    """``Y = alpha * A' @ B' + beta * C`` (A' = A.T if transA, B' = B.T if transB), float32.
-
-    A: (M, K) or (K, M); B: (K, N) or (N, K); C (optional) unidirectionally broadcast to
-    (M, N): (), (1,), (N,), (1, N), (M, 1), (M, N). Transposes are read in place; C through
-    row/column strides (0 where broadcast); beta == 0 drops C."""
-
-    variants = GEMM_VARIANTS
+class Gemm(GemmBase, _Gemm):
+    """ONNX Gemm on the tiled GEMM shader (``GemmBase``), work groups within the device's limits."""
 
     @staticmethod
     def check(info) -> tuple[bool, str]:
+        """2-D operands; work groups within the device's limits (``grid_fits``)."""
         a, b, attrs = info.inputs[0], info.inputs[1], info.attrs
         if len(a.shape) != 2 or len(b.shape) != 2:
             return False, "Gemm with operands that are not 2-D"
         m = a.shape[1] if attrs.get("transA") else a.shape[0]
         n = b.shape[0] if attrs.get("transB") else b.shape[1]
         return grid_fits(m, n, 1)
-
-    def prepare(self, inputs, outputs):
-        a, b = inputs[:2]
-        y = outputs[0]
-        beta = float(self.attrs["beta"])
-        c = inputs[2] if len(inputs) > 2 and inputs[2] is not None and beta != 0.0 else None
-        mnk, kw = gemm_problem(self.attrs, a.shape, b.shape, y.shape, None if c is None else c.shape)
-        gemm_dispatch(self, a, b, y, *mnk, c=c, **kw)

@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from mnnpy.backends.gpu.backend import GPUTensor
+
 CONSTANT_ALIGN = 256  # the largest minStorageBufferOffsetAlignment the specification allows
 STAGING_ALIGN = 64
 
@@ -28,32 +30,23 @@ def _align(n: int, a: int) -> int:
     return (int(n) + a - 1) // a * a
 
 
-class VkTensor:
+class VkTensor(GPUTensor):
     """A tensor on the device: ``memory`` (its ``ResizeMemory``), byte ``offset`` in the
     device buffer, ``shape``, ``dtype``; ``staging`` is the byte offset of its staging slot
-    (or None) and ``host`` the numpy view of that slot once the staging buffer is mapped."""
+    (or None) and ``host`` the numpy view of that slot once the staging buffer is mapped
+    (float32 for an fp16 tensor at a border: its twin's slot)."""
 
-    __slots__ = ("memory", "offset", "shape", "dtype", "staging", "host")
+    __slots__ = ("memory", "staging", "host")
 
     def __init__(self, memory: ResizeMemory, offset: int, shape: tuple[int, ...], dtype: np.dtype):
+        super().__init__(offset, shape, dtype)
         self.memory = memory
-        self.offset = int(offset)
-        self.shape = tuple(int(d) for d in shape)
-        self.dtype = np.dtype(dtype)
         self.staging: int | None = None
         self.host: np.ndarray | None = None
 
-    @property
-    def size(self) -> int:
-        """Number of elements."""
-        return int(np.prod(self.shape, dtype=np.int64))
-
-    @property
-    def nbytes(self) -> int:
-        return self.size * self.dtype.itemsize
-
-    def __repr__(self) -> str:
-        return f"VkTensor(offset={self.offset}, shape={self.shape}, dtype={self.dtype})"
+    def shares(self, other: GPUTensor) -> bool:
+        """Same resize memory, same byte offset."""
+        return isinstance(other, VkTensor) and self.memory is other.memory and self.offset == other.offset
 
 
 def _destroy(vk, device, owned: list[tuple[str, Any]]) -> None:

@@ -37,13 +37,14 @@ import atexit
 import os
 import struct
 import threading
-import warnings
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from mnnpy import cache_file
+from mnnpy.backends.gpu.cache import DiskCache
+from mnnpy.backends.gpu.runtime import shader_dir as gpu_shader_dir
 from mnnpy.cache_file import atomic_write  # a module global: tests replace it here
 
 SpecValue = int | float | bool
@@ -73,15 +74,7 @@ class Pipeline:
 
 def shader_dir():
     """The folder of the ``.spv`` files: package data ``mnnpy.shaders.vulkan``, else the repo's."""
-    try:
-        from importlib.resources import files
-
-        d = files("mnnpy.shaders.vulkan")
-        if d.joinpath("manifest.json").is_file():
-            return d
-    except (ImportError, ModuleNotFoundError, TypeError):
-        pass
-    return Path(__file__).resolve().parents[2] / "shaders" / "vulkan"
+    return gpu_shader_dir("vulkan", "manifest.json")
 
 
 def _spec_bytes(spec: tuple[tuple[int, SpecValue], ...]) -> bytes:
@@ -141,7 +134,7 @@ def _save_at_exit(ref: weakref.ref, pid: int) -> None:
             pass
 
 
-class Pipelines:
+class Pipelines(DiskCache):
     """Per-Runtime cache of shader modules, set/pipeline layouts and compute pipelines, with
     the ``VkPipelineCache`` they are created through loaded from and saved to disk.
 
@@ -158,10 +151,8 @@ class Pipelines:
         folder = cache_file.usable_directory(folder, "Vulkan pipeline", stacklevel=3)
         self.path: Path | None = None if folder is None else folder / file_name(self.info)
         self.key = device_key(self.info)
-        self.stats = dict(loaded=0, rejected=0, written=0, created=0, memory_hits=0)
-        self.last_rejection: str | None = None
+        super().__init__("Vulkan pipeline cache", ("loaded", "rejected", "written", "created", "memory_hits"))
         self._dirty = False
-        self._warned = False
         self._modules: dict[str, Any] = {}
         self._set_layouts: dict[int, Any] = {}
         self._layouts: dict[tuple[int, int], Any] = {}
@@ -183,7 +174,7 @@ class Pipelines:
             payload = cache_file.unpack(data, MAGIC, FORMAT, self.key)
             check_vk_header(payload, self.info)
         except (OSError, ValueError) as e:
-            return self._reject(str(e))
+            return self.reject(self.path, str(e))
         return payload
 
     def _create_cache(self, initial: bytes | None):
@@ -199,18 +190,9 @@ class Pipelines:
                 self.stats["loaded"] += 1
                 return cache
             except vk.VkError as e:
-                self._reject(f"the driver refuses the data: {type(e).__name__}")
+                self.reject(self.path, f"the driver refuses the data: {type(e).__name__}")
         info = vk.VkPipelineCacheCreateInfo(sType=vk.VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO)
         return vk.vkCreatePipelineCache(self.rt.device, info, None)
-
-    def _reject(self, reason: str) -> None:
-        self.stats["rejected"] += 1
-        self.last_rejection = f"{self.path.name}: {reason}"
-        try:
-            self.path.unlink()
-        except OSError:
-            pass
-        return None
 
     def data(self) -> bytes:
         """The current ``vkGetPipelineCacheData`` bytes (header and driver data) of the cache."""
@@ -237,9 +219,7 @@ class Pipelines:
                 check_vk_header(payload, self.info)  # never write what the next load would reject
                 atomic_write(self.path, cache_file.pack(MAGIC, FORMAT, self.key, payload))
             except Exception as e:  # OSError (read-only folder, full disk), a driver error or bad header
-                if not self._warned:
-                    self._warned = True
-                    warnings.warn(f"Vulkan pipeline cache: cannot write {self.path}: {e}", RuntimeWarning, stacklevel=2)
+                self.write_failed(str(self.path), e, stacklevel=2)
                 return False
             self._dirty = False
             self.stats["written"] += 1

@@ -13,17 +13,19 @@ from __future__ import annotations
 
 import math
 import struct
+from functools import partial
 
-from mnnpy.backends.gpu.reduce_axes import global_pool_check, pool_check
-from mnnpy.backends.vulkan.execution import VulkanExecution
-from mnnpy.backends.vulkan.reduce import reduce_dispatches
+from mnnpy.backends.gpu.execution import checked_by
+from mnnpy.backends.gpu.pool import GLOBAL, WINDOWED, GlobalPoolBase
+from mnnpy.backends.gpu.reduce_axes import pool_check
+from mnnpy.backends.vulkan.reduce import Reductions
 from mnnpy.backends.vulkan.registry import vulkan_execution
 
 MAX_SPATIAL = 3  # pool.comp's window dims
 
 
-@vulkan_execution("MaxPool", "AveragePool")
-class Pool(VulkanExecution):
+@vulkan_execution(*WINDOWED)
+class Pool(Reductions):
     """MaxPool / AveragePool over ``kernel_shape`` windows, ``X: (N, C, *S) -> Y: (N, C, *O)``
     float32, 1 to 3 spatial dims. MaxPool: max of the window (pads act as -inf; NaN
     propagates); its ``Indices`` output is not produced here (CPU fallback). AveragePool:
@@ -31,9 +33,7 @@ class Pool(VulkanExecution):
 
     variants = ("pool_max", "pool_avg", "reduce_max", "reduce_mean")
 
-    @staticmethod
-    def check(info) -> tuple[bool, str]:
-        return pool_check(info, "Vulkan", MAX_SPATIAL)
+    check = checked_by(partial(pool_check, max_spatial=MAX_SPATIAL))
 
     def prepare(self, inputs, outputs):
         x, y = inputs[0], outputs[0]
@@ -41,11 +41,10 @@ class Pool(VulkanExecution):
         out, strides, dil, pads = self.geometry["window"].unpack()
         is_max = self.op.type == "MaxPool"
         nc, spatial = x.shape[0] * x.shape[1], list(x.shape[2:])
-        self.scratch = None
         whole = list(out) == [1] * len(k) and k == spatial and not any(pads) and all(d == 1 for d in dil)
         if whole and math.prod(spatial) > 0:
             # one window = the whole map: a row reduction per (n, c)
-            self.passes = reduce_dispatches(self, "max" if is_max else "mean", x, y, nc, math.prod(spatial), 1)
+            self.reduce("max" if is_max else "mean", x, y, nc, math.prod(spatial), 1)
             return
         nd = len(k)
         lead = MAX_SPATIAL - nd
@@ -65,23 +64,13 @@ class Pool(VulkanExecution):
         push = struct.pack("<3I21i", y.size, self.elem_offset(x), self.elem_offset(y), *geom)
         shader = "pool_max" if is_max else "pool_avg"
         spec = () if is_max else ((1, bool(a["count_include_pad"])),)
-        self.passes = 1
+        self.scratch, self.passes = None, 1
         self.dispatch(shader, [x, y], (1,), push, y.size if nc else 0, spec)
 
 
-@vulkan_execution("GlobalAveragePool", "GlobalMaxPool")
-class GlobalPool(VulkanExecution):
-    """``Y[n, c, 1, ...] = mean (or max) of X[n, c, ...]``, ``X: (N, C, *S)`` float32: a
-    work-group shared-memory reduction per (n, c) row (two passes for few very long rows)."""
+@vulkan_execution(*GLOBAL)
+class GlobalPool(GlobalPoolBase, Reductions):
+    """Global pools (``GlobalPoolBase``): a shared-memory row reduction of ``reduce.comp`` (two
+    passes for few very long rows)."""
 
     variants = ("reduce_mean", "reduce_max")
-
-    @staticmethod
-    def check(info) -> tuple[bool, str]:
-        return global_pool_check(info)
-
-    def prepare(self, inputs, outputs):
-        x, y = inputs[0], outputs[0]
-        kind = "mean" if self.op.type == "GlobalAveragePool" else "max"
-        self.scratch = None
-        self.passes = reduce_dispatches(self, kind, x, y, x.shape[0] * x.shape[1], math.prod(x.shape[2:]), 1)

@@ -14,8 +14,9 @@ from __future__ import annotations
 import math
 import struct
 
+from mnnpy.backends.gpu.execution import checked_by
 from mnnpy.backends.gpu.pow2 import pow2_ceil, pow2_floor
-from mnnpy.backends.gpu.reduce_axes import collapse_axes, reduce_check
+from mnnpy.backends.gpu.reduce import REDUCE_OPS, ReduceBase, SoftmaxBase
 from mnnpy.backends.vulkan.execution import VulkanExecution
 from mnnpy.backends.vulkan.registry import vulkan_execution
 
@@ -23,19 +24,6 @@ GROUP_MAX = 256  # reduce.comp's shared scratch (floats): a work group holds at 
 TARGET_ITEMS = 1 << 17  # invocations worth spreading a reduction over (an H200 keeps ~270k resident)
 CACHE_MAX = 16  # row elements a Softmax/LayerNorm invocation may keep in registers
 SPLIT_CHUNK = 2048  # elements per chunk of a split (two-pass) reduction, at least
-
-OPS = {
-    "ReduceSum": "sum",
-    "ReduceMean": "mean",
-    "ReduceMax": "max",
-    "ReduceMin": "min",
-    "ReduceProd": "prod",
-    "ReduceL1": "l1",
-    "ReduceL2": "l2",
-    "ReduceSumSquare": "sumsquare",
-    "ReduceLogSum": "logsum",
-    "ReduceLogSumExp": "logsumexp",
-}
 
 
 def group_shape(p: int, red: int, inner: int = 1, group: int = GROUP_MAX) -> tuple[int, int]:
@@ -116,58 +104,48 @@ def reduce_dispatches(exe: VulkanExecution, kind: str, x, y, outer: int, red: in
     return 2
 
 
-@vulkan_execution(*OPS)
-class Reduce(VulkanExecution):
-    """``reduced = f(data, axes, keepdims)``, data float32 of any rank (keepdims only changes
-    the output's shape). The reduced axes must be known at resize and form one contiguous
-    block of ``data``'s shape (size-1 dims aside). Empty ``axes`` with
-    ``noop_with_empty_axes``: rows of one element, i.e. the elementwise part only
-    (ReduceL1 -> |x|, ReduceLogSum -> log x), as on the CPU."""
+class Reductions(VulkanExecution):
+    """The Vulkan side of the reduction family: ``reduce`` by ``reduce_dispatches`` (``passes``:
+    how many; ``scratch``: a split reduction's partial results)."""
 
-    variants = tuple(f"reduce_{kind}" for kind in OPS.values())
-
-    @staticmethod
-    def check(info) -> tuple[bool, str]:
-        return reduce_check(info, "Vulkan")
-
-    def prepare(self, inputs, outputs):
-        x, y = inputs[0], outputs[0]
-        outer, red, inner = collapse_axes(x.shape, self.geometry["axes"])
+    def reduce(self, kind: str, x, y, outer: int, red: int, inner: int) -> None:
+        """``reduce_dispatches`` of ``reduce_<kind>``; sets ``passes`` (1 or 2) and ``scratch``."""
         self.scratch = None
-        self.passes = reduce_dispatches(self, OPS[self.op.type], x, y, outer, red, inner)
+        self.passes = reduce_dispatches(self, kind, x, y, outer, red, inner)
+
+
+@vulkan_execution(*REDUCE_OPS)
+class Reduce(ReduceBase, Reductions):
+    """ReduceXxx (``ReduceBase``): one pass, or two for few very long rows."""
+
+    variants = tuple(f"reduce_{kind}" for kind in REDUCE_OPS.values())
 
 
 MAX_ROW = 1 << 22  # elements of one Softmax/LayerNorm row: rows of 6M gave wrong sums on lavapipe
 
 
-def row_check(op, length: int) -> tuple[bool, str]:
-    """Rows longer than ``MAX_ROW`` go to the CPU (the row shaders' results were wrong past ~5.5M)."""
+def row_check(info, backend: str) -> tuple[bool, str]:
+    """Rows (Softmax's ``axis``, LayerNormalization's ``axis..``) longer than ``MAX_ROW`` go to
+    the CPU (the row shaders' results were wrong past ~5.5M)."""
+    shape = info.inputs[0].shape
+    length = 1
+    if shape:
+        axis = info.attrs["axis"] % len(shape)
+        length = math.prod(shape[axis:]) if info.type == "LayerNormalization" else shape[axis]
     if length > MAX_ROW:
-        return False, f"{op.type} row of {length} elements (Vulkan takes up to {MAX_ROW})"
+        return False, f"{info.type} row of {length} elements ({backend} takes up to {MAX_ROW})"
     return True, ""
 
 
 @vulkan_execution("Softmax", "LogSoftmax")
-class Softmax(VulkanExecution):
-    """Softmax / LogSoftmax along ``axis`` (opset-13 semantics), float32 of any shape:
-    ``exp(x - max) / sum(exp(x - max))`` / ``(x - max) - log(sum(exp(x - max)))``, max and
-    sum by shared-memory reductions over one row per group slice (numerically stable; NaN
-    and infinities as numpy gives them)."""
+class Softmax(SoftmaxBase, VulkanExecution):
+    """Softmax / LogSoftmax (``SoftmaxBase``): variants ``softmax``, ``logsoftmax``, a row per
+    group slice (numerically stable; NaN and infinities as numpy gives them)."""
 
     variants = ("softmax", "logsoftmax")
+    check = checked_by(row_check)
 
-    @staticmethod
-    def check(info) -> tuple[bool, str]:
-        shape = info.inputs[0].shape
-        return row_check(info.op, shape[info.attrs["axis"] % len(shape)] if shape else 1)
-
-    def prepare(self, inputs, outputs):
-        x, y = inputs[0], outputs[0]
-        shape = x.shape
-        axis = self.attrs["axis"] % len(shape)
-        outer, red, inner = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1 :])
-        if red == 0:
-            return
+    def softmax(self, x, y, outer: int, red: int, inner: int, log: bool) -> None:
+        """``row_dispatch`` of ``softmax`` or ``logsoftmax``, a row per group slice."""
         push = struct.pack("<5I", self.elem_offset(x), self.elem_offset(y), outer * inner, red, inner)
-        shader = "logsoftmax" if self.op.type == "LogSoftmax" else "softmax"
-        row_dispatch(self, shader, [x, y], (1,), push, outer * inner, red, inner, cache=True)
+        row_dispatch(self, "logsoftmax" if log else "softmax", [x, y], (1,), push, outer * inner, red, inner, cache=True)

@@ -1,15 +1,10 @@
-"""Registry of Vulkan Executions: ``@vulkan_execution("Add")`` on an Execution subclass in this package."""
+"""Registry of Vulkan Executions: ``@vulkan_execution("Add")`` on an Execution subclass in an
+op-family module of this package (``executions()``: every class by op type, imported once)."""
 
 from __future__ import annotations
 
-from mnnpy.backend import Execution
-from mnnpy.registry import Registry
+from mnnpy.backends.gpu.registry import ExecutionRegistry
 
-INFRASTRUCTURE = ("registry", "device", "runtime", "pipeline", "memory", "commands", "backend", "execution", "validation")
-_EXECUTIONS = Registry("Vulkan execution", "mnnpy.backends.vulkan", skip=INFRASTRUCTURE)
-vulkan_execution = _EXECUTIONS.register
-
-
-def executions() -> dict[str, type[Execution]]:
-    """Every registered Vulkan Execution class, by op type (imports the package's op modules once)."""
-    return _EXECUTIONS.entries()
+INFRASTRUCTURE = ("device", "runtime", "pipeline", "memory", "commands", "backend", "execution", "validation", "profile")
+REGISTRY = ExecutionRegistry("Vulkan", "mnnpy.backends.vulkan", INFRASTRUCTURE)
+vulkan_execution, executions = REGISTRY.register, REGISTRY.entries

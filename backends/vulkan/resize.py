@@ -17,6 +17,8 @@ import struct
 
 import numpy as np
 
+from mnnpy.backends.gpu.checks import data_check
+from mnnpy.backends.gpu.execution import checked_by
 from mnnpy.backends.gpu.resize_tables import axis_table, resize_check
 from mnnpy.backends.vulkan.execution import VulkanExecution
 from mnnpy.backends.vulkan.registry import vulkan_execution
@@ -28,12 +30,7 @@ class Resize(VulkanExecution):
 
     variants = ("resize_nearest", "resize_linear")  # the SPIR-V variants this Execution dispatches
 
-    @staticmethod
-    def check(info) -> tuple[bool, str]:
-        x = info.inputs[0]
-        if x.dtype != np.float32:
-            return False, f"Resize of {x.dtype} data (Vulkan runs float32 only)"
-        return resize_check(info, "Vulkan")
+    check = checked_by(data_check, resize_check)
 
     def prepare(self, inputs, outputs):
         x, y = inputs[0], outputs[0]

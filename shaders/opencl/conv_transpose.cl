@@ -27,6 +27,15 @@ typedef float accv;
 #define VSTOREA(v, a) ((a)[0] = (v))
 #endif
 
+/* The input row (column) that output row oh reaches through kernel row kh: oh + P - kh*D
+ * = ih*S with 0 <= ih < I; -1 when there is none. */
+inline int tap(int oh, int kh, int P, int D, int S, int I) {
+    int t = oh + P - kh * D;
+    if (t < 0 || t % S) return -1;
+    int ih = t / S;
+    return ih < I ? ih : -1;
+}
+
 __kernel void deconv(__global const store_t *x, int x_off, __global const float *w, __global const float *bias,
                      __global store_t *y, int y_off, int C, int IH, int IW, int M, int OH, int OW, int G, int CG, int MG,
                      int MGP, int KH, int KW, int SH, int SW, int PH, int PW, int DH, int DW, int zmax, int qmax, float a0,
@@ -42,15 +51,11 @@ __kernel void deconv(__global const store_t *x, int x_off, __global const float 
     accv acc0 = VLOADW(bias, g * MGP + m0), acc1 = acc0;
     int xg = x_off + (n * C + g * CG) * IH * IW;
     for (int kh = 0; kh < KH; ++kh) {
-        int th = oh + PH - kh * DH;
-        if (th < 0 || th % SH) continue;
-        int ih = th / SH;
-        if (ih >= IH) continue;
+        int ih = tap(oh, kh, PH, DH, SH, IH);
+        if (ih < 0) continue;
         for (int kw = 0; kw < KW; ++kw) {
-            int tw = ow + PW - kw * DW;
-            if (tw < 0 || tw % SW) continue;
-            int iw = tw / SW; /* column ow + SW reads iw + 1 */
-            if (iw >= IW) continue;
+            int iw = tap(ow, kw, PW, DW, SW, IW); /* column ow + SW reads iw + 1 */
+            if (iw < 0) continue;
             bool second = iw + 1 < IW;
             int xi = xg + ih * IW + iw;
             int wi = ((g * CG * KH + kh) * KW + kw) * MGP + m0;
@@ -65,10 +70,8 @@ __kernel void deconv(__global const store_t *x, int x_off, __global const float 
     }
     /* the second column can also get a tap the first does not: iw == -1 for the first */
     for (int kh = 0; kh < KH; ++kh) {
-        int th = oh + PH - kh * DH;
-        if (th < 0 || th % SH) continue;
-        int ih = th / SH;
-        if (ih >= IH) continue;
+        int ih = tap(oh, kh, PH, DH, SH, IH);
+        if (ih < 0) continue;
         for (int kw = 0; kw < KW; ++kw) {
             int tw = ow + SW + PW - kw * DW;
             if (tw != 0) continue; /* iw == 0 for the second column, -1 for the first */

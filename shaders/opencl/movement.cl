@@ -24,6 +24,22 @@
 #define STORE4(v, p, i) vstore4((v), 0, (p) + (i))
 #endif
 
+/* Adds to *ix and *iy the offsets (strides xstr, ystr) of flat index j over the dims
+ * dims[lo..hi] (outermost first; dims[hi] varies fastest). */
+inline void add_offsets(int j, int8 dims, int8 xstr, int8 ystr, int lo, int hi, int *ix, int *iy) {
+    int d[8], sx[8], sy[8];
+    vstore8(dims, 0, d);
+    vstore8(xstr, 0, sx);
+    vstore8(ystr, 0, sy);
+#pragma unroll
+    for (int k = hi; k >= lo; --k) {
+        int q = j % d[k];
+        j /= d[k];
+        *ix += q * sx[k];
+        *iy += q * sy[k];
+    }
+}
+
 #ifdef RANK
 __kernel void strided(__global const store_t *x, int x_off, __global store_t *y, int y_off, int inner, int outer, int8 dims,
                       int8 xstr, int8 ystr) {
@@ -32,18 +48,8 @@ __kernel void strided(__global const store_t *x, int x_off, __global store_t *y,
     i *= 4;
 #endif
     if (i >= inner || j >= outer) return;
-    int d[8], sx[8], sy[8];
-    vstore8(dims, 0, d);
-    vstore8(xstr, 0, sx);
-    vstore8(ystr, 0, sy);
-    int ix = x_off + i * sx[7], iy = y_off + i * sy[7];
-#pragma unroll
-    for (int k = 6; k >= 8 - RANK; --k) {
-        int q = j % d[k];
-        j /= d[k];
-        ix += q * sx[k];
-        iy += q * sy[k];
-    }
+    int ix = x_off + i * xstr.s7, iy = y_off + i * ystr.s7;
+    add_offsets(j, dims, xstr, ystr, 8 - RANK, 6, &ix, &iy);
 #ifdef VEC4
     if (i + 4 <= inner) {
         STORE4(LOAD4(x, ix), y, iy);
@@ -65,17 +71,7 @@ __kernel void transpose_tiled(__global const store_t *x, int x_off, __global sto
     int z = get_global_id(2);
     int xb = x_off, yb = y_off;
 #if NB > 0
-    int d[8], sx[8], sy[8];
-    vstore8(bdims, 0, d);
-    vstore8(bxstr, 0, sx);
-    vstore8(bystr, 0, sy);
-#pragma unroll
-    for (int k = 7; k >= 8 - NB; --k) {
-        int q = z % d[k];
-        z /= d[k];
-        xb += q * sx[k];
-        yb += q * sy[k];
-    }
+    add_offsets(z, bdims, bxstr, bystr, 8 - NB, 7, &xb, &yb);
 #endif
     int a = a0 + tx, b = b0 + ty; /* read: consecutive tx -> consecutive input elements */
     if (a < na && b < nb) tile[ty][tx] = LOAD(x, xb + a + b * xs_b);

@@ -31,14 +31,6 @@ class Bitwise(Execution):
         self.f(inputs[0], inputs[1], out=outputs[0])
 
 
-@cpu_execution("BitwiseNot")
-class BitwiseNot(Execution):
-    """``Y = ~X``."""
-
-    def on_execute(self, inputs, outputs):
-        np.invert(inputs[0], out=outputs[0])
-
-
 @cpu_execution("Shrink")
 class Shrink(Execution):
     """``Y = x + bias (x < -lambd); x - bias (x > lambd); 0`` (computed in float64 for integers)."""

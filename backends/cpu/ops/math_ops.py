@@ -16,7 +16,7 @@ from mnnpy.backends.cpu.registry import cpu_execution
 
 # -- unary ----------------------------------------------------------------------------
 
-_UFUNC = {"Not": np.logical_not, "IsNaN": np.isnan}
+_UFUNC = {"Not": np.logical_not, "IsNaN": np.isnan, "BitwiseNot": np.invert}  # BitwiseNot: integers, ~X
 
 
 @cpu_execution(*_UFUNC)

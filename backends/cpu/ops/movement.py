@@ -149,8 +149,24 @@ class GatherND(Execution):
         np.copyto(self.dst, x[keys])
 
 
+class _Scatter(Execution):
+    """``Y = X``, then ``Y[keys] = updates`` (reduction ``none``: the last write wins) or
+    ``ufunc.at(Y, keys, updates)``; ``keys(indices)``: the subclass's index tuple."""
+
+    def on_execute(self, inputs, outputs):
+        y = outputs[0]
+        np.copyto(y, inputs[0])
+        if inputs[2].size == 0:
+            return
+        keys = self.keys(inputs[1])
+        if self.ufunc is None:
+            y[keys] = inputs[2]
+        else:
+            self.ufunc.at(y, keys, inputs[2])
+
+
 @cpu_execution("ScatterND")
-class ScatterND(Execution):
+class ScatterND(_Scatter):
     """``Y = X``, then ``Y[indices[i.., :]] (reduction)= updates[i..]`` (``ufunc.at`` for
     add/mul/max/min, so repeated indices accumulate; with ``none`` the last write wins)."""
 
@@ -160,38 +176,24 @@ class ScatterND(Execution):
         self.dims = np.array(x[: self.last], np.intp)
         self.ufunc = REDUCE_AT.get(self.attrs["reduction"])
 
-    def on_execute(self, inputs, outputs):
-        y = outputs[0]
-        np.copyto(y, inputs[0])
-        if inputs[2].size == 0:
-            return
-        idx = normalise(self, inputs[1], self.dims)
-        keys = tuple(idx[..., j] for j in range(self.last))
-        if self.ufunc is None:
-            y[keys] = inputs[2]
-        else:
-            self.ufunc.at(y, keys, inputs[2])
+    def keys(self, indices) -> tuple:
+        """The index tuple of ``indices (..., last)``: one index array per leading axis of Y."""
+        idx = normalise(self, indices, self.dims)
+        return tuple(idx[..., j] for j in range(self.last))
 
 
 @cpu_execution("ScatterElements")
-class ScatterElements(Execution):
+class ScatterElements(_Scatter):
     """``Y = X``, then ``Y[i.. with axis -> indices[i..]] (reduction)= updates[i..]``."""
 
     def on_resize(self, inputs, outputs):
-        self.axis, self.dim, self.keys = element_setup(self)
+        self.axis, self.dim, self.grid = element_setup(self)
         self.ufunc = REDUCE_AT.get(self.attrs["reduction"])
 
-    def on_execute(self, inputs, outputs):
-        y = outputs[0]
-        np.copyto(y, inputs[0])
-        if inputs[2].size == 0:
-            return
-        self.keys[self.axis] = normalise(self, inputs[1], self.dim)
-        keys = tuple(self.keys)
-        if self.ufunc is None:
-            y[keys] = inputs[2]
-        else:
-            self.ufunc.at(y, keys, inputs[2])
+    def keys(self, indices) -> tuple:
+        """The index tuple: the resize-time index grid with ``axis`` replaced by ``indices``."""
+        self.grid[self.axis] = normalise(self, indices, self.dim)
+        return tuple(self.grid)
 
 
 @cpu_execution("OneHot")

@@ -11,6 +11,7 @@ import numpy as np
 
 from mnnpy.backend import Execution
 from mnnpy.backends.cpu.blas import MatMul as BlasMatMul
+from mnnpy.backends.cpu.ops.norm import AlongAxis
 from mnnpy.backends.cpu.registry import cpu_execution
 from mnnpy.backends.cpu.scratch import scratch
 
@@ -64,26 +65,20 @@ class BatchNormalization(Execution):
 
 
 @cpu_execution("Softmax")
-class Softmax(Execution):
+class Softmax(AlongAxis):
     """``y = exp(x - max(x)) / sum(exp(x - max(x)))`` along ``axis`` (opset-13 semantics).
 
     x: any shape, float; scratch of the reduced shape (axis kept as 1) holds max and sum.
     """
 
     def on_resize(self, inputs, outputs):
-        shape = self.input_infos[0].shape
-        self.axis = self.attrs["axis"] % len(shape)
-        red = list(shape)
-        red[self.axis] = 1
-        self.scratch = scratch(red, self.output_infos[0].dtype)
+        (self.scratch,) = self.reduced_scratch(None)
 
     def on_execute(self, inputs, outputs):
         x, y, m = inputs[0], outputs[0], self.scratch
         if y.size == 0:
             return
-        np.max(x, axis=self.axis, keepdims=True, out=m)
-        np.subtract(x, m, out=y)
-        np.exp(y, out=y)
+        self.exp_shifted(x, y, m)
         np.sum(y, axis=self.axis, keepdims=True, out=m)
         np.divide(y, m, out=y)
 

@@ -20,30 +20,38 @@ from mnnpy.backends.cpu.scratch import scratch
 from mnnpy.ops.geometry import tap_slices
 
 
-def _reduced(shape, axis):
-    red = list(shape)
-    red[axis] = 1
-    return red
+class AlongAxis(Execution):
+    """An op along ``axis`` (opset-13 form: one axis, any rank) of ``X``; ``reduced_scratch``
+    makes its scratch of X's shape with that axis kept as 1."""
+
+    def reduced_scratch(self, *dtypes) -> list[np.ndarray]:
+        """Sets ``self.axis``; one scratch array of the reduced shape per dtype in ``dtypes``
+        (None: the output's dtype)."""
+        shape = self.input_infos[0].shape
+        self.axis = self.attrs["axis"] % len(shape)
+        red = list(shape)
+        red[self.axis] = 1
+        return [scratch(red, self.output_infos[0].dtype if d is None else d) for d in dtypes]
+
+    def exp_shifted(self, x, y, m) -> None:
+        """``y = exp(x - max(x))`` along the axis, the max kept in ``m`` (no overflow)."""
+        np.max(x, axis=self.axis, keepdims=True, out=m)
+        np.subtract(x, m, out=y)
+        np.exp(y, out=y)
 
 
 @cpu_execution("LogSoftmax")
-class LogSoftmax(Execution):
+class LogSoftmax(AlongAxis):
     """``y = x - (max + log(sum(exp(x - max))))`` along ``axis`` (opset-13 semantics)."""
 
     def on_resize(self, inputs, outputs):
-        shape = self.input_infos[0].shape
-        self.axis = self.attrs["axis"] % len(shape)
-        red = _reduced(shape, self.axis)
-        self.m = scratch(red, self.output_infos[0].dtype)
-        self.s = scratch(red, self.output_infos[0].dtype)
+        self.m, self.s = self.reduced_scratch(None, None)
 
     def on_execute(self, inputs, outputs):
         x, y, m, s = inputs[0], outputs[0], self.m, self.s
         if y.size == 0:
             return
-        np.max(x, axis=self.axis, keepdims=True, out=m)
-        np.subtract(x, m, out=y)
-        np.exp(y, out=y)
+        self.exp_shifted(x, y, m)
         np.sum(y, axis=self.axis, keepdims=True, out=s)
         np.log(s, out=s)
         np.subtract(x, m, out=y)
@@ -51,13 +59,11 @@ class LogSoftmax(Execution):
 
 
 @cpu_execution("Hardmax")
-class Hardmax(Execution):
+class Hardmax(AlongAxis):
     """``y = 1`` at the first maximum along ``axis``, 0 elsewhere (opset-13 semantics)."""
 
     def on_resize(self, inputs, outputs):
-        shape = self.input_infos[0].shape
-        self.axis = self.attrs["axis"] % len(shape)
-        self.idx = scratch(_reduced(shape, self.axis), np.int64)
+        (self.idx,) = self.reduced_scratch(np.int64)
 
     def on_execute(self, inputs, outputs):
         x, y = inputs[0], outputs[0]
@@ -180,15 +186,11 @@ class GroupNormalization(_ChannelNorm):
 
 
 @cpu_execution("LpNormalization")
-class LpNormalization(Execution):
+class LpNormalization(AlongAxis):
     """``y = x / ||x||_p`` along ``axis`` (p 1 or 2); 0 where the norm is 0."""
 
     def on_resize(self, inputs, outputs):
-        shape = self.input_infos[0].shape
-        self.axis = self.attrs["axis"] % len(shape)
-        red = _reduced(shape, self.axis)
-        self.n = scratch(red, self.output_infos[0].dtype)
-        self.zero = scratch(red, bool)
+        self.n, self.zero = self.reduced_scratch(None, bool)
 
     def on_execute(self, inputs, outputs):
         x, y, n = inputs[0], outputs[0], self.n

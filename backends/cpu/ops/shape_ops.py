@@ -57,24 +57,34 @@ class Transpose(Execution):
         np.copyto(outputs[0], self.view)
 
 
-@cpu_execution("Concat")
-class Concat(Execution):
-    """``Y = concatenate(inputs, axis)``: each input copied into its precomputed output slice."""
+class SlabCopies(Execution):
+    """Copies between a whole array and its consecutive slabs along ``axis``, views fixed at
+    resize (``slabs``); a run copies each pair."""
 
-    def on_resize(self, inputs, outputs):
-        y = outputs[0]
-        axis = self.attrs["axis"] % y.ndim
+    def slabs(self, whole: np.ndarray, parts, sizes, to_whole: bool) -> None:
+        """``pairs`` of (destination, source): each non-empty array of ``parts`` (None: absent)
+        and the slab of ``whole`` of its size (``sizes``) along ``axis``, part -> slab
+        (``to_whole``, Concat) or slab -> part (Split)."""
+        axis = self.attrs["axis"] % whole.ndim
         self.pairs, start = [], 0
-        for x in inputs:
-            n = x.shape[axis]
-            if x.size:
-                index = (slice(None),) * axis + (slice(start, start + n),)
-                self.pairs.append((y[index], x))
+        for t, n in zip(parts, sizes):
+            if t is not None and t.size:
+                slab = whole[(slice(None),) * axis + (slice(start, start + n),)]
+                self.pairs.append((slab, t) if to_whole else (t, slab))
             start += n
 
     def on_execute(self, inputs, outputs):
         for dst, src in self.pairs:
             np.copyto(dst, src)
+
+
+@cpu_execution("Concat")
+class Concat(SlabCopies):
+    """``Y = concatenate(inputs, axis)``: each input copied into its precomputed output slice."""
+
+    def on_resize(self, inputs, outputs):
+        axis = self.attrs["axis"] % outputs[0].ndim
+        self.slabs(outputs[0], inputs, [x.shape[axis] for x in inputs], to_whole=True)
 
 
 @cpu_execution("Slice")

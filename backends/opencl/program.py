@@ -26,10 +26,10 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-import warnings
 from pathlib import Path
 
 from mnnpy import cache_file
+from mnnpy.backends.gpu.cache import DiskCache
 from mnnpy.cache_file import DIGEST as _DIGEST  # noqa: F401 - the layout, for tests
 from mnnpy.cache_file import HEAD as _HEAD  # noqa: F401
 from mnnpy.cache_file import LEN as _LEN  # noqa: F401
@@ -76,7 +76,7 @@ def unpack(data: bytes, key: str) -> bytes:
     return cache_file.unpack(data, MAGIC, FORMAT, key)
 
 
-class ProgramCache:
+class ProgramCache(DiskCache):
     """``get(file, source, options) -> cl.Program``, built once per (source, options) per process
     and reloaded from a verified device binary on disk across processes.
 
@@ -89,11 +89,9 @@ class ProgramCache:
         self.runtime = runtime
         self.directory = usable_directory(cache_directory() if directory is True else directory or None)
         self.identity = device_identity(runtime.device)
-        self.stats = dict(memory_hits=0, disk_hits=0, built=0, rejected=0, written=0, evicted=0)
-        self.last_rejection: str | None = None
+        super().__init__("OpenCL program cache", ("memory_hits", "disk_hits", "built", "rejected", "written", "evicted"))
         self._built: dict[tuple[str, tuple[str, ...]], object] = {}
         self._lock = threading.RLock()
-        self._warned = False
 
     def key(self, source: str, options: list[str]) -> str:
         """The key text: device identity, source sha256, build options."""
@@ -106,6 +104,8 @@ class ProgramCache:
         return self.directory / (hashlib.sha256(key.encode()).hexdigest() + SUFFIX)
 
     def get(self, file: str, source: str, options: list[str]):
+        """The built ``cl.Program`` of ``source`` with build ``options`` (``file`` names it in warnings): from memory, a
+        verified binary on disk, or built and stored."""
         mem = (source, tuple(options))
         with self._lock:
             prg = self._built.get(mem)
@@ -132,26 +132,17 @@ class ProgramCache:
                 return None
             payload = unpack(data, key)
         except (OSError, ValueError) as e:
-            return self._reject(path, str(e))
+            return self.reject(path, str(e))
         try:
             prg = cl.Program(self.runtime.context, [self.runtime.device], [payload]).build(options=list(options))
         except Exception as e:  # cl.Error: the driver refuses the binary
-            return self._reject(path, f"binary does not build: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+            return self.reject(path, f"binary does not build: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
         self.stats["disk_hits"] += 1
         try:
             os.utime(path)  # recently used: kept by eviction
         except OSError:
             pass
         return prg
-
-    def _reject(self, path: Path, reason: str) -> None:
-        self.stats["rejected"] += 1
-        self.last_rejection = f"{path.name}: {reason}"
-        try:
-            path.unlink()
-        except OSError:
-            pass
-        return None
 
     def _evict(self) -> None:
         """Delete the least recently used entries beyond ``MAX_ENTRIES`` (other processes may
@@ -179,6 +170,4 @@ class ProgramCache:
             self.stats["written"] += 1
             self._evict()
         except Exception as e:  # OSError (read-only, full disk), or a driver without binaries
-            if not self._warned:
-                self._warned = True
-                warnings.warn(f"OpenCL program cache: cannot write {file} to {path.parent}: {e}", RuntimeWarning, stacklevel=4)
+            self.write_failed(f"{file} to {path.parent}", e, stacklevel=4)

@@ -1,0 +1,190 @@
+"""``OpenCLBackend``: one per session; buffers, launches and border copies of its resizes.
+
+Storage (``GPUBackend``): float32 tensors in NCHW, stored as fp32 (``precision`` "high"/"normal")
+or fp16 (``precision="low"``: ``vstore_half``/``vload_half``, arithmetic in fp32), in one
+``cl.Buffer`` arena per resize laid out by the planner (``memory.py``); a handle (``CLTensor``)
+is the buffer, a byte offset, a shape and the storage dtype. Constants get their own buffers,
+uploaded once at resize; weights and biases stay fp32 in every precision (``weights``).
+
+Executions build their kernels and fix arguments and work sizes at resize (``launch``); a run
+only enqueues. The queue is flushed at the end of a partition and synchronised when a tensor
+is read (blocking read on the in-order queue). fp16 border tensors cross as float32 through
+their twin buffer and a cast kernel (``to_storage`` / ``from_storage`` of ``elementwise.cl``).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Sequence
+
+import numpy as np
+
+from mnnpy.backend import BackendConfig, TensorInfo
+from mnnpy.backends.gpu.backend import GPUBackend
+from mnnpy.backends.opencl.device import FORK
+from mnnpy.backends.opencl.memory import CLTensor, buffer, read_only
+
+
+class OpenCLBackend(GPUBackend):
+    """Per-session OpenCL backend; handles are ``CLTensor``. Kernels are built and their
+    launches fixed at resize (``launch``), then enqueued by the Executions at each run;
+    ``options``: the build options every kernel gets (``-D STORAGE_HALF`` for fp16 storage)."""
+
+    name = "opencl"
+    display = "OpenCL"
+    fork = FORK
+
+    def __init__(self, runtime, config: BackendConfig):
+        super().__init__(runtime, config)
+        self.cl = runtime.cl
+        self.queue = runtime.queue
+        self.arena = None
+        self._new_launches: list = []
+        # fp16 border handle -> {upload?: cast Launch} (prepare_partition); weak, as the twins
+        self._borders: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self.options = ["-D STORAGE_HALF"] if self.half else []
+
+    def executions(self) -> dict:
+        """The OpenCL Executions by op type (``registry.py``)."""
+        from mnnpy.backends.opencl.registry import executions
+
+        return executions()
+
+    # -- kernels ------------------------------------------------------------------------
+    def kernel(self, file: str, name: str, options: Sequence[str] = ()):
+        """A new ``cl.Kernel`` (its own argument slots) of ``name`` in ``shaders/opencl/<file>``,
+        built with ``options`` plus this backend's storage option."""
+        return self.runtime.kernel(file, name, [*self.options, *options])
+
+    def launch(self, file: str, name: str, options: Sequence[str], args: Sequence, work: Sequence[int], local=None):
+        """A ``Launch`` of kernel ``name`` with ``args`` over the logical global size ``work``
+        (dim 0 fastest). ``local``: the kernel's preferred work-group size, else a default;
+        with ``tuning`` set in the session config the Runtime's ``Tuner`` picks it (timed once
+        per device, kernel and size, then cached on disk)."""
+        from mnnpy.backends.opencl.launch import Launch, default_local
+
+        opts = [*self.options, *options]
+        kernel = self.runtime.kernel(file, name, opts)
+        kernel.set_args(*args)
+        limit = kernel.get_work_group_info(self.cl.kernel_work_group_info.WORK_GROUP_SIZE, self.runtime.device)
+        if local is None or int(np.prod(local)) > limit:
+            local = default_local(work, limit)
+        key = f"{file}:{name}:{' '.join(opts)}"
+        la = Launch(self.cl, self.queue, kernel, work, local, key)
+        self.runtime.tuner.tune(la, self.config.tuning, limit)
+        self._new_launches.append(la)
+        return la
+
+    # -- resize -------------------------------------------------------------------------
+    def on_resize_begin(self) -> None:
+        """Forget the launches of the previous resize (their warm-up is done)."""
+        self._new_launches = []
+
+    def on_resize_end(self) -> None:
+        """Enqueue every launch of this resize once and wait: drivers finish loading a kernel
+        (NVIDIA: module load, code upload) at its first enqueue, which would otherwise land
+        in the first run (3x the steady-state latency on the H200). The kernels read the
+        planned buffers' current contents and write only planned outputs, which every run
+        recomputes."""
+        for la in self._new_launches:
+            la()
+        self._new_launches = []
+        self.queue.finish()
+
+    def allocate_arena(self, nbytes: int) -> None:
+        """A new READ_WRITE arena buffer of ``nbytes`` (``ShapeError`` beyond the device's allocation
+        limit); earlier plans keep their arena through their handles."""
+        self.arena = buffer(self.runtime, nbytes, "the memory plan of this resize")
+
+    def handle(self, offset: int, shape, dtype) -> CLTensor:
+        """A ``CLTensor`` at byte ``offset`` of this resize's arena."""
+        return CLTensor(self.arena, offset, shape, dtype)
+
+    def acquire_constant(self, tensor: TensorInfo) -> CLTensor:
+        """A read-only buffer with the constant's value (float32 in the storage dtype, ``constant``)."""
+        return self.constant(np.asarray(tensor.value, dtype=tensor.dtype))
+
+    def constant(self, value: np.ndarray) -> CLTensor:
+        """A read-only device copy of ``value`` (float arrays in this backend's storage dtype)."""
+        value = np.ascontiguousarray(value)
+        if value.dtype == np.float32:
+            value = value.astype(self.storage, copy=False)
+        return read_only(self.runtime, value)
+
+    def weights(self, value: np.ndarray) -> CLTensor:
+        """A read-only float32 device copy of ``value`` in every precision: weights and biases
+        stay fp32 when activations are stored as fp16 (half the rounding error of fp16
+        weights on PP-OCR; kernels read them as ``float *``)."""
+        return read_only(self.runtime, np.ascontiguousarray(value, dtype=np.float32))
+
+    def fp32_operand(self, handle: CLTensor, info: TensorInfo | None) -> CLTensor:
+        """``handle``, or for a constant in fp16 storage an fp32 copy (``weights``) of its value."""
+        if self.half and info is not None and info.value is not None and info.dtype == np.float32:
+            return self.weights(info.value)
+        return handle
+
+    def scratch(self, shape) -> CLTensor:
+        """Float32 device memory of its own for one op's intermediate results (two-pass
+        reductions) or a border twin; nothing uploaded."""
+        shape = tuple(int(d) for d in shape)
+        return CLTensor(buffer(self.runtime, 4 * int(np.prod(shape, dtype=np.int64)), "scratch"), 0, shape, np.float32)
+
+    def new_twin(self, t: CLTensor) -> CLTensor:
+        """A float32 buffer of its own with ``t``'s shape (``scratch``)."""
+        return self.scratch(t.shape)
+
+    def prepare_partition(self, partition, uploads: list, downloads: list) -> None:
+        """With fp16 storage, each border handle with a twin gets a cast launch (once per
+        handle and direction): ``to_storage`` twin -> handle after its upload,
+        ``from_storage`` handle -> twin before its download."""
+        i32 = np.int32
+        for (t, tw), up in [(p, True) for p in uploads] + [(p, False) for p in downloads]:
+            if tw is None or up in self._borders.get(t, {}):
+                continue
+            tensor = (t.buffer, i32(t.elem_offset))
+            args = (tw.buffer, *tensor, i32(t.size)) if up else (*tensor, tw.buffer, i32(t.size))
+            la = self.launch("elementwise.cl", "to_storage" if up else "from_storage", [], args, (t.size,))
+            self._borders.setdefault(t, {})[up] = la
+
+    # -- run ----------------------------------------------------------------------------
+    def upload(self, src: np.ndarray, dst: CLTensor) -> None:
+        """Copy host array ``src`` into ``dst`` (blocking write); with fp16 storage as float32
+        into its twin, cast on the device."""
+        self.check_fork()  # a session inherited through fork(): the driver would hang
+        cast = self._borders.get(dst, {}).get(True)
+        if cast is not None:  # fp16 storage: float32 to the device, converted there
+            host = np.ascontiguousarray(src, dtype=np.float32)
+            self.cl.enqueue_copy(self.queue, self._twins[dst].buffer, host, is_blocking=True)
+            cast()
+            return
+        with np.errstate(over="ignore"):  # beyond fp16's range: inf, as a device conversion gives
+            host = np.ascontiguousarray(src, dtype=dst.dtype)
+        if host.nbytes:
+            self.cl.enqueue_copy(self.queue, dst.buffer, host, dst_offset=dst.offset, is_blocking=True)
+
+    def download_into(self, src: CLTensor, out: np.ndarray) -> None:
+        """Blocking read of ``src`` into ``out`` (in-order queue: every kernel enqueued before
+        has finished); fp16 storage through the float32 twin, cast on the device."""
+        cast = self._borders.get(src, {}).get(False)
+        if cast is not None:  # fp16 storage: converted on the device, float32 to the host
+            cast()
+            src = self._twins[src]
+        if out.dtype == src.dtype and out.flags.c_contiguous:
+            self._read(src, out)
+        else:  # another dtype (fp16 never announced as a download) or layout: through a host copy
+            tmp = np.empty(src.shape, src.dtype)
+            self._read(src, tmp)
+            np.copyto(out, tmp)
+
+    def _read(self, src: CLTensor, out: np.ndarray) -> None:
+        if out.nbytes:
+            self.cl.enqueue_copy(self.queue, out, src.buffer, src_offset=src.offset, is_blocking=True)
+        else:
+            self.queue.finish()
+
+    def execute_partition(self, partition) -> None:
+        """Enqueue each Execution's kernels, then flush (submit); the sync is the blocking
+        download of what is read next."""
+        self.check_fork()
+        super().execute_partition(partition)
+        self.queue.flush()

@@ -1,0 +1,65 @@
+"""OpenCL platform and device probing: what exists here, and which device to use.
+
+``find_device`` never raises: it returns the device, or the reason there is none (pyopencl
+missing, no ICD/platform, no device, none matching ``$MNNPY_OPENCL_DEVICE``). Choice: a GPU
+first, else the first device; ``MNNPY_OPENCL_DEVICE`` selects by type (``gpu``, ``cpu``,
+``accelerator``) or by part of "platform name device name". ``import`` of this module does
+not import pyopencl.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from mnnpy.backends.gpu.runtime import choose_device
+from mnnpy.fork_guard import ForkGuard
+
+DEVICE_ENV = "MNNPY_OPENCL_DEVICE"
+FORK = ForkGuard("OpenCL")
+
+
+def devices_of(platform) -> list:
+    """The devices of ``platform`` (none where it raises DEVICE_NOT_FOUND)."""
+    try:
+        return platform.get_devices()
+    except Exception:  # a platform without devices raises DEVICE_NOT_FOUND
+        return []
+
+
+def find_device(wanted: str | None):
+    """``(device, "")`` or ``(None, reason)``: a GPU first, else any; ``wanted`` (the value of
+    ``$MNNPY_OPENCL_DEVICE``) filters by type or name."""
+    try:
+        import pyopencl as cl
+    except Exception as e:  # ImportError, or a broken binary module
+        return None, f"pyopencl is not importable ({e})"
+    try:
+        platforms = cl.get_platforms()
+    except Exception as e:  # no ICD loader / no platform: cl.LogicError PLATFORM_NOT_FOUND_KHR
+        return None, f"no OpenCL platform (is an ICD installed?): {e}"
+    kinds = {"gpu": cl.device_type.GPU, "cpu": cl.device_type.CPU, "accelerator": cl.device_type.ACCELERATOR}
+    return choose_device(
+        [d for p in platforms for d in devices_of(p)],
+        wanted,
+        api="OpenCL",
+        env=DEVICE_ENV,
+        types={k: (lambda d, bit=bit: bool(d.type & bit)) for k, bit in kinds.items()},
+        name=lambda d: f"{d.platform.name} {d.name}",
+        rank=lambda d: 0 if d.type & cl.device_type.GPU else 1,
+        named="a platform or device name",
+    )
+
+
+@functools.cache
+def device_for(wanted: str | None):
+    """``find_device(wanted)``, once per process (marks the process as an OpenCL user for ``FORK``)."""
+    FORK.mark()
+    return find_device(wanted)
+
+
+def describe_device(d) -> str:
+    """``name (platform; OpenCL version; compute units; memory MiB; fp16 yes/no)``."""
+    return (
+        f"{d.name} ({d.platform.name}; {d.version}; {d.max_compute_units} compute units; "
+        f"{d.global_mem_size // 2**20} MiB; fp16 {'yes' if 'cl_khr_fp16' in d.extensions else 'no'})"
+    )

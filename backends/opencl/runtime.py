@@ -1,0 +1,120 @@
+"""``OpenCLRuntime``: one per process for the chosen device (``device.py``).
+
+Holds the device, one context, one in-order queue, the program cache (``program.py``: built
+from ``shaders/opencl/*.cl`` with ``common.h`` and the activation table's code
+(``activation.py``) prepended, in memory and as verified binaries
+on disk) and the work-group ``Tuner`` (``tuning.py``). Sessions get an ``OpenCLBackend`` each
+(``create_backend``). ``import`` of this module does not import pyopencl; creating the
+Runtime does.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from mnnpy.backend import BackendConfig, Runtime
+from mnnpy.backends.gpu.runtime import shader_dir
+from mnnpy.backends.opencl.device import DEVICE_ENV, FORK, describe_device, device_for, devices_of
+
+
+def _shader_dir():
+    """The folder of the ``.cl`` sources (package data, else the repository's ``shaders/opencl``)."""
+    return shader_dir("opencl", "elementwise.cl")
+
+
+class OpenCLRuntime(Runtime):
+    """Process-wide: device, context, in-order queue, program cache, tuner."""
+
+    name = "opencl"
+
+    @classmethod
+    def in_auto(cls) -> bool:
+        """``backend="auto"`` takes OpenCL only on a GPU or accelerator: on a CPU device (PoCL)
+        the NumPy backend is faster (PP-OCR demo here: 76-100 ms on the CPU backend, about
+        400 ms on PoCL). Asked for by name, a CPU device is used."""
+        try:
+            import pyopencl as cl
+
+            device, _ = device_for(os.environ.get(DEVICE_ENV) or None)
+            return device is not None and not device.type & cl.device_type.CPU
+        except Exception:  # availability() gives the reason
+            return False
+
+    @classmethod
+    def availability(cls) -> tuple[bool, str]:
+        """``(True, "")``, or ``(False, reason)``: no pyopencl, no platform or device, none matching ``$MNNPY_OPENCL_DEVICE``,
+        or a forked process. Never raises."""
+        if FORK.forked():
+            return False, FORK.reason
+        try:
+            device, reason = device_for(os.environ.get(DEVICE_ENV) or None)
+        except Exception as e:  # never raise from here
+            return False, f"OpenCL probe failed: {e}"
+        return device is not None, reason
+
+    def __init__(self):
+        import pyopencl as cl
+
+        self.cl = cl
+        self.device, reason = device_for(os.environ.get(DEVICE_ENV) or None)
+        if self.device is None:
+            raise RuntimeError(reason)
+        self.max_alloc = int(self.device.max_mem_alloc_size)  # bytes in one buffer (CL_DEVICE_MAX_MEM_ALLOC_SIZE)
+        self.context = cl.Context([self.device])
+        self.queue = cl.CommandQueue(self.context, self.device)
+        from mnnpy.backends.opencl.program import ProgramCache
+        from mnnpy.backends.opencl.tuning import Tuner
+
+        self.programs = ProgramCache(self)
+        self.tuner = Tuner(self)
+        from mnnpy.backends.opencl.activation import source as activation_source
+
+        self._prelude = _shader_dir().joinpath("common.h").read_text() + activation_source()
+
+    def describe(self) -> str:
+        """One line: device name, platform, OpenCL version, compute units, memory."""
+        return describe_device(self.device)
+
+    @classmethod
+    def list_devices(cls) -> list[str]:
+        """One line per OpenCL device of every platform (empty when there is none)."""
+        try:
+            import pyopencl as cl
+
+            return [describe_device(d) for p in cl.get_platforms() for d in devices_of(p)]
+        except Exception:  # no pyopencl, ICD or platform: availability() says why
+            return []
+
+    @classmethod
+    def cache_info(cls) -> str:
+        """One line: the disk cache folder with its program binaries and tuning file, or "off"."""
+        from mnnpy.backends.opencl.program import CACHE_ENV, SUFFIX, cache_directory
+        from mnnpy.backends.opencl.tuning import FILE
+
+        d = cache_directory()
+        if d is None:
+            return f"cache: off (${CACHE_ENV})"
+        if d.exists() and not d.is_dir():
+            return f"cache: unusable, {d} is not a folder (${CACHE_ENV}); programs are built in memory"
+        binaries = sum(1 for f in d.glob("*" + SUFFIX) if f.is_file()) if d.is_dir() else 0
+        f = d / FILE
+        tuned = "present" if f.is_file() else ("unusable (not a file)" if f.exists() else "absent")
+        return f"cache: {d} ({binaries} program binaries; {FILE} {tuned}; ${CACHE_ENV} moves it, 0 turns it off)"
+
+    def program(self, file: str, options: Sequence[str] = ()):
+        """The built program of ``shaders/opencl/<file>`` (``common.h`` and the generated
+        activations prepended) with build ``options``; cached in memory and as a binary on
+        disk (``ProgramCache``)."""
+        source = self._prelude + "\n#line 1\n" + _shader_dir().joinpath(file).read_text()
+        return self.programs.get(file, source, list(options))
+
+    def kernel(self, file: str, name: str, options: Sequence[str] = ()):
+        """A new ``cl.Kernel`` (own argument slots) of ``name`` in ``file`` built with ``options``."""
+        return self.cl.Kernel(self.program(file, options), name)
+
+    def create_backend(self, config: BackendConfig):
+        """A new ``OpenCLBackend`` for one session."""
+        from mnnpy.backends.opencl.backend import OpenCLBackend
+
+        return OpenCLBackend(self, config)
