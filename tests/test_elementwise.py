@@ -97,6 +97,16 @@ def test_unary(rng, backend, op, attrs, scale):
     check_backend(model, {"x": x}, ELEMENTWISE, backend)
 
 
+@pytest.mark.parametrize("backend", ["cpu", *gpu_backends()])
+def test_mish(rng, backend):
+    """Mish (opset 18): ``x * tanh(ln(1 + exp(x)))`` over about [-100, 100] (beyond 20 softplus
+    is ``x`` on the GPUs) and, on the GPUs, the special values; each backend against its oracle."""
+    x = rand(rng, *UNARY_SHAPE[backend], scale=30.0)
+    x.flat[: len(SPECIAL[backend])] = SPECIAL[backend]
+    model = make_model([helper.make_node("Mish", ["x"], ["y"])], {"x": x}, ["y"], opset=18)
+    check_backend(model, {"x": x}, ELEMENTWISE, backend)
+
+
 def test_sqrt(rng):
     x = np.abs(rand(rng, 3, 127))
     check(make_model([helper.make_node("Sqrt", ["x"], ["y"])], {"x": x}, ["y"]), {"x": x}, **ELEMENTWISE)

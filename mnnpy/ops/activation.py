@@ -175,7 +175,7 @@ ACTIVATIONS = _table(
         attrs={"approximate": Attr("string", "none", ("none", "tanh"))},
         flops=8,
     ),
-    Activation("Mish", "``x * tanh(ln(1 + exp(x)))``", flops=5),
+    Activation("Mish", "``x * tanh(ln(1 + exp(x)))`` (opset 18)", "x * tanh_(x > 20.0f ? x : log(1.0f + exp_(x)))", flops=5),
 )
 
 FUSED = tuple(a.name for a in ACTIVATIONS.values() if a.fuse)  # Conv's ``activation`` choices besides ""
