@@ -175,7 +175,14 @@ ACTIVATIONS = _table(
         attrs={"approximate": Attr("string", "none", ("none", "tanh"))},
         flops=8,
     ),
-    Activation("Mish", "``x * tanh(ln(1 + exp(x)))`` (opset 18)", "x * tanh_(x > 20.0f ? x : log(1.0f + exp_(x)))", flops=5),
+    # softplus ln(1 + e), e = exp(x): x beyond 20; below -4.6 (e < 0.01) its series to e^3, as
+    # GLSL's log near 1 may err by 2^-21 absolute (NVIDIA's does: 1% of softplus at x = -10)
+    Activation(
+        "Mish",
+        "``x * tanh(ln(1 + exp(x)))`` (opset 18)",
+        "x * tanh_(x > 20.0f ? x : x < -4.6f ? exp_(x) * (1.0f - exp_(x) * (0.5f - exp_(x) / 3.0f)) : log(1.0f + exp_(x)))",
+        flops=5,
+    ),
 )
 
 FUSED = tuple(a.name for a in ACTIVATIONS.values() if a.fuse)  # Conv's ``activation`` choices besides ""

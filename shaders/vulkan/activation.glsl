@@ -20,7 +20,7 @@ float act_sqrt(float x, float a0, float a1) { return sqrt_(x); }
 float act_abs(float x, float a0, float a1) { return fabs(x); }
 float act_neg(float x, float a0, float a1) { return -x; }
 float act_exp(float x, float a0, float a1) { return exp_(x); }
-float act_mish(float x, float a0, float a1) { return x * tanh_(x > 20.0f ? x : log(1.0f + exp_(x))); }
+float act_mish(float x, float a0, float a1) { return x * tanh_(x > 20.0f ? x : x < -4.6f ? exp_(x) * (1.0f - exp_(x) * (0.5f - exp_(x) / 3.0f)) : log(1.0f + exp_(x))); }
 
 #ifdef FUSED_ACTIVATION
 float act_(float v) {
