@@ -304,15 +304,6 @@ class LpPool(Execution):
             np.power(self.y3, 1.0 / p, out=self.y3)
 
 
-def _param_view(info_shape, x_shape, kind, axis, block):
-    """How a scale/zero point broadcasts against X: ``(reshape, repeat)``."""
-    if kind == "tensor":
-        return (), None
-    if kind == "axis":
-        return tuple(x_shape[axis] if i == axis else 1 for i in range(len(x_shape))), None
-    return tuple(info_shape), block
-
-
 class _Linear(Execution):
     """Shared by Quantize/DequantizeLinear: scale and zero point expanded to X's shape once
     (per tensor: scalars; per axis: reshaped to broadcast; blocked: repeated along ``axis``,
