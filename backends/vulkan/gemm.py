@@ -27,7 +27,6 @@ MAX_GROUPS = 65535  # the smallest maxComputeWorkGroupCount the Vulkan specifica
 SMALL_GRID = 128  # fewer 64 x 64 tiles than this: 32 x 32 tiles
 
 
-
 def act_spec(kind: str | None, params: Sequence[float] = ()) -> tuple[tuple[int, int | float], ...]:
     """Specialization constants 1 (ACT), 2, 3 (its scalars: Clip min, max; LeakyRelu alpha;
     HardSigmoid alpha, beta) for a fused activation. ``KeyError`` for an unknown kind."""
