@@ -148,6 +148,16 @@ def test_swish(rng, backend):
     assert "Swish" in s.partitions()  # the converter fused x*sigmoid(x); the backend runs the fused op
 
 
+@pytest.mark.parametrize("backend", gpu_backends())
+def test_swish_far_negative(rng, backend):
+    """x * sigmoid(x) for x down to -1e30: sigmoid stays relative-accurate far below 0 (a
+    ``0.5 * (1 + tanh(x / 2))`` sigmoid bottoms out at 3e-8, which x then multiplies: OpenCL
+    gave -3e-2 at x = -1e6)."""
+    x = -np.logspace(0, 30, 61).astype(np.float32)
+    model = make_model([helper.make_node("Sigmoid", ["x"], ["s"]), helper.make_node("Mul", ["x", "s"], ["y"])], {"x": x}, ["y"])
+    check_backend(model, {"x": x}, ELEMENTWISE, backend)
+
+
 # -- Clip ----------------------------------------------------------------------------------
 
 

@@ -113,6 +113,16 @@ def test_matmul(rng, monkeypatch, backend, sa, sb, expected):
     _check_matmul(backend, picked, expected)
 
 
+@pytest.mark.parametrize("sa,sb", [((2, 3, 0), (0, 4)), ((2, 0, 5), (5, 4)), ((2, 3, 5), (5, 0))])
+@pytest.mark.parametrize("backend", ["cpu", *gpu_backends()])
+def test_matmul_empty(backend, sa, sb):
+    """An empty K gives zeros, an empty M or N an empty output (the CPU's batched-A view once
+    failed to reshape them)."""
+    a, b = np.ones(sa, np.float32), np.ones(sb, np.float32)
+    model = make_model([helper.make_node("MatMul", ["a", "b"], ["y"])], {"a": a, "b": b}, ["y"])
+    check_backend(model, {"a": a, "b": b}, EXACT, backend, on_device=False)
+
+
 # (A shape, B shape, B's scale)
 CONSTANT_B = {"cpu": [((2, 7, 31), (31, 17), 1.0)], **dict.fromkeys(("opencl", "vulkan"), [((2, 11, 24), (24, 37), 0.2)])}
 

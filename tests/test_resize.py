@@ -28,6 +28,7 @@ from tests.backend_compare import (
 )
 from tests.oracle import ACCUMULATE, EXACT, HALF, check, make_model, rand, run_ort
 
+TRUNCATION = {"atol": 1, "rtol": 0}  # integer Resize: one step of truncation (test_resize_linear_integer)
 COORD = ["half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric"]
 NEAREST = ["round_prefer_floor", "round_prefer_ceil", "floor", "ceil"]
 
@@ -95,6 +96,21 @@ def test_resize_tf_crop_and_resize(rng, mode):
         extrapolation_value=-3.0,
     )
     check(m, {"x": x}, **(EXACT if mode == "nearest" else ACCUMULATE))
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int32])
+@pytest.mark.parametrize("scales,sizes", [([1, 1, 2, 2], None), (None, [1, 2, 3, 11])])
+def test_resize_linear_integer(rng, dtype, scales, sizes):
+    """Integer data, linear: interpolated in float32, then truncated toward zero as onnxruntime
+    does (the weights once were cast to the integer type: every output 0). Within one step:
+    onnxruntime sums the four bilinear terms in another order, so a value that lands within
+    float rounding of an integer may truncate to its neighbour."""
+    info = np.iinfo(dtype)
+    x = rng.integers(max(info.min, -1000), min(info.max, 1000), (1, 2, 5, 7)).astype(dtype)
+    inits = {k: np.array(v, dt) for k, v, dt in [("scales", scales, np.float32), ("sizes", sizes, np.int64)] if v is not None}
+    ins = ["x", "", "scales"] if scales is not None else ["x", "", "", "sizes"]
+    model = make_model([helper.make_node("Resize", ins, ["y"], mode="linear")], {"x": x}, ["y"], inits, opset=19)
+    check(model, {"x": x}, **TRUNCATION)
 
 
 @pytest.mark.parametrize("a,exclude", [(-0.5, 0), (-0.75, 1), (-0.5, 1)])

@@ -23,7 +23,7 @@ from PIL import Image, ImageDraw, ImageFont, UnidentifiedImageError
 from scipy import ndimage
 
 import mnnpy
-from mnnpy import InputError
+from mnnpy import BackendUnavailableError, InputError
 
 Runner = Callable[[np.ndarray], np.ndarray]
 
@@ -290,7 +290,12 @@ def make_runner(
     mnnpy session's ("low": fp16 storage on GPU backends).
     """
     if backend == "onnxruntime":
-        import onnxruntime as ort
+        try:
+            import onnxruntime as ort
+        except ImportError as e:
+            raise BackendUnavailableError(
+                f"backend 'onnxruntime' needs the onnxruntime package ({e}): pip install onnxruntime"
+            ) from None
 
         opts = ort.SessionOptions()
         if num_threads:

@@ -57,6 +57,12 @@ inline float clip_(float x, float lo, float hi) {
     return t > hi ? hi : t;
 }
 #define tanh_(x) tanh(x)
-#define sigmoid_(x) (0.5f * (1.0f + tanh(0.5f * (x))))
+/* 1 / (1 + exp(-x)) on the side where exp does not overflow: relative-accurate for large
+ * negative x too (0.5 * (1 + tanh(x / 2)) bottoms out at 3e-8, which Swish multiplies by x) */
+inline float sigmoid_(float x) {
+    float e = exp(-fabs(x));
+    float s = 1.0f / (1.0f + e);
+    return isnan(x) ? x : (x >= 0.0f ? s : e * s);
+}
 #define exp_(x) exp(x)
 #define sqrt_(x) sqrt(x)

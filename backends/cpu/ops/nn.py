@@ -7,6 +7,8 @@ Softmax) is made in ``on_resize``; ``on_execute`` only calls numpy with ``out=``
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from mnnpy.backend import Execution
@@ -94,7 +96,8 @@ class MatMul(Execution):
     def on_resize(self, inputs, outputs):
         a, b, y = inputs[0], inputs[1], outputs[0]
         if a.ndim > 2 and b.ndim == 2 and a.flags.c_contiguous and y.flags.c_contiguous:
-            a, y = a.reshape(-1, a.shape[-1]), y.reshape(-1, y.shape[-1])
+            rows = math.prod(a.shape[:-1])  # explicit: -1 is ambiguous for empty tensors
+            a, y = a.reshape(rows, a.shape[-1]), y.reshape(rows, y.shape[-1])
         self.mm = BlasMatMul(self.backend, a, b, y)
 
     def on_execute(self, inputs, outputs):

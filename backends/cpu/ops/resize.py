@@ -50,8 +50,26 @@ class Resize(Execution):
             self.run = lambda: np.copyto(y, x)
         elif mode == "nearest":
             self._setup_nearest(x, y, maps, a["nearest_mode"])
-        else:
+        elif x.dtype.kind == "f":
             self._setup_separable(x, y, maps, mode, a["cubic_coeff_a"], a["exclude_outside"])
+        else:
+            self._setup_integer(x, y, maps, mode, a)
+
+    def _setup_integer(self, x, y, maps, mode, a):
+        """Integer data, linear/cubic: interpolated in float32 and truncated toward zero into
+        ``y`` (onnxruntime's arithmetic and cast; uint8 ``[0, 3]`` at 0.25 gives 0)."""
+        ws = self.backend.workspace()
+        xf, yf = ws.take(x.shape, np.float32), ws.take(y.shape, np.float32)
+        self.extrap = self.extrap.astype(np.float32)
+        self._setup_separable(xf, yf, maps, mode, a["cubic_coeff_a"], a["exclude_outside"], ws)
+        interpolate = self.run
+
+        def run():
+            np.copyto(xf, x)
+            interpolate()
+            np.copyto(y, yf, casting="unsafe")
+
+        self.run = run
 
     def _setup_nearest(self, x, y, maps, nearest_mode):
         idx = {ax: nearest_index(c, nearest_mode, x.shape[ax]) for ax, (c, _) in maps.items()}
@@ -92,10 +110,10 @@ class Resize(Execution):
 
         self.run = run
 
-    def _setup_separable(self, x, y, maps, mode, a, exclude_outside):
+    def _setup_separable(self, x, y, maps, mode, a, exclude_outside, ws=None):
         order = sorted(maps, key=lambda ax: y.shape[ax] / x.shape[ax])  # shrink first
         shape, passes, src = list(x.shape), [], x
-        ws = self.backend.workspace()  # intermediate passes and their scratch: rewritten every run
+        ws = ws or self.backend.workspace()  # intermediate passes and their scratch: rewritten every run
         for k, ax in enumerate(order):
             shape[ax] = y.shape[ax]
             dst = y if k == len(order) - 1 else ws.take(tuple(shape), x.dtype)
