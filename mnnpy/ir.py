@@ -18,16 +18,19 @@ Dim = int | str | None
 
 @dataclass
 class TensorDesc:
-    """A tensor of a graph: name, dtype, shape (``None`` = rank unknown), constant data.
+    """A value of a graph: name, dtype, shape (``None`` = rank unknown), constant data, kind.
 
     ``data`` is set for constants (weights): a read-only ndarray, usually a zero-copy
-    ``numpy.frombuffer`` view of the model file.
+    ``numpy.frombuffer`` view of the model file. ``kind``: ``"tensor"``, or ``"sequence"``
+    (ONNX's sequence type: an ordered list of tensors of ``dtype``, held on the host as a
+    Python list of ndarrays; ``shape`` is then the elements' shape, if known).
     """
 
     name: str
     dtype: np.dtype
     shape: tuple[Dim, ...] | None = None
     data: np.ndarray | None = None
+    kind: str = "tensor"
 
     @property
     def is_constant(self) -> bool:

@@ -59,6 +59,10 @@ class OpSchema:
     - ``same_rank``: inputs (declaration indices; a variadic last one stands for all the
       rest) whose rank output 0 has: a lower bound on the output's rank before shapes are
       known (broadcast ops: the largest of theirs);
+    - ``dynamic``: the op's outputs (their shapes, or sequence values) are known only after
+      it ran (control flow: If, Loop, Scan; the sequence ops). Its shape function returns
+      ``[(None, dtype), ...]``; the SizeComputer ends the segment after it, the op runs on
+      the host at run time, and the rest of the graph is planned with its outputs' shapes;
     - ``flops(ctx, out_shapes)``: the op's floating-point operations (a count; ``mflops``
       gives MFLOPs) from its input shapes and attributes (``ctx``) and its output shapes
       (``mnnpy.ops.flops`` has the rules; its docstring is the rule in words).
@@ -76,6 +80,7 @@ class OpSchema:
     elementwise: bool = False
     same_rank: tuple[int, ...] = ()
     flops: FlopsRule | None = None
+    dynamic: bool = False
 
     def mflops(self, ctx: ShapeContext, out_shapes: Sequence[tuple[int, ...]]) -> float:
         """MFLOPs of one op: ``flops(ctx, out_shapes) / 1e6``."""
@@ -214,6 +219,7 @@ def op_schema(
     same_rank: Sequence[int] | None = None,
     flops: FlopsRule | None = None,
     doc: str | None = None,
+    dynamic: bool = False,
 ):
     """Decorator registering ``infer`` as the shape function of a new op schema.
 
@@ -245,6 +251,7 @@ def op_schema(
                 elementwise=elementwise,
                 same_rank=tuple(same_rank),
                 flops=flops,
+                dynamic=dynamic,
             ),
         )
         return infer
