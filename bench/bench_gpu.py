@@ -106,7 +106,7 @@ def _profile_vulkan(interp, precision: str, feeds) -> dict[str, float]:
 
 def _profile(session, feeds) -> dict[str, float]:
     """Per op type: total ms of its Executions, each followed by a finish of its backend's queue."""
-    plan = session._plan
+    plan = session.runner.plan
     per: dict[str, float] = {}
     wrapped = []
     for _, _, runs in plan.steps:

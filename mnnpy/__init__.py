@@ -10,6 +10,7 @@ takes (``create_session(num_threads=...)``). Real models for tests and demos are
 from mnnpy.errors import (
     BackendUnavailableError,
     InputError,
+    LoopTimeoutError,
     MnnpyError,
     ModelFormatError,
     ShapeError,
@@ -29,6 +30,7 @@ __all__ = [
     "IODesc",
     "InputError",
     "Interpreter",
+    "LoopTimeoutError",
     "MnnpyError",
     "ModelFormatError",
     "Session",

@@ -3,7 +3,7 @@
 ``MnnpyError`` is the root; catch it to catch them all. Each message names what was
 wrong and where (file offset, tensor, op, input name) so that a user can act on it.
 A class is defined here only once something raises it: the NNAPI execution errors
-(output buffer too small, deadline missed, loop time-out) arrive with those features.
+(output buffer too small, deadline missed) arrive with those features.
 """
 
 from __future__ import annotations
@@ -45,6 +45,12 @@ class BackendUnavailableError(MnnpyError):
     """A backend asked for by name cannot be used here (package, driver or device missing)."""
 
 
+class LoopTimeoutError(MnnpyError):
+    """A Loop ran longer than the run's ``loop_timeout`` (NNAPI's loop time-out: 2 s by
+    default, at most 15 s); names the op and the iteration it reached. The session stays
+    usable: its next run starts afresh."""
+
+
 __all__ = [
     "MnnpyError",
     "ModelFormatError",
@@ -52,4 +58,5 @@ __all__ = [
     "ShapeError",
     "InputError",
     "BackendUnavailableError",
+    "LoopTimeoutError",
 ]

@@ -9,15 +9,20 @@
 4. per partition a ``PartitionStep``: its border copies and one Execution per op, each
    ``on_resize``d, then ``Backend.on_resize_partition`` (a recording backend records it).
 
+A segment that ends with a dynamic op (``OpSchema.dynamic``: control flow, sequence ops)
+gets a ``HostStep`` after its partitions: the op runs on the host, on its inputs read back,
+and its outputs (ndarrays, or lists for sequences) are known only then.
+
 The plan's run is ``write`` (inputs into every backend holding them), ``execute`` (each
-step: copies in, ``Backend.execute_partition``) and ``read`` (a tensor back to the host).
-The planner knows graphs, not sessions: a control-flow body is planned the same way.
+step: copies in, ``Backend.execute_partition``; then the host step) and ``read`` (a tensor
+back to the host). The planner knows graphs, not sessions: a control-flow body is planned
+the same way (``mnnpy.graph_runner``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -58,6 +63,24 @@ class PartitionStep:
 
 
 @dataclass
+class HostStep:
+    """A dynamic op run on the host at the end of its segment: ``run(inputs, context)`` takes
+    its inputs (ndarrays, lists for sequences, ``None`` for absent ones) and the run's
+    context (``mnnpy.graph_runner.RunContext``) and returns its outputs."""
+
+    info: OpInfo
+    run: Callable[[list, Any], list]
+
+
+@dataclass
+class Described:
+    """A segment described without planning it: its ``sizes`` and ``schedule``."""
+
+    sizes: SizeResult
+    schedule: Schedule
+
+
+@dataclass
 class Plan:
     """A planned segment: ops from ``start`` up to ``sizes.barrier`` (or the end).
 
@@ -77,8 +100,10 @@ class Plan:
     handles: list[dict[int, Any]]
     executions: dict[int, Execution]
     steps: list[PartitionStep]
+    host: HostStep | None = None
+    results: dict[int, Any] = field(default_factory=dict)  # the host step's outputs of the last run
 
-    def write(self, arrays: Mapping[int, np.ndarray]) -> None:
+    def write(self, arrays: Mapping[int, Any]) -> None:
         """Upload each input array into every backend that holds its tensor."""
         for t, a in arrays.items():
             if t in self.sizes.values:
@@ -87,30 +112,42 @@ class Plan:
                 if t in h:
                     backend.upload(a, h[t])
 
-    def execute(self) -> None:
-        """Every partition in order (``PartitionStep.execute``)."""
+    def execute(self, arrays: Mapping[int, Any], context: Any = None) -> None:
+        """Every partition in order (``PartitionStep.execute``), then the host step, if any,
+        on its inputs (``arrays``: the inputs written)."""
         for step in self.steps:
             step.execute()
+        if self.host is not None:
+            op = self.host.info.op
+            ins = [self.read(t, arrays) if t >= 0 else None for t in op.inputs]
+            outs = self.host.run(ins, context)
+            self.results = {t: v for t, v in zip(op.outputs, outs) if t >= 0}
 
-    def read(self, t: int, arrays: Mapping[int, np.ndarray]) -> np.ndarray:
-        """A new host array with tensor ``t``'s contents after ``execute`` (``arrays``: the
-        inputs written, for a tensor that is one)."""
+    def read(self, t: int, arrays: Mapping[int, Any]) -> Any:
+        """Tensor ``t``'s contents after ``execute``: a new host array (a sequence: its list)
+        (``arrays``: the inputs written, for a tensor that is one)."""
+        if t in self.results:
+            return self.results[t]
         if t in self.sizes.values:
-            return np.array(self.sizes.values[t])
+            v = self.sizes.values[t]
+            return list(v) if isinstance(v, list) else np.array(v)
         if t in arrays:
-            return np.array(arrays[t])
+            v = arrays[t]
+            return list(v) if isinstance(v, list) else np.array(v)
         b = self.schedule.home[t]
         return self.backends[b].download(self.handles[b][t])
 
 
 class Planner:
     """Plans ``graph`` on ``backends`` (preference order, CPU last). ``evaluate`` computes a
-    small op at resize (``CPUBackend.evaluate``; see ``compute_sizes``)."""
+    small op at resize (``CPUBackend.evaluate``; see ``compute_sizes``); ``host(info)``
+    gives the function that runs a dynamic op on the host (``HostStep.run``)."""
 
-    def __init__(self, graph: Graph, backends: list[Backend], evaluate: Evaluate):
+    def __init__(self, graph: Graph, backends: list[Backend], evaluate: Evaluate, host: Callable[[OpInfo], Callable]):
         self.graph = graph
         self.backends = backends
         self.evaluate = evaluate
+        self.host = host
 
     def infer(self, shapes: dict[int, tuple[int, ...]], values=None, start: int = 0, dtypes=None) -> SizeResult:
         """SizeComputer for these input shapes (tensor -> shape); raises ``ShapeError``."""
@@ -119,6 +156,12 @@ class Planner:
     def schedule(self, sizes: SizeResult) -> Schedule:
         """The Schedule of ``sizes``' run-time ops (no memory, no Executions)."""
         return build_schedule([sizes.op_info(i) for i in sizes.runtime_ops], self.backends)
+
+    def describe(self, shapes: dict[int, tuple[int, ...]]) -> Described:
+        """The first segment's sizes and Schedule for inputs ``shapes``, for describing it:
+        no memory is planned and no Execution created. Raises ``ShapeError``."""
+        sizes = self.infer(shapes)
+        return Described(sizes, self.schedule(sizes))
 
     def plan(self, key: tuple, shapes: dict[int, tuple[int, ...]], values=None, start: int = 0, dtypes=None) -> Plan:
         """The whole plan (module docstring) for inputs ``shapes``, known ``values`` of value
@@ -136,16 +179,25 @@ class Planner:
         for b in self.backends:
             b.on_resize_end()
         executions = {i: exe for step in steps for i, exe in zip(step.ops, step.executions)}
-        return Plan(key, start, inputs, exports, sizes, schedule, self.backends, memory, handles, executions, steps)
+        host = None
+        if sizes.dynamic is not None:
+            info = sizes.op_info(sizes.dynamic)
+            host = HostStep(info, self.host(info))
+        return Plan(key, start, inputs, exports, sizes, schedule, self.backends, memory, handles, executions, steps, host)
 
     def _exports(self, sizes: SizeResult) -> frozenset:
-        """Tensors read after this segment: graph outputs, and the inputs of ops from the
-        data-dependent barrier on (constants aside)."""
+        """Tensors read after this segment's partitions: graph outputs, the inputs of ops from
+        the barrier on and of its host step (constants aside), and the host step's outputs
+        that are graph outputs or read later."""
         g = self.graph
         later = set(g.outputs)
         if sizes.barrier is not None:
             later.update(t for op in g.ops[sizes.barrier :] for t in op.inputs if t >= 0)
-        return frozenset(t for t in later if t in sizes.shapes and g.tensors[t].data is None)
+        made = set()
+        if sizes.dynamic is not None:
+            later.update(t for t in g.ops[sizes.dynamic].inputs if t >= 0)
+            made = {t for t in g.ops[sizes.dynamic].outputs if t >= 0}
+        return frozenset(t for t in later if (t in sizes.shapes or t in made) and g.tensors[t].data is None)
 
     def _memory(self, sizes: SizeResult, schedule: Schedule, inputs, exports) -> tuple[list[MemoryPlan], list[dict]]:
         """Lifetimes per backend -> arena offsets -> one handle per tensor it holds."""

@@ -75,7 +75,8 @@ BACKEND_COLORS = {"cpu": "#d9d9d9", "opencl": "#9ecae1", "vulkan": "#fdae6b"}  #
 OTHER_COLOR = "#c7e9c0"
 
 
-def _dot_quote(text: str) -> str:
+def quote_dot(text: str) -> str:
+    """``text`` as a quoted Graphviz string (backslashes, quotes and newlines escaped)."""
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
@@ -88,7 +89,7 @@ def to_dot(schedule: Schedule, graph: Graph) -> str:
     lines = ["digraph mnnpy {", "  rankdir=TB;", '  node [shape=box, style="rounded,filled", fontname="Helvetica"];']
     for n, name in enumerate(schedule.backend_names):
         color = BACKEND_COLORS.get(name, OTHER_COLOR)
-        lines.append(f"  legend_{n} [label={_dot_quote('backend ' + name)}, fillcolor={_dot_quote(color)}, shape=note];")
+        lines.append(f"  legend_{n} [label={quote_dot('backend ' + name)}, fillcolor={quote_dot(color)}, shape=note];")
     for i in schedule.backend_of:
         op = graph.ops[i]
         backend = schedule.backend_names[schedule.backend_of[i]]
@@ -96,16 +97,16 @@ def to_dot(schedule: Schedule, graph: Graph) -> str:
         extra = ""
         if i in schedule.fallback_reasons:
             label += f"\nfell back to {backend}"
-            extra = f", tooltip={_dot_quote(schedule.fallback_reasons[i])}, penwidth=2, color=red"
+            extra = f", tooltip={quote_dot(schedule.fallback_reasons[i])}, penwidth=2, color=red"
         color = BACKEND_COLORS.get(backend, OTHER_COLOR)
-        lines.append(f"  op{i} [label={_dot_quote(label)}, fillcolor={_dot_quote(color)}{extra}];")
+        lines.append(f"  op{i} [label={quote_dot(label)}, fillcolor={quote_dot(color)}{extra}];")
     for i in schedule.backend_of:
         for t in graph.ops[i].inputs:
             j = producer.get(t)
             if j is None:
                 continue
             cross = schedule.backend_of[j] != schedule.backend_of[i]
-            attrs = f" [style=dashed, label={_dot_quote('copy')}]" if cross else ""
+            attrs = f" [style=dashed, label={quote_dot('copy')}]" if cross else ""
             lines.append(f"  op{j} -> op{i}{attrs};")
     lines.append("}")
     return "\n".join(lines) + "\n"

@@ -1,17 +1,18 @@
 """Session: a model prepared on an ordered list of backends; ``resize`` plans, ``run`` computes.
 
-Resize (once per distinct set of input shapes; the last ``RESIZE_CACHE`` plans are kept)
-is the ``Planner``'s: SizeComputer -> Schedule -> memory plan per backend (one arena
+Resize (once per distinct set of input shapes; the last ``RESIZE_CACHE`` per segment are
+kept) is the ``Planner``'s: SizeComputer -> Schedule -> memory plan per backend (one arena
 each) -> one Execution per op, ``on_resize``. Run (one NNAPI execution): write the inputs,
 execute each partition (border copies, then its Executions), read the outputs. Nothing is
-allocated for intermediate tensors. The Session owns the public API, input validation,
-the plan cache, the run loop and the segments of models whose shapes depend on values.
+allocated for intermediate tensors. The Session owns the public API and input validation;
+its ``GraphRunner`` (``mnnpy.graph_runner``) the plan cache, the run loop and the segments
+of models whose shapes depend on values or that hold control flow.
 """
 
 from __future__ import annotations
 
+import math
 import threading
-from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,15 +20,11 @@ import numpy as np
 
 from mnnpy.backend import Backend
 from mnnpy.errors import InputError, ShapeError
+from mnnpy.graph_runner import LOOP_TIMEOUT_S, MAX_LOOP_TIMEOUT_S, RESIZE_CACHE, GraphRunner, RunContext, shape_of
 from mnnpy.io_desc import IODesc
 from mnnpy.ir import Graph, Net
-from mnnpy.ops import get_schema
-from mnnpy.planner import Plan, Planner
-from mnnpy.schedule import Schedule, merge_schedules
-from mnnpy.size_computer import value_inputs
 
-RESIZE_CACHE = 4
-MAX_VALUE_INPUT = 1 << 16  # elements of an input whose contents decide shapes
+__all__ = ["RESIZE_CACHE", "Session"]
 
 
 class Session:
@@ -43,18 +40,17 @@ class Session:
         self.net = net
         self.graph: Graph = net.main
         self.backends = backends
-        cpu = next(b for b in backends if b.name == "cpu")
-        self.planner = Planner(self.graph, backends, cpu.evaluate)
-        self._plans: OrderedDict[tuple, Plan] = OrderedDict()
-        self._plan: Plan | None = None
+        self.runner = GraphRunner(net, self.graph, backends)
         self._lock = threading.Lock()
         g = self.graph
         self._input_index = {g.tensors[t].name: t for t in g.inputs}
         self._input_desc = {t: self._desc(t) for t in g.inputs}
-        self._value_inputs = sorted(value_inputs(g))
-        self.resize_count = 0
         self._output_shapes: dict[str, tuple[int, ...]] | None = None
-        self._segments: list[Plan] = []  # the plans the last run went through, in order
+
+    @property
+    def resize_count(self) -> int:
+        """How many plans this session's main graph has made (segments count one each)."""
+        return self.runner.resize_count
 
     # -- descriptions -------------------------------------------------------------------
     @property
@@ -77,57 +73,57 @@ class Session:
         resize; raises ``InputError`` before either."""
         if self._output_shapes is not None:
             return dict(self._output_shapes)
-        if self._plan is None or self._plan.sizes.barrier is not None:
+        plan = self.runner.plan
+        if plan is None or plan.sizes.barrier is not None:
             raise InputError("no run yet: output shapes are known after run() (or resize() for static shapes)")
-        return {self.graph.tensors[t].name: self._plan.sizes.shapes[t] for t in self.graph.outputs}
+        return {self.graph.tensors[t].name: plan.sizes.shapes[t] for t in self.graph.outputs}
 
     def op_mflops(self) -> list[tuple[str, str, float]]:
         """``(op name, op type, MFLOPs)`` of every op that runs, in order, for the shapes of the
         last run (every segment) or resize (the schemas' FLOPs rules, ``mnnpy.ops.flops``);
         ops computed at resize are left out. Raises ``InputError`` before either."""
-        plans = self._segments or ([self._plan] if self._plan is not None else [])
+        runner = self.runner
+        plans = runner.segments or ([runner.plan] if runner.plan is not None else [])
         if not plans:
             raise InputError("no run yet: FLOPs are known after run() (or resize() for static shapes)")
         ops = self.graph.ops
         return [(ops[i].name, ops[i].type, p.sizes.mflops[i]) for p in plans for i in p.sizes.runtime_ops]
 
     def partitions(self, shapes: Mapping[str, tuple[int, ...]] | None = None) -> str:
-        """The Schedule, printed: a summary line, each partition with its ops, and why each op
-        that fell back did (``mnnpy info --partitions``).
+        """The Schedule, printed: a summary line, each partition with its ops, why each op
+        that fell back did, and the ops run on the host (control flow, with their bodies'
+        schedules once they ran) (``mnnpy info --partitions``).
 
         ``shapes`` (input name -> shape): the schedule for those input shapes, computed
         without planning memory or creating Executions. Without it: the schedule of the last
         run (every segment of a model whose shapes depend on computed values) or resize, or
         before either, that of the declared shapes with every dynamic dim set to 1."""
-        schedule, barrier = self._described(shapes)
-        note = ""
-        if barrier is not None:
-            op = self.graph.ops[barrier]
-            note = f"\nops from {op.type} '{op.name}' on are scheduled at run time (their shapes depend on computed values)"
-        return schedule.describe(self.graph) + note
+        from mnnpy.schedule_view import describe
+
+        return describe(self.runner, self._described(shapes))
 
     def dot(self, shapes: Mapping[str, tuple[int, ...]] | None = None) -> str:
         """The Schedule (see ``partitions``) as Graphviz text: ops coloured by backend,
-        copies dashed, fallback reasons as tooltips (``mnnpy info --dot``)."""
-        from mnnpy.schedule import to_dot
+        copies dashed, fallback reasons as tooltips, host ops with their bodies as clusters
+        (``mnnpy info --dot``)."""
+        from mnnpy.schedule_view import to_dot
 
-        return to_dot(self._described(shapes)[0], self.graph)
+        return to_dot(self.runner, self._described(shapes))
 
-    def _described(self, shapes) -> tuple[Schedule, int | None]:
-        """(Schedule, op index where shapes become data-dependent or None) for ``partitions``:
-        of ``shapes`` (sizes and placement only, no memory, no Executions), else of the last
-        run's segments or resize, else of the declared shapes (dynamic dims 1)."""
-        if shapes is None and (self._segments or self._plan is not None):
-            plans = self._segments or [self._plan]
-            return merge_schedules([p.schedule for p in plans]), plans[-1].sizes.barrier
+    def _described(self, shapes) -> list:
+        """The plans (or, for ``shapes``, one schedule-only plan stand-in) ``partitions``
+        describes: of ``shapes`` (sizes and placement only, no memory, no Executions), else
+        of the last run's segments or resize, else of the declared shapes (dynamic dims 1)."""
+        runner = self.runner
+        if shapes is None and (runner.segments or runner.plan is not None):
+            return runner.segments or [runner.plan]
         if shapes is None:
             shapes = {d.name: tuple(s if isinstance(s, int) and s >= 0 else 1 for s in (d.shape or ())) for d in self.inputs}
         checked = self._check_shapes(shapes)
         try:
-            sizes = self.planner.infer(checked)
+            return [runner.planner.describe(checked)]
         except ShapeError as e:
-            raise ShapeError(f"input shapes {self._named(checked)}: {e}") from None
-        return self.planner.schedule(sizes), sizes.barrier
+            raise ShapeError(f"input shapes {runner.named(checked)}: {e}") from None
 
     # -- resize -------------------------------------------------------------------------
     def resize(self, shapes: Mapping[str, tuple[int, ...]]) -> None:
@@ -139,15 +135,15 @@ class Session:
         """
         with self._lock:
             checked = self._check_shapes(shapes)
-            if not self._value_inputs:
-                self._plan = self._get_plan(checked)
-                self._segments = []
+            if not self.runner.value_inputs:
+                self.runner.plan = self.runner.plan_for(checked)
+                self.runner.segments = []
                 self._output_shapes = None
 
     @property
     def value_inputs(self) -> list[str]:
         """Names of the inputs whose contents (not only shapes) shape the plan."""
-        return [self.graph.tensors[t].name for t in self._value_inputs]
+        return [self.graph.tensors[t].name for t in self.runner.value_inputs]
 
     def _check_shapes(self, shapes: Mapping[str, Any]) -> dict[int, tuple[int, ...]]:
         if not isinstance(shapes, Mapping):
@@ -155,97 +151,29 @@ class Session:
         self._check_names(shapes)
         return {self._input_index[n]: self._input_desc[self._input_index[n]].check_shape(s) for n, s in shapes.items()}
 
-    def _get_plan(
-        self,
-        shapes: dict[int, tuple[int, ...]],
-        values: dict[int, np.ndarray] | None = None,
-        start: int = 0,
-        dtypes: dict[int, np.dtype] | None = None,
-    ) -> Plan:
-        key = (start, *self._plan_key(shapes, values))
-        plan = self._plans.get(key)
-        if plan is not None:
-            self._plans.move_to_end(key)
-            return plan
-        try:
-            plan = self.planner.plan(key, shapes, values or {}, start, dtypes or {})
-        except ShapeError as e:
-            raise ShapeError(f"input shapes {self._named(shapes)}: {e}") from None
-        except MemoryError as e:
-            raise ShapeError(f"input shapes {self._named(shapes)} need more memory than this machine has: {e}") from None
-        self._plans[key] = plan
-        while len(self._plans) > RESIZE_CACHE:
-            self._plans.popitem(last=False)
-        self.resize_count += 1
-        return plan
-
-    @staticmethod
-    def _plan_key(shapes: dict[int, tuple[int, ...]], values: dict[int, np.ndarray] | None) -> tuple:
-        """Plans are cached by input shapes and the contents of the value inputs."""
-        contents = tuple((t, v.dtype.str, v.tobytes()) for t, v in sorted((values or {}).items()))
-        return tuple(sorted(shapes.items())), contents
-
-    def _named(self, shapes: dict[int, tuple]) -> dict[str, tuple]:
-        return {self.graph.tensors[t].name: s for t, s in shapes.items()}
-
     # -- run ----------------------------------------------------------------------------
-    def run(self, feeds: Mapping[str, Any], output_names: list[str] | None = None) -> dict[str, np.ndarray]:
+    def run(
+        self, feeds: Mapping[str, Any], output_names: list[str] | None = None, loop_timeout: float = LOOP_TIMEOUT_S
+    ) -> dict[str, np.ndarray]:
         """Compute the outputs for ``feeds`` (input name -> array-like).
 
-        Returns output name -> new ndarray. Resizes first when the input shapes differ
-        from the last run's. Raises ``InputError`` (wrong name, missing input, wrong
-        rank/dtype/shape) or ``ShapeError`` (shapes the model cannot take).
+        Returns output name -> new ndarray (a list of ndarrays for a sequence output).
+        Resizes first when the input shapes differ from the last run's. ``loop_timeout``
+        (s, default 2, at most 15: NNAPI's): how long each Loop may run before
+        ``LoopTimeoutError``. Raises ``InputError`` (wrong name, missing input, wrong
+        rank/dtype/shape, a bad ``loop_timeout``), ``ShapeError`` (shapes the model cannot
+        take) or ``LoopTimeoutError``.
         """
         arrays = self._check_feeds(feeds)
         wanted = self._wanted_outputs(output_names)
+        context = RunContext(_checked_timeout(loop_timeout))
         with self._lock:
-            shapes = {t: a.shape for t, a in arrays.items()}
-            values = self._values_of(arrays)
-            plan = self._plan
-            if plan is None or plan.key != (0, *self._plan_key(shapes, values)):
-                checked = self._check_shapes({self.graph.tensors[t].name: s for t, s in shapes.items()})
-                plan = self._plan = self._get_plan(checked, values)
-            self._segments = [plan]
-            results: dict[int, np.ndarray] = {}
-            while True:
-                plan.write(arrays)
-                with np.errstate(all="ignore"):  # NaN/inf propagate silently, as in onnxruntime
-                    plan.execute()
-                for t in wanted:
-                    if t not in results and t in plan.sizes.shapes:
-                        results[t] = plan.read(t, arrays)
-                if plan.sizes.barrier is None:
-                    break
-                plan, arrays = self._next_segment(plan, arrays)
-                self._segments.append(plan)
-            self._output_shapes = {self.graph.tensors[t].name: results[t].shape for t in wanted}
+            runner = self.runner
+            if runner.plan is None or runner.plan.key != runner.key(arrays):
+                self._check_shapes({self.graph.tensors[t].name: a.shape for t, a in arrays.items()})
+            results = runner.run(arrays, wanted, context)
+            self._output_shapes = {self.graph.tensors[t].name: shape_of(results[t]) for t in wanted}
             return {self.graph.tensors[t].name: results[t] for t in wanted}
-
-    def _next_segment(self, plan: Plan, arrays: dict[int, np.ndarray]) -> tuple[Plan, dict[int, np.ndarray]]:
-        """After a data-dependent barrier: the rest of the graph, resized with the values just
-        computed (what the earlier segment exports becomes this segment's inputs)."""
-        g = self.graph
-        crossing = {t: plan.read(t, arrays) for t in plan.exports}
-        needed = {
-            op.inputs[k]
-            for op in g.ops[plan.sizes.barrier :]
-            for k in get_schema(op.type).value_inputs(len(op.inputs))
-            if op.inputs[k] >= 0
-        }
-        values = {t: a for t, a in crossing.items() if t in needed or t in plan.sizes.values}
-        shapes = {t: a.shape for t, a in crossing.items()}
-        dtypes = {t: a.dtype for t, a in crossing.items()}
-        nxt = self._get_plan(shapes, values, plan.sizes.barrier, dtypes)
-        if nxt.sizes.barrier == plan.sizes.barrier:  # cannot happen: every value it needs is known now
-            op = g.ops[plan.sizes.barrier]
-            raise ShapeError(f"{op.type} '{op.name}': its value inputs are still unknown after the ops before it ran")
-        return nxt, crossing
-
-    def _values_of(self, arrays: dict[int, np.ndarray]) -> dict[int, np.ndarray]:
-        """Copies of the value inputs' contents, which key the plan. Inputs larger than
-        ``MAX_VALUE_INPUT`` elements are left out: the ops that need them then start a new
-        segment, resized at run once the values are there."""
-        return {t: np.array(arrays[t]) for t in self._value_inputs if arrays[t].size <= MAX_VALUE_INPUT}
 
     def _wanted_outputs(self, output_names) -> list[int]:
         g = self.graph
@@ -270,3 +198,12 @@ class Session:
         missing = [n for n in self._input_index if n not in feeds]
         if missing:
             raise InputError(f"missing input(s) {missing}; the model's inputs are {list(self._input_index)}")
+
+
+def _checked_timeout(seconds: Any) -> float:
+    """``loop_timeout`` as a float in (0, ``MAX_LOOP_TIMEOUT_S``]; else ``InputError``."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds):
+        raise InputError(f"loop_timeout must be a number of seconds, got {seconds!r}")
+    if not 0 < seconds <= MAX_LOOP_TIMEOUT_S:
+        raise InputError(f"loop_timeout must be in (0, {MAX_LOOP_TIMEOUT_S:g}] s (NNAPI's maximum), got {seconds}")
+    return float(seconds)

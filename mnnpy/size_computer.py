@@ -36,7 +36,8 @@ class SizeResult:
     geometry: dict[int, dict] = field(default_factory=dict)
     mflops: dict[int, float] = field(default_factory=dict)
     runtime_ops: list[int] = field(default_factory=list)
-    barrier: int | None = None  # first op whose value inputs are only known at run (data-dependent)
+    barrier: int | None = None  # first op of the next segment (its values or shapes are only known at run)
+    dynamic: int | None = None  # a dynamic op ending this segment, run on the host (``OpSchema.dynamic``)
 
     def tensor(self, t: int) -> TensorInfo | None:
         """The ``TensorInfo`` of tensor ``t`` (``None`` for -1, an absent slot, or a tensor
@@ -71,9 +72,11 @@ def compute_sizes(
     ``value_inputs``); ``input_dtypes``: dtypes of inputs that are not graph inputs.
     ``evaluate(op_info)`` computes a small op whose inputs are all known at resize (the
     CPU backend provides it); attributes are each op's ``resolved`` ones (set at load).
-    The walk stops at the first op whose value inputs are unknown (``barrier``): the
-    session runs what comes before, then resizes the rest with the values computed.
-    Raises ``ShapeError`` naming the op.
+    The walk stops at the first op whose value inputs are unknown (``barrier``: the
+    session runs what comes before, then resizes the rest with the values computed), or
+    after a dynamic op (``OpSchema.dynamic``: control flow, sequence ops), whose outputs'
+    shapes only its run gives (``dynamic``; ``barrier`` is the op after it). A sequence
+    input's shape is ``()`` (its value is a list). Raises ``ShapeError`` naming the op.
     """
     r = SizeResult(graph)
     for t, desc in enumerate(graph.tensors):
@@ -86,8 +89,13 @@ def compute_sizes(
         r.values[t] = value
     for i in range(start, len(graph.ops)):
         op = graph.ops[i]
-        if any(op.inputs[k] >= 0 and op.inputs[k] not in r.values for k in get_schema(op.type).value_inputs(len(op.inputs))):
+        schema = get_schema(op.type)
+        if any(op.inputs[k] >= 0 and op.inputs[k] not in r.values for k in schema.value_inputs(len(op.inputs))):
             r.barrier = i
+            break
+        if schema.dynamic:
+            _infer(r, i, dynamic=True)
+            r.dynamic, r.barrier = i, i + 1
             break
         ctx = _infer(r, i)
         if not _fold(r, i, ctx, evaluate):
@@ -95,9 +103,10 @@ def compute_sizes(
     return r
 
 
-def _infer(r: SizeResult, i: int) -> ShapeContext:
+def _infer(r: SizeResult, i: int, dynamic: bool = False) -> ShapeContext:
     """Apply op ``i``'s shape function: its outputs' shapes and dtypes into ``r``, its
-    derived geometry kept; returns the context (with any values it published)."""
+    derived geometry kept; returns the context (with any values it published). A
+    ``dynamic`` op's function checks its inputs and gives its outputs' dtypes only."""
     op = r.graph.ops[i]
     shapes = [r.shapes.get(t) if t >= 0 else None for t in op.inputs]
     dtypes = [r.dtypes.get(t) if t >= 0 else None for t in op.inputs]
@@ -112,6 +121,11 @@ def _infer(r: SizeResult, i: int) -> ShapeContext:
         raise
     except (ValueError, TypeError, IndexError, KeyError, OverflowError, ZeroDivisionError) as e:
         raise ShapeError(f"{op.type} '{op.name}' with input shapes {shapes}: {e}") from e
+    if dynamic:
+        for k, t in enumerate(op.outputs):
+            if t >= 0 and k < len(outs):
+                r.dtypes[t] = np.dtype(outs[k][1])
+        return ctx
     for k, t in enumerate(op.outputs):
         if t >= 0 and k < len(outs):
             r.shapes[t], r.dtypes[t] = tuple(int(d) for d in outs[k][0]), np.dtype(outs[k][1])

@@ -186,19 +186,19 @@ def deconv_model(rng, xs, ws, attrs, bias, w_scale=1.0):
 
 def executions(session, op_type: str | None = None) -> list:
     """The Executions of ``session``'s current plan, in op order (of ``op_type`` only, if given)."""
-    exes = list(session._plan.executions.values())
+    exes = list(session.runner.plan.executions.values())
     return exes if op_type is None else [e for e in exes if e.op.type == op_type]
 
 
 def has_plans(session) -> bool:
     """Whether ``session`` holds a plan (the current one or a cached one)."""
-    return session._plan is not None or bool(session._plans)
+    return session.runner.cached()
 
 
 def recorded_dispatches(session, exe) -> list:
     """Vulkan: the dispatches recorded for the partition that holds Execution ``exe`` (its
     uploads' casts, every Execution's dispatches, its downloads' casts), from the plan's steps."""
-    return next(step.recording for step in session._plan.steps if exe in step.executions).dispatches
+    return next(step.recording for step in session.runner.plan.steps if exe in step.executions).dispatches
 
 
 def check_op(backend: str, family: str, cls: str, op, inputs, attrs, geometry=None) -> tuple[bool, str]:
@@ -229,7 +229,7 @@ def storage_dtype(session) -> np.dtype:
 
 def tensor_handles(session) -> dict:
     """The device backend's handle per tensor id in the current plan."""
-    return session._plan.handles[0]
+    return session.runner.plan.handles[0]
 
 
 def launch_key(session) -> str:

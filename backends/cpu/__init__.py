@@ -20,6 +20,7 @@ from mnnpy.backend import Backend, BackendConfig, Execution, OpInfo, Runtime, Te
 from mnnpy.backends.cpu.blas import BlasThreads
 from mnnpy.backends.cpu.registry import executions
 from mnnpy.backends.cpu.scratch import SharedBuffer, Workspace, scratch
+from mnnpy.errors import UnsupportedOperatorError
 from mnnpy.memory_planner import ALIGN
 
 
@@ -84,6 +85,17 @@ class CPUBackend(Backend):
         finally:
             if before not in (None, 1):
                 self.runtime.blas.use(before)  # leave the caller's BLAS as it was
+
+    def run_host(self, info: OpInfo, inputs: list) -> list:
+        """Run a dynamic op that is not control flow (the sequence ops) on host values:
+        ``inputs`` ndarrays, lists of ndarrays (sequences) or ``None``; returns its outputs.
+        Raises ``UnsupportedOperatorError`` when no host kernel is registered for it."""
+        from mnnpy.backends.cpu import registry
+
+        kernel = getattr(registry, "host_kernels", dict)().get(info.type)
+        if kernel is None:
+            raise UnsupportedOperatorError({info.type: 1}, where=f"op '{info.op.name}' (no host kernel on the CPU)")
+        return kernel(info.attrs, inputs)
 
     def evaluate(self, info: OpInfo) -> list[np.ndarray]:
         """Run one op whose inputs are all known (``info.inputs[k].value``) on fresh arrays:

@@ -8,19 +8,10 @@ buffer once here keeps "the first run costs what the hundredth does".
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 
-
-def _physical_bytes() -> int:
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return 1 << 62
-
-
-PHYSICAL_BYTES = _physical_bytes()
+from mnnpy.limits import PHYSICAL_BYTES
 
 
 def scratch(shape, dtype, fill=0) -> np.ndarray:

@@ -1,0 +1,201 @@
+"""GraphRunner: one graph run on a session's backends, plans cached; the Session's main graph
+and every control-flow body (If branches, Loop and Scan bodies) are run by one each.
+
+A run goes through segments: a plan covers the ops up to the first one whose value inputs
+are computed (its shapes depend on them) or up to a dynamic op (control flow, sequence ops,
+run on the host at the end of the plan); the rest is planned with what the segment
+computed. Plans are cached by segment start, input shapes and dtypes and value-input
+contents (the last ``RESIZE_CACHE`` per segment start), so a body planned once is reused
+by every iteration and every run while its input shapes stay the same.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from mnnpy.backend import Backend, OpInfo
+from mnnpy.errors import ShapeError
+from mnnpy.ir import Graph, Net
+from mnnpy.ops import get_schema
+from mnnpy.planner import Plan, Planner
+from mnnpy.size_computer import value_inputs
+
+RESIZE_CACHE = 4  # plans kept per segment start: the last 4 distinct sets of input shapes
+MAX_VALUE_INPUT = 1 << 16  # elements of an input whose contents decide shapes
+LOOP_TIMEOUT_S = 2.0  # NNAPI's default loop time-out
+MAX_LOOP_TIMEOUT_S = 15.0  # NNAPI's maximum
+
+
+@dataclass
+class RunContext:
+    """What one run call carries down to the host steps: ``loop_timeout`` (s), the limit of
+    each Loop's run (NNAPI's loop time-out), and ``started`` (``time.perf_counter()`` at the
+    call)."""
+
+    loop_timeout: float = LOOP_TIMEOUT_S
+    started: float = field(default_factory=time.perf_counter)
+
+
+class GraphRunner:
+    """Plans and runs ``graph`` (a graph of ``net``) on ``backends``; see the module docstring.
+
+    ``evaluate`` computes small ops at resize (``CPUBackend.evaluate``); ``cpu`` runs the
+    host kernels of dynamic ops that are not control flow (``CPUBackend.run_host``).
+    """
+
+    def __init__(self, net: Net, graph: Graph, backends: list[Backend]):
+        self.net, self.graph, self.backends = net, graph, backends
+        self.cpu = next(b for b in backends if b.name == "cpu")
+        self.planner = Planner(graph, backends, self.cpu.evaluate, self._host)
+        self.value_inputs = sorted(value_inputs(graph))
+        self._plans: dict[int, OrderedDict[tuple, Plan]] = {}  # segment start -> key -> plan
+        self.plan: Plan | None = None  # the first segment of the last run or resize
+        self.segments: list[Plan] = []  # the plans the last run went through, in order
+        self.resize_count = 0
+        self._bodies: dict[tuple[int, str], GraphRunner] = {}
+
+    # -- plans ------------------------------------------------------------------------------
+    def plan_for(self, shapes: dict[int, tuple], values=None, start: int = 0, dtypes=None) -> Plan:
+        """The cached plan for these inputs (tensor -> shape; value inputs' contents; from op
+        ``start``; dtypes of inputs, the declared ones where not given), made by the Planner
+        on a miss. Raises ``ShapeError``."""
+        dtypes = {t: np.dtype((dtypes or {}).get(t, self.graph.tensors[t].dtype)) for t in shapes}
+        key = (start, *plan_key(shapes, values, dtypes))
+        cache = self._plans.setdefault(start, OrderedDict())
+        plan = cache.get(key)
+        if plan is not None:
+            cache.move_to_end(key)
+            return plan
+        try:
+            plan = self.planner.plan(key, shapes, values or {}, start, dtypes or {})
+        except ShapeError as e:
+            raise ShapeError(f"input shapes {self.named(shapes)}: {e}") from None
+        except MemoryError as e:
+            raise ShapeError(f"input shapes {self.named(shapes)} need more memory than this machine has: {e}") from None
+        cache[key] = plan
+        while len(cache) > RESIZE_CACHE:
+            cache.popitem(last=False)
+        self.resize_count += 1
+        return plan
+
+    def named(self, shapes: dict[int, Any]) -> dict[str, Any]:
+        """``shapes`` keyed by tensor name."""
+        return {self.graph.tensors[t].name: s for t, s in shapes.items()}
+
+    def values_of(self, arrays: dict[int, Any]) -> dict[int, np.ndarray]:
+        """Copies of the value inputs' contents, which key the plan. Inputs larger than
+        ``MAX_VALUE_INPUT`` elements are left out: the ops that need them then start a new
+        segment, planned at run once the values are there."""
+        return {t: np.array(arrays[t]) for t in self.value_inputs if np.size(arrays[t]) <= MAX_VALUE_INPUT}
+
+    def cached(self) -> bool:
+        """Whether any plan is held (the current one or a cached one)."""
+        return self.plan is not None or any(self._plans.values())
+
+    # -- run --------------------------------------------------------------------------------
+    def key(self, arrays: dict[int, Any]) -> tuple:
+        """The plan key of a run on ``arrays`` from op 0 (see ``plan_key``)."""
+        shapes = {t: shape_of(a) for t, a in arrays.items()}
+        dtypes = {t: dtype_of(a, self.graph.tensors[t].dtype) for t, a in arrays.items()}
+        return (0, *plan_key(shapes, self.values_of(arrays), dtypes))
+
+    def run(self, arrays: dict[int, Any], wanted: list[int], context: RunContext) -> dict[int, Any]:
+        """Tensor -> value of each ``wanted`` tensor after running the graph on ``arrays``
+        (graph input tensor -> ndarray, or list for a sequence), segment after segment."""
+        plan = self.plan
+        if plan is None or plan.key != self.key(arrays):
+            shapes = {t: shape_of(a) for t, a in arrays.items()}
+            dtypes = {t: dtype_of(a, self.graph.tensors[t].dtype) for t, a in arrays.items()}
+            plan = self.plan = self.plan_for(shapes, self.values_of(arrays), 0, dtypes)
+        self.segments = [plan]
+        results: dict[int, Any] = {}
+        while True:
+            plan.write(arrays)
+            with np.errstate(all="ignore"):  # NaN/inf propagate silently, as in onnxruntime
+                plan.execute(arrays, context)
+            for t in wanted:
+                if t not in results and (t in plan.sizes.shapes or t in plan.results):
+                    results[t] = plan.read(t, arrays)
+            barrier = plan.sizes.barrier
+            if barrier is None or barrier >= len(self.graph.ops):
+                return results
+            plan, arrays = self._next_segment(plan, arrays)
+            self.segments.append(plan)
+
+    def _next_segment(self, plan: Plan, arrays: dict[int, Any]) -> tuple[Plan, dict[int, Any]]:
+        """After a segment: the rest of the graph, planned with what it computed (what the
+        earlier segment exports becomes this segment's inputs)."""
+        g = self.graph
+        crossing = {t: plan.read(t, arrays) for t in plan.exports}
+        needed = {
+            op.inputs[k]
+            for op in g.ops[plan.sizes.barrier :]
+            for k in get_schema(op.type).value_inputs(len(op.inputs))
+            if op.inputs[k] >= 0
+        }
+        values = {t: a for t, a in crossing.items() if t in needed or t in plan.sizes.values}
+        values.update((t, a) for t, a in crossing.items() if isinstance(a, list))  # sequences: known by value
+        shapes = {t: shape_of(a) for t, a in crossing.items()}
+        dtypes = {t: dtype_of(a, g.tensors[t].dtype) for t, a in crossing.items()}
+        nxt = self.plan_for(shapes, values, plan.sizes.barrier, dtypes)
+        if nxt.sizes.barrier == plan.sizes.barrier:  # cannot happen: every value it needs is known now
+            op = g.ops[plan.sizes.barrier]
+            raise ShapeError(f"{op.type} '{op.name}': its value inputs are still unknown after the ops before it ran")
+        return nxt, crossing
+
+    # -- host steps -------------------------------------------------------------------------
+    def body(self, op_index: int, attr: str) -> GraphRunner:
+        """The runner of the body that op ``op_index``'s graph attribute ``attr`` names (made
+        once, kept: its plans are reused by every iteration and run)."""
+        key = (op_index, attr)
+        if key not in self._bodies:
+            ref = self.graph.ops[op_index].resolved[attr]
+            self._bodies[key] = GraphRunner(self.net, self.net.graphs[ref.index], self.backends)
+        return self._bodies[key]
+
+    def bodies(self) -> dict[tuple[int, str], GraphRunner]:
+        """The body runners made so far: (op index, attribute) -> runner."""
+        return dict(self._bodies)
+
+    def _host(self, info: OpInfo):
+        """``HostStep.run`` of a dynamic op: control flow (``mnnpy.control_flow``) or a host
+        kernel of the CPU backend (sequence ops)."""
+        from mnnpy import control_flow
+
+        if info.type in control_flow.RUNNERS:
+            run = control_flow.RUNNERS[info.type]
+            return lambda inputs, context: run(self, info, inputs, context)
+        return lambda inputs, context: self.cpu.run_host(info, inputs)
+
+
+def plan_key(shapes: dict[int, tuple], values: dict[int, Any] | None, dtypes: dict[int, Any] | None = None) -> tuple:
+    """Plans are cached by input shapes (and dtypes, where given: bodies' inputs take theirs
+    from the values fed) and the contents of the value inputs."""
+    dtypes = dtypes or {}
+    typed = tuple((t, s, np.dtype(dtypes[t]).str if t in dtypes else None) for t, s in sorted(shapes.items()))
+    contents = tuple((t, _content_key(v)) for t, v in sorted((values or {}).items()))
+    return typed, contents
+
+
+def _content_key(v: Any) -> tuple:
+    if isinstance(v, list):  # a sequence: its elements' shapes, dtypes and bytes
+        return ("seq", *(_content_key(e) for e in v))
+    v = np.asarray(v)
+    return v.dtype.str, v.shape, v.tobytes()
+
+
+def shape_of(value: Any) -> tuple[int, ...]:
+    """An ndarray's shape; ``()`` for a sequence (a list), whose value is known instead."""
+    return () if isinstance(value, list) else tuple(np.shape(value))
+
+
+def dtype_of(value: Any, declared: np.dtype) -> np.dtype:
+    """An ndarray's dtype; a sequence's elements' (``declared`` when it is empty)."""
+    if isinstance(value, list):
+        return value[0].dtype if value else np.dtype(declared)
+    return np.asarray(value).dtype
