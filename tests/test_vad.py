@@ -106,6 +106,7 @@ def test_max_speech_duration_cuts_at_the_longest_pause():
         ({"min_silence_duration_ms": -1}, "min_silence_duration_ms"),
         ({"speech_pad_ms": -5}, "speech_pad_ms"),
         ({"max_speech_duration_s": 0}, "max_speech_duration_s"),
+        ({"min_silence_at_max_speech_ms": -1}, "min_silence_at_max_speech_ms"),
     ],
 )
 def test_bad_options(kw, match):

@@ -191,7 +191,7 @@ class Vad:
         if self._sequence:
             probs, h, c = self._run({"input": frames, "h": self.state[:1], "c": self.state[1:]})
             self.state = np.concatenate([h, c]).astype(np.float32, copy=False)  # a new array
-            return np.asarray(probs, np.float32).reshape(-1)
+            return np.array(probs, np.float32).reshape(-1)  # a copy, as the state below
         out = np.empty(len(frames), np.float32)
         for i, frame in enumerate(frames):
             prob, state = self._run({"input": frame[None], "state": self.state, **self._sr_feed})
@@ -227,18 +227,14 @@ class Vad:
 
 
 # -- segments -------------------------------------------------------------------------
-def _check_options(
-    threshold, neg_threshold, min_speech_duration_ms, max_speech_duration_s, min_silence_duration_ms, speech_pad_ms
-):
+def _check_rules(threshold: float, neg_threshold: float | None, max_speech_duration_s: float, **durations: float) -> None:
+    """``InputError`` naming the first segment option out of range (NaN is out of every range);
+    ``durations``: the options that must be >= 0 (ms), by name."""
     if not 0 < threshold <= 1:
         raise InputError(f"threshold must be in (0, 1], got {threshold}")
     if neg_threshold is not None and not 0 <= neg_threshold <= threshold:
         raise InputError(f"neg_threshold must be in [0, threshold = {threshold}], got {neg_threshold}")
-    for name, value in (
-        ("min_speech_duration_ms", min_speech_duration_ms),
-        ("min_silence_duration_ms", min_silence_duration_ms),
-        ("speech_pad_ms", speech_pad_ms),
-    ):
+    for name, value in durations.items():
         if not value >= 0:
             raise InputError(f"{name} must be >= 0, got {value}")
     if not max_speech_duration_s > 0:
@@ -266,8 +262,14 @@ def timestamps_from_probabilities(
     """
     if sr not in WINDOW:
         raise InputError(f"probabilities come at 8000 or 16000 Hz, not {sr} Hz")
-    _check_options(
-        threshold, neg_threshold, min_speech_duration_ms, max_speech_duration_s, min_silence_duration_ms, speech_pad_ms
+    _check_rules(
+        threshold,
+        neg_threshold,
+        max_speech_duration_s,
+        min_speech_duration_ms=min_speech_duration_ms,
+        min_silence_duration_ms=min_silence_duration_ms,
+        speech_pad_ms=speech_pad_ms,
+        min_silence_at_max_speech_ms=min_silence_at_max_speech_ms,
     )
     window = WINDOW[sr]
     n = len(probs) * window if num_samples is None else num_samples
@@ -343,6 +345,7 @@ def _check_audio(audio) -> np.ndarray:
 
 
 def _check_rate(sr) -> int:
+    """``sr`` as an int, else ``InputError`` unless it is an integer in ``MIN_RATE..MAX_RATE`` Hz."""
     if isinstance(sr, bool) or not isinstance(sr, (int, np.integer)) or not MIN_RATE <= sr <= MAX_RATE:
         raise InputError(f"sample rate must be an integer from {MIN_RATE} to {MAX_RATE} Hz, got {sr!r}")
     return int(sr)
@@ -387,26 +390,22 @@ def speech_timestamps(
     silero does; 1 = 0.1 s). ``sr`` must be an integer in 8000..384000 Hz.
     """
     audio, sr = _check_audio(audio), _check_rate(sr)
-    _check_options(
-        threshold, neg_threshold, min_speech_duration_ms, max_speech_duration_s, min_silence_duration_ms, speech_pad_ms
+    rules = dict(
+        threshold=threshold,
+        neg_threshold=neg_threshold,
+        max_speech_duration_s=max_speech_duration_s,
+        min_speech_duration_ms=min_speech_duration_ms,
+        min_silence_duration_ms=min_silence_duration_ms,
+        speech_pad_ms=speech_pad_ms,
+        min_silence_at_max_speech_ms=min_silence_at_max_speech_ms,
     )
+    _check_rules(**rules)  # before a model is loaded
     if vad is None:
         rate = sr if sr in MODEL_RATES.get(model, ()) else 16000
         vad = Vad(rate, model, backend, num_threads)
     rate = vad.sr
     x = resample(audio, sr, rate)
-    segments = timestamps_from_probabilities(
-        vad.probabilities(x),
-        rate,
-        len(x),
-        threshold=threshold,
-        neg_threshold=neg_threshold,
-        min_speech_duration_ms=min_speech_duration_ms,
-        max_speech_duration_s=max_speech_duration_s,
-        min_silence_duration_ms=min_silence_duration_ms,
-        speech_pad_ms=speech_pad_ms,
-        min_silence_at_max_speech_ms=min_silence_at_max_speech_ms,
-    )
+    segments = timestamps_from_probabilities(vad.probabilities(x), rate, len(x), **rules)
     if return_seconds:
         length = len(x) / rate
         return [
