@@ -114,6 +114,13 @@ def test_bad_options(kw, match):
         vad.timestamps_from_probabilities([0.9] * 10, 16000, **kw)
 
 
+def test_unknown_option():
+    with pytest.raises(InputError, match=r"unknown segment option\(s\) \['thresh'\]"):
+        vad.timestamps_from_probabilities([0.9], 16000, thresh=0.4)
+    with pytest.raises(InputError, match="unknown segment option"):
+        vad.speech_timestamps(np.zeros(1600, np.float32), 16000, vad=FakeVad(16000), padding=3)
+
+
 def test_probabilities_at_another_rate():
     with pytest.raises(InputError, match="8000 or 16000"):
         vad.timestamps_from_probabilities([0.9], 44100)
@@ -322,7 +329,9 @@ def test_cli_prints_segments_and_summary(spoken, tmp_path, capsys):
     "args, match",
     [
         (["missing.wav"], "cannot read"),
-        (["{bad}", "--threshold", "2"], "threshold"),
+        (["{bad}", "--threshold", "2"], "--threshold must be in (0, 1], got 2.0"),
+        (["{bad}", "--neg-threshold", "0.9"], "--neg-threshold must be in [0, --threshold = 0.5], got 0.9"),
+        (["{bad}", "--min-speech-ms", "-1"], "--min-speech-ms must be >= 0"),
         (["{bad}", "--threads", "0"], "--threads"),
     ],
 )

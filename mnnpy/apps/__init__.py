@@ -7,6 +7,7 @@
 - ``mnnpy.apps.vad``: voice-activity detection with silero-vad, ``mnnpy vad FILE.wav``:
   streaming speech probabilities and speech segments (silero's rules) at 8 or 16 kHz,
   other rates resampled.
+- ``mnnpy.apps.reference``: onnxruntime, the apps' reference backend (``backend="onnxruntime"``).
 
 What an app may use: ``mnnpy`` (``Interpreter``, ``load``, ``Session``, the error
 classes, ``MAX_THREADS``), ``mnnpy.converter.convert`` and ``mnnpy.models``. The core

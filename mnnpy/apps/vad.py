@@ -66,14 +66,17 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
 from fractions import Fraction
 from typing import NamedTuple
 
 import numpy as np
 
 import mnnpy
-from mnnpy import BackendUnavailableError, InputError, UnsupportedOperatorError, models
+from mnnpy import InputError, UnsupportedOperatorError, models
+from mnnpy.apps.reference import onnxruntime_session
 
 DEFAULT_MODEL = "silero_vad.onnx"
 #: export -> the sample rates (Hz) it was trained for
@@ -104,17 +107,7 @@ class Segment(NamedTuple):
 
 # -- models ---------------------------------------------------------------------------
 def _onnxruntime_runner(path, num_threads: int | None) -> tuple[Runner, list[str]]:
-    try:
-        import onnxruntime as ort
-    except ImportError as e:
-        raise BackendUnavailableError(
-            f"backend 'onnxruntime' needs the onnxruntime package ({e}): pip install onnxruntime"
-        ) from None
-    opts = ort.SessionOptions()
-    opts.log_severity_level = 3  # the exports carry unused initializers; onnxruntime warns about each
-    if num_threads:
-        opts.intra_op_num_threads = num_threads
-    sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    sess = onnxruntime_session(path, num_threads)
     return (lambda feeds: sess.run(None, feeds)), [i.name for i in sess.get_inputs()]
 
 
@@ -227,57 +220,62 @@ class Vad:
 
 
 # -- segments -------------------------------------------------------------------------
-def _check_rules(threshold: float, neg_threshold: float | None, max_speech_duration_s: float, **durations: float) -> None:
-    """``InputError`` naming the first segment option out of range (NaN is out of every range);
-    ``durations``: the options that must be >= 0 (ms), by name."""
-    if not 0 < threshold <= 1:
-        raise InputError(f"threshold must be in (0, 1], got {threshold}")
-    if neg_threshold is not None and not 0 <= neg_threshold <= threshold:
-        raise InputError(f"neg_threshold must be in [0, threshold = {threshold}], got {neg_threshold}")
-    for name, value in durations.items():
-        if not value >= 0:
-            raise InputError(f"{name} must be >= 0, got {value}")
-    if not max_speech_duration_s > 0:
-        raise InputError(f"max_speech_duration_s must be > 0, got {max_speech_duration_s}")
+@dataclass(frozen=True)
+class Rules:
+    """The options of silero's segment rules, with silero's defaults (the module docstring says
+    what each does): probabilities in (0, 1], durations in ms (``max_speech_duration_s`` in s).
+    ``neg_threshold=None`` means ``max(threshold - 0.15, 0.01)``. A value out of range (NaN
+    included) raises ``InputError`` naming the option."""
+
+    threshold: float = 0.5
+    neg_threshold: float | None = None
+    min_speech_duration_ms: float = 250
+    max_speech_duration_s: float = math.inf
+    min_silence_duration_ms: float = 100
+    speech_pad_ms: float = 30
+    min_silence_at_max_speech_ms: float = 98
+
+    def __post_init__(self):
+        if not 0 < self.threshold <= 1:
+            raise InputError(f"threshold must be in (0, 1], got {self.threshold}")
+        if self.neg_threshold is not None and not 0 <= self.neg_threshold <= self.threshold:
+            raise InputError(f"neg_threshold must be in [0, threshold = {self.threshold}], got {self.neg_threshold}")
+        for name in ("min_speech_duration_ms", "min_silence_duration_ms", "speech_pad_ms", "min_silence_at_max_speech_ms"):
+            if not getattr(self, name) >= 0:
+                raise InputError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if not self.max_speech_duration_s > 0:
+            raise InputError(f"max_speech_duration_s must be > 0, got {self.max_speech_duration_s}")
+
+    @classmethod
+    def of(cls, options: dict) -> Rules:
+        """``Rules(**options)``; an unknown option name is an ``InputError`` (listing the known ones)."""
+        known = [f.name for f in fields(cls)]
+        unknown = sorted(set(options) - set(known))
+        if unknown:
+            raise InputError(f"unknown segment option(s) {unknown}; the options are {known}")
+        return cls(**options)
 
 
 def timestamps_from_probabilities(
-    probs: Sequence[float] | np.ndarray,
-    sr: int,
-    num_samples: int | None = None,
-    *,
-    threshold: float = 0.5,
-    neg_threshold: float | None = None,
-    min_speech_duration_ms: float = 250,
-    max_speech_duration_s: float = math.inf,
-    min_silence_duration_ms: float = 100,
-    speech_pad_ms: float = 30,
-    min_silence_at_max_speech_ms: float = 98,
+    probs: Sequence[float] | np.ndarray, sr: int, num_samples: int | None = None, **options: float
 ) -> list[Segment]:
     """Speech segments, in samples at ``sr``, from one probability per window (silero's rules).
 
     ``probs[i]`` covers samples ``[i * W, (i + 1) * W)``, ``W = WINDOW[sr]`` (``sr`` 8000 or
-    16000 Hz); ``num_samples``: the audio's length (default ``len(probs) * W``). The rules are
-    in the module docstring; the defaults are silero's.
+    16000 Hz); ``num_samples``: the audio's length (default ``len(probs) * W``); ``options``:
+    the fields of ``Rules`` (``threshold=0.5``, ...). The rules are in the module docstring.
     """
     if sr not in WINDOW:
         raise InputError(f"probabilities come at 8000 or 16000 Hz, not {sr} Hz")
-    _check_rules(
-        threshold,
-        neg_threshold,
-        max_speech_duration_s,
-        min_speech_duration_ms=min_speech_duration_ms,
-        min_silence_duration_ms=min_silence_duration_ms,
-        speech_pad_ms=speech_pad_ms,
-        min_silence_at_max_speech_ms=min_silence_at_max_speech_ms,
-    )
-    window = WINDOW[sr]
+    r = Rules.of(options)
+    window, threshold = WINDOW[sr], r.threshold
     n = len(probs) * window if num_samples is None else num_samples
-    low = max(threshold - 0.15, 0.01) if neg_threshold is None else neg_threshold
-    min_speech = sr * min_speech_duration_ms / 1000
-    max_speech = sr * max_speech_duration_s - window - 2 * (sr * speech_pad_ms / 1000)
-    min_silence = sr * min_silence_duration_ms / 1000
-    min_cut_pause = sr * min_silence_at_max_speech_ms / 1000
+    low = max(threshold - 0.15, 0.01) if r.neg_threshold is None else r.neg_threshold
+    pad = sr * r.speech_pad_ms / 1000
+    min_speech = sr * r.min_speech_duration_ms / 1000
+    max_speech = sr * r.max_speech_duration_s - window - 2 * pad
+    min_silence = sr * r.min_silence_duration_ms / 1000
+    min_cut_pause = sr * r.min_silence_at_max_speech_ms / 1000
 
     found: list[list[int]] = []  # [start, end] in samples, before padding
     start: int | None = None  # the open segment's start (None: not in speech)
@@ -311,7 +309,7 @@ def timestamps_from_probabilities(
                 start, quiet_since, pauses = None, None, []
     if start is not None and n - start > min_speech:
         found.append([start, n])
-    return _pad(found, n, sr * speech_pad_ms / 1000)
+    return _pad(found, n, pad)
 
 
 def _pad(found: list[list[int]], n: int, pad: float) -> list[Segment]:
@@ -370,42 +368,28 @@ def speech_timestamps(
     model: str = DEFAULT_MODEL,
     backend: str | Sequence[str] = "cpu",
     num_threads: int | None = None,
-    threshold: float = 0.5,
-    neg_threshold: float | None = None,
-    min_speech_duration_ms: float = 250,
-    max_speech_duration_s: float = math.inf,
-    min_silence_duration_ms: float = 100,
-    speech_pad_ms: float = 30,
-    min_silence_at_max_speech_ms: float = 98,
     return_seconds: bool = False,
     time_resolution: int = 1,
+    **options: float,
 ) -> list[Segment]:
     """Speech segments of ``audio (n,)`` float samples (in [-1, 1]) at ``sr`` Hz.
 
     Runs ``vad`` (or a new ``Vad(model=..., backend=...)``) over the audio at the model's
     rate: ``sr`` itself when the export supports it (8000 or 16000 Hz), else the audio is
-    resampled (to ``vad.sr``, or 16000 Hz); then ``timestamps_from_probabilities`` with the
-    given thresholds (silero's defaults). Returns segments in samples of the input (``sr``),
+    resampled (to ``vad.sr``, or 16000 Hz); then ``timestamps_from_probabilities`` with
+    ``options``, the fields of ``Rules`` (``threshold=0.5``, ``min_silence_duration_ms=100``,
+    ...: silero's names and defaults). Returns segments in samples of the input (``sr``),
     or, with ``return_seconds``, in seconds rounded to ``time_resolution`` decimals (as
     silero does; 1 = 0.1 s). ``sr`` must be an integer in 8000..384000 Hz.
     """
     audio, sr = _check_audio(audio), _check_rate(sr)
-    rules = dict(
-        threshold=threshold,
-        neg_threshold=neg_threshold,
-        max_speech_duration_s=max_speech_duration_s,
-        min_speech_duration_ms=min_speech_duration_ms,
-        min_silence_duration_ms=min_silence_duration_ms,
-        speech_pad_ms=speech_pad_ms,
-        min_silence_at_max_speech_ms=min_silence_at_max_speech_ms,
-    )
-    _check_rules(**rules)  # before a model is loaded
+    Rules.of(options)  # checked before a model is loaded
     if vad is None:
         rate = sr if sr in MODEL_RATES.get(model, ()) else 16000
         vad = Vad(rate, model, backend, num_threads)
     rate = vad.sr
     x = resample(audio, sr, rate)
-    segments = timestamps_from_probabilities(vad.probabilities(x), rate, len(x), **rules)
+    segments = timestamps_from_probabilities(vad.probabilities(x), rate, len(x), **options)
     if return_seconds:
         length = len(x) / rate
         return [
@@ -450,6 +434,29 @@ def read_wav(path: str | os.PathLike) -> tuple[np.ndarray, int]:
 
 
 # -- the command ----------------------------------------------------------------------
+#: ``mnnpy vad`` option, the ``Rules`` field it sets (an option not given keeps the field's default), help
+CLI_RULES = (
+    ("--threshold", "threshold", "speech probability that starts speech"),
+    ("--neg-threshold", "neg_threshold", "probability below which speech ends"),
+    ("--min-speech-ms", "min_speech_duration_ms", "segments this short or shorter are dropped"),
+    ("--min-silence-ms", "min_silence_duration_ms", "silence that ends a segment"),
+    ("--pad-ms", "speech_pad_ms", "padding added on each side of a segment"),
+    ("--max-speech-s", "max_speech_duration_s", "longer segments are cut"),
+)
+
+
+def _cli_rules(args: argparse.Namespace) -> dict[str, float]:
+    """The ``Rules`` options given on the command line; ``InputError`` naming the flag of one out of range."""
+    options = {field: getattr(args, field) for _, field, _ in CLI_RULES if getattr(args, field) is not None}
+    try:
+        Rules.of(options)
+    except InputError as e:
+        flags = {field: flag for flag, field, _ in CLI_RULES}
+        pattern = r"(?<![\w-])(" + "|".join(sorted(flags, key=len, reverse=True)) + r")\b"
+        raise InputError(re.sub(pattern, lambda m: flags[m.group(1)], str(e))) from None
+    return options
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Options of ``mnnpy vad``."""
     p.add_argument("wav", help="WAV file (PCM or float; channels are averaged; any rate, resampled where needed)")
@@ -459,14 +466,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--model", default=DEFAULT_MODEL, choices=sorted(MODEL_RATES), help=f"silero-vad export (default: {DEFAULT_MODEL})"
     )
-    p.add_argument("--threshold", type=float, default=0.5, help="speech probability that starts speech (default 0.5)")
-    p.add_argument(
-        "--neg-threshold", type=float, default=None, help="probability below which speech ends (default threshold - 0.15)"
-    )
-    p.add_argument("--min-speech-ms", type=float, default=250, help="shorter segments are dropped (default 250)")
-    p.add_argument("--min-silence-ms", type=float, default=100, help="silence that ends a segment (default 100)")
-    p.add_argument("--pad-ms", type=float, default=30, help="padding added on each side of a segment (default 30)")
-    p.add_argument("--max-speech-s", type=float, default=math.inf, help="longer segments are cut (default: no limit)")
+    for flag, field, help in CLI_RULES:
+        default = getattr(Rules(), field)
+        text = "threshold - 0.15, at least 0.01" if default is None else "no limit" if math.isinf(default) else f"{default:g}"
+        unit = "MS" if flag.endswith("-ms") else "S" if flag.endswith("-s") else "P"
+        p.add_argument(flag, dest=field, metavar=unit, type=float, default=None, help=f"{help} (default: {text})")
     p.add_argument("--threads", type=int, default=None, help=f"CPU threads (1..{mnnpy.MAX_THREADS})")
 
 
@@ -474,21 +478,10 @@ def run(args: argparse.Namespace) -> int:
     """``mnnpy vad``: print each speech segment's start and end in seconds, then a summary line."""
     if args.threads is not None and not 1 <= args.threads <= mnnpy.MAX_THREADS:
         raise InputError(f"--threads must be between 1 and {mnnpy.MAX_THREADS}, got {args.threads}")
+    options = _cli_rules(args)
     audio, sr = read_wav(args.wav)
     backend = args.backend.split(",") if "," in args.backend else args.backend
-    segments = speech_timestamps(
-        audio,
-        sr,
-        model=args.model,
-        backend=backend,
-        num_threads=args.threads,
-        threshold=args.threshold,
-        neg_threshold=args.neg_threshold,
-        min_speech_duration_ms=args.min_speech_ms,
-        max_speech_duration_s=args.max_speech_s,
-        min_silence_duration_ms=args.min_silence_ms,
-        speech_pad_ms=args.pad_ms,
-    )
+    segments = speech_timestamps(audio, sr, model=args.model, backend=backend, num_threads=args.threads, **options)
     for start, end in segments:
         print(f"{start / sr:.3f}\t{end / sr:.3f}")
     total, speech = len(audio) / sr, sum(e - s for s, e in segments) / sr
