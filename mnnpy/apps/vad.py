@@ -43,17 +43,19 @@ samples at 16 kHz, 32 at 8 kHz): each chunk is fed after the last ``C`` samples 
 previous chunk (zeros before the first), and the state is fed back from the previous run.
 
 **Segments** follow the rules of silero's ``get_speech_timestamps`` (silero-vad 6.2.3,
-re-implemented in ``timestamps_from_probabilities``): a window whose probability is
+re-implemented in ``timestamps_from_probabilities``; its options, with silero's names and
+defaults, are the fields of ``Rules``): a window whose probability is
 ``>= threshold`` starts speech; inside speech a window below ``neg_threshold`` (default
 ``max(threshold - 0.15, 0.01)``) starts a possible end, which becomes the end once it has
 lasted ``min_silence_duration_ms`` (a window ``>= threshold`` cancels it); segments of
 ``min_speech_duration_ms`` or less are dropped; a segment longer than
-``max_speech_duration_s`` is cut at its longest pause of more than
+``max_speech_duration_s`` (less one window and twice the padding) is cut at its longest pause of more than
 ``min_silence_at_max_speech_ms`` (the next segment starts where speech resumed), or, with
 no such pause, at that window; finally each segment grows by ``speech_pad_ms`` on each side,
 and two segments closer than twice that share the gap between them equally. One
-difference: rates other than 8000 and 16000 Hz are resampled (``scipy.signal.resample_poly``),
-where silero decimates multiples of 16 kHz without filtering and refuses other rates.
+difference: audio at a rate the export does not run at is resampled to 16 kHz
+(``scipy.signal.resample_poly``), where silero decimates multiples of 16 kHz without
+filtering and refuses other rates.
 
 Bad input (a missing or non-WAV file, an unsupported rate, empty or non-finite audio, a
 wrong chunk, an option out of range, an unknown export) raises ``mnnpy.InputError``; a
