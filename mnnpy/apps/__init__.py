@@ -4,8 +4,13 @@
   recognition, CTC decoding) with NumPy, SciPy and Pillow around any model runner.
 - ``mnnpy.apps.demo``: the main job on real input, ``mnnpy demo`` (also
   ``python -m mnnpy.demo``): render a line, read it back, time each stage.
+- ``mnnpy.apps.vad``: voice-activity detection with silero-vad, ``mnnpy vad FILE.wav``:
+  streaming speech probabilities and speech segments (silero's rules) at 8 or 16 kHz,
+  other rates resampled.
+- ``mnnpy.apps.reference``: onnxruntime, the apps' reference backend (``backend="onnxruntime"``).
 
 What an app may use: ``mnnpy`` (``Interpreter``, ``load``, ``Session``, the error
 classes, ``MAX_THREADS``), ``mnnpy.converter.convert`` and ``mnnpy.models``. The core
-never imports an app; the CLI names ``mnnpy.apps.demo`` as a lazily imported subcommand.
+never imports an app; the CLI names ``mnnpy.apps.demo`` and ``mnnpy.apps.vad`` as lazily
+imported subcommands.
 """

@@ -23,7 +23,8 @@ from PIL import Image, ImageDraw, ImageFont, UnidentifiedImageError
 from scipy import ndimage
 
 import mnnpy
-from mnnpy import BackendUnavailableError, InputError
+from mnnpy import InputError
+from mnnpy.apps.reference import onnxruntime_session
 
 Runner = Callable[[np.ndarray], np.ndarray]
 
@@ -290,17 +291,7 @@ def make_runner(
     mnnpy session's ("low": fp16 storage on GPU backends).
     """
     if backend == "onnxruntime":
-        try:
-            import onnxruntime as ort
-        except ImportError as e:
-            raise BackendUnavailableError(
-                f"backend 'onnxruntime' needs the onnxruntime package ({e}): pip install onnxruntime"
-            ) from None
-
-        opts = ort.SessionOptions()
-        if num_threads:
-            opts.intra_op_num_threads = num_threads
-        sess = ort.InferenceSession(str(model_path), opts, providers=["CPUExecutionProvider"])
+        sess = onnxruntime_session(model_path, num_threads)
         name = sess.get_inputs()[0].name
         meta = dict(sess.get_modelmeta().custom_metadata_map)
         return (lambda x: sess.run(None, {name: x})[0]), meta

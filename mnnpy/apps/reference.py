@@ -1,0 +1,26 @@
+"""onnxruntime, the apps' reference backend (``backend="onnxruntime"``): one place that opens it."""
+
+from __future__ import annotations
+
+import os
+
+from mnnpy import BackendUnavailableError
+
+
+def onnxruntime_session(model_path: str | os.PathLike, num_threads: int | None = None):
+    """An ``onnxruntime.InferenceSession`` of the ONNX file ``model_path`` on the CPU provider
+    (``num_threads``: intra-op threads; ``None``: onnxruntime's choice), warnings silenced.
+
+    Raises ``BackendUnavailableError`` when the onnxruntime package is missing.
+    """
+    try:
+        import onnxruntime as ort
+    except ImportError as e:
+        raise BackendUnavailableError(
+            f"backend 'onnxruntime' needs the onnxruntime package ({e}): pip install onnxruntime"
+        ) from None
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3  # errors only: some real models carry unused initializers, each warned about
+    if num_threads:
+        opts.intra_op_num_threads = num_threads
+    return ort.InferenceSession(str(model_path), opts, providers=["CPUExecutionProvider"])
