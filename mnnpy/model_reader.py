@@ -20,6 +20,7 @@ import numpy as np
 from mnnpy import dtypes
 from mnnpy.errors import ModelFormatError
 from mnnpy.ir import Graph, GraphRef, Net, Op, TensorDesc
+from mnnpy.model_writer import TENSOR_KINDS
 from mnnpy.ops import get_schema
 from mnnpy.schema import model_generated as fb
 
@@ -153,12 +154,17 @@ class ModelReader:
         what = f"{at} ('{name}')"
         dtype = dtypes.from_code(t.Dtype(), what)
         shape = self._shape(t, what) if t.HasShape() else None
+        kind = t.Kind()
+        if not 0 <= kind < len(TENSOR_KINDS):
+            self.fail(f"{what}: unknown tensor kind code {kind} (0: tensor, 1: sequence)")
         data = None
         if t.Buffer() != -1:
             if shape is None:
                 self.fail(f"{what}: a constant needs a shape")
+            if kind != 0:
+                self.fail(f"{what}: a sequence cannot be a constant")
             data = self._constant(t.Buffer(), dtype, shape, what)
-        return TensorDesc(name, dtype, shape, data)
+        return TensorDesc(name, dtype, shape, data, TENSOR_KINDS[kind])
 
     def _shape(self, t, what: str) -> tuple:
         """Dims: sizes >= 0, names (str) or None for an unnamed dynamic dim (stored as -1)."""
