@@ -43,23 +43,29 @@ def write_model(net: Net, *, identifier: bytes, version: int, align: int) -> byt
     return bytes(out)
 
 
-def _constants(net: Net) -> tuple[list[np.ndarray], dict[int, int]]:
+def _constants(net: Net) -> tuple[list[np.ndarray], dict[tuple, int]]:
     """Every distinct constant of ``net`` (C-contiguous) in buffer order: per graph, the
-    tensors' data, then the ops' TENSOR attributes; and ``id(array) -> buffer index``.
+    tensors' data, then the ops' TENSOR attributes; and ``_key(array) -> buffer index``.
 
-    One array held by several tensors (a constant the converter copied into control-flow
-    bodies) is stored once: every tensor holding it names the same buffer.
+    Arrays over the same memory (one array held by several tensors, as a constant the
+    converter copied into control-flow bodies, or the views of one buffer of a loaded file)
+    are stored once: every tensor holding one names the same buffer.
     """
     blobs: list[np.ndarray] = []
-    index: dict[int, int] = {}
+    index: dict[tuple, int] = {}
     for g in net.graphs:
         arrays = [t.data for t in g.tensors if t.data is not None]
         arrays += [v for op in g.ops for v in op.attrs.values() if isinstance(v, np.ndarray)]
         for a in arrays:
-            if id(a) not in index:
-                index[id(a)] = len(blobs)
+            if _key(a) not in index:
+                index[_key(a)] = len(blobs)
                 blobs.append(np.ascontiguousarray(a))
     return blobs, index
+
+
+def _key(a: np.ndarray) -> tuple:
+    """What identifies an array's contents without reading them: its memory, layout and dtype."""
+    return (a.__array_interface__["data"][0], a.shape, a.strides, a.dtype.str)
 
 
 def _data_offsets(blobs: list[np.ndarray], align: int) -> list[int]:
@@ -105,11 +111,11 @@ class _HeadWriter:
     """Builds the flatbuffer head of one file, children before parents (as flatbuffers needs).
 
     ``blobs``/``placement`` are the constants and their data-section offsets, ``index`` maps
-    ``id(array)`` of each constant to its buffer; ``data_start`` is the data section's file
+    ``_key(array)`` of each constant to its buffer; ``data_start`` is the data section's file
     offset (bytes), which ``Buffer.offset`` adds to each.
     """
 
-    def __init__(self, blobs: list[np.ndarray], index: dict[int, int], placement: list[int], data_start: int):
+    def __init__(self, blobs: list[np.ndarray], index: dict[tuple, int], placement: list[int], data_start: int):
         self.b = flatbuffers.Builder(1024)
         self.b.ForceDefaults(True)
         self.blobs, self.index, self.placement, self.data_start = blobs, index, placement, data_start
@@ -143,7 +149,7 @@ class _HeadWriter:
 
     def buffer_of(self, array: np.ndarray) -> int:
         """Index of the ``Buffer`` holding constant ``array``."""
-        return self.index[id(array)]
+        return self.index[_key(array)]
 
     # --------------------------------------------------------------------- tables
     def model(self, net: Net, identifier: bytes, version: int) -> bytes:

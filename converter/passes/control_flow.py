@@ -74,8 +74,8 @@ def _inline(graph: Graph, branch: Graph, op: Op) -> list[Op]:
     for t, dst in zip(branch.outputs, op.outputs):
         if dst < 0:
             continue
-        src = branch.tensors[t]
-        graph.tensors[dst].dtype, graph.tensors[dst].kind, graph.tensors[dst].shape = src.dtype, src.kind, src.shape
+        src, out = branch.tensors[t], graph.tensors[dst]
+        out.dtype, out.kind, out.shape = src.dtype, src.kind, out.shape if out.shape is not None else src.shape
         if t in produced and t not in to:
             to[t] = dst
         else:
