@@ -10,6 +10,7 @@ mnnpy's engine on these models wait for the control-flow engine (``xfail``).
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
@@ -719,3 +720,57 @@ def test_real_onnx_nesting_beyond_the_bound_is_refused(rng, monkeypatch):
     model = make_model(nodes, {"x": rand(rng, 2), "c": np.array(True)}, ["y"])
     with pytest.raises(mnnpy.ModelFormatError, match="nested 4 levels deep"):
         to_net(model, optimize_graph=False)
+
+
+# ----------------------------------------------------------- passes and opsets
+def test_passes_run_inside_bodies(rng):
+    """In a Loop body: the main graph's constant weights are copied in, Conv + Relu fuse, an
+    Identity goes, ``w * (2 + 1)`` folds; the body keeps its inputs and outputs."""
+    x = rand(rng, 1, 2, 5, 5)
+    body = _graph(
+        [
+            helper.make_node("Add", ["two", "one"], ["three"]),
+            helper.make_node("Mul", ["w", "three"], ["w3"]),
+            helper.make_node("Conv", ["s_in", "w3"], ["c"], pads=[1, 1, 1, 1]),
+            helper.make_node("Relu", ["c"], ["r"]),
+            helper.make_node("Identity", ["r"], ["s_out"]),
+            helper.make_node("Identity", ["c_in"], ["c_out"]),
+        ],
+        "body",
+        [_vi("i", TensorProto.INT64, []), _vi("c_in", TensorProto.BOOL, []), _vi("s_in", shape=[1, 2, 5, 5])],
+        [_vi("c_out", TensorProto.BOOL, []), _vi("s_out", shape=[1, 2, 5, 5])],
+    )
+    nodes = [helper.make_node("Loop", ["M", "", "x"], ["y"], body=body)]
+    inits = {"M": np.array(2, np.int64), "w": rand(rng, 2, 2, 3, 3, scale=0.2)}
+    inits |= {"one": np.array(1.0, np.float32), "two": np.array(2.0, np.float32)}
+    model = make_model(nodes, {"x": x}, ["y"], inits)
+    net = to_net(model)
+    loop = _only(net, 0, "Loop")
+    g = net.graphs[loop.attrs["body"].index]
+    assert sorted(op.type for op in g.ops) == ["Conv", "Identity"]  # cond passes through: the Identity stays
+    conv = next(op for op in g.ops if op.type == "Conv")
+    assert conv.attrs["activation"] == "Relu" and loop.attrs["captures"] == 0
+    assert _names(net, loop.attrs["body"].index, "outputs") == ["c_out", "s_out"]
+    np.testing.assert_allclose(run_ort(to_onnx(net), {"x": x})[0], run_ort(model, {"x": x})[0], **ACCUMULATE)
+
+
+def _versions(op: str) -> list[int]:
+    return sorted({s.since_version for s in onnx.defs.get_all_schemas_with_history() if s.name == op and s.domain == ""})
+
+
+@pytest.mark.parametrize(
+    "op, opset",
+    [(op, max(v, 7)) for op in ("If", "Loop") for v in _versions("If" if op == "If" else "Loop")]
+    + [("Scan", v) for v in _versions("Scan")],
+)
+def test_every_opset_version_converts(rng, op, opset):
+    """Each version of If, Loop and Scan the installed onnx defines converts and loads back."""
+    if op == "If":
+        model, _ = if_model(rng)
+    elif op == "Loop":
+        model, _ = loop_model(rng, "both")
+    else:
+        model, _ = scan8_model(rng) if opset < 9 else scan9_model(rng)
+    model.opset_import[0].version = opset
+    net = model_file.load(convert(model))
+    assert [o.type for o in net.main.ops][-1] == ("Loop" if opset < 9 and op == "Scan" else op)
