@@ -3,6 +3,14 @@
 Supported: ONNX default-domain opsets 7 through ``onnx.defs.onnx_opset_version()``.
 Before converting anything, every node (subgraphs included) is checked; ops without
 a converter raise one ``UnsupportedOperatorError`` listing each type with its count.
+
+Control-flow bodies (``If``/``Loop``/``Scan``, ``converter/onnx_ops/control_flow.py``) become
+further graphs of the ``Net``, nested to ``MAX_NESTING`` levels. A body reads nothing of
+another graph: the names it reads from enclosing graphs (its free names, found through its
+nested bodies too) become the op's trailing captured inputs and the body's trailing graph
+inputs, in one order; an enclosing constant is copied into the body instead. Values of
+ONNX sequence type (graph inputs and outputs, value_info, the sequence ops' outputs) get
+``TensorDesc.kind = "sequence"``.
 """
 
 from __future__ import annotations
@@ -17,17 +25,27 @@ from onnx import numpy_helper
 from mnnpy import dtypes
 from mnnpy.converter.registry import converters
 from mnnpy.errors import ModelFormatError, UnsupportedOperatorError
-from mnnpy.ir import Graph, Net, Op, TensorDesc
+from mnnpy.ir import Graph, GraphRef, Net, Op, TensorDesc
+from mnnpy.ops.control_flow import MAX_NESTING
 
 MIN_OPSET = 7
 
 
 class ConvertContext:
-    """State while converting one graph: names -> tensor indices, emitted ops, the opset."""
+    """State while converting one graph: names -> tensor indices, emitted ops, the opset.
 
-    def __init__(self, opset: int):
+    The main graph's context has no ``parent``; a control-flow body's context (``body``,
+    ``new_body``) has the context of the graph that encloses it, and every context of one
+    model shares ``graphs`` (``Net.graphs``: the main graph first, then the bodies in the order
+    their conversion started) and its nesting ``depth`` (main: 0).
+    """
+
+    def __init__(self, opset: int, parent: ConvertContext | None = None, name: str = "main"):
         self.opset = opset
-        self.graph = Graph()
+        self.parent = parent
+        self.graph = Graph(name)
+        self.graphs: list[Graph] = parent.graphs if parent is not None else [self.graph]
+        self.depth = parent.depth + 1 if parent is not None else 0
         self.index: dict[str, int] = {}
         self._fresh = 0
 
@@ -37,6 +55,10 @@ class ConvertContext:
         if name not in self.index:
             self.index[name] = self.graph.add_tensor(TensorDesc(name, np.dtype(dtype), shape, data))
         return self.index[name]
+
+    def desc(self, name: str) -> TensorDesc:
+        """The ``TensorDesc`` of tensor ``name`` (created on first use, as ``tensor`` does)."""
+        return self.graph.tensors[self.tensor(name)]
 
     def const(self, value: Any, name: str | None = None, dtype=None) -> str:
         """Add a constant tensor and return its name."""
@@ -69,7 +91,7 @@ class ConvertContext:
 
     @staticmethod
     def attrs(node: onnx.NodeProto) -> dict[str, Any]:
-        """A node's attributes as Python values (tensors as ndarrays)."""
+        """A node's attributes as Python values (tensors as ndarrays, graphs as ``GraphProto``)."""
         out = {}
         for a in node.attribute:
             v = onnx.helper.get_attribute_value(a)
@@ -81,6 +103,93 @@ class ConvertContext:
                 v = [s.decode("utf-8") for s in v]
             out[a.name] = v
         return out
+
+    # control-flow bodies -----------------------------------------------------------------
+    def captures(self, *bodies: onnx.GraphProto) -> list[str]:
+        """The values ``bodies`` read from this graph or above (their free names, in order of first
+        reading, without duplicates) that are not constants here: the op's captured inputs.
+
+        Raises ``ModelFormatError`` for a name no enclosing graph defines.
+        """
+        out: list[str] = []
+        for body in bodies:
+            for name in free_names(body):
+                if name not in self.index:
+                    raise ModelFormatError(f"graph '{body.name}' reads '{name}', which no enclosing graph defines")
+                if self.value(name) is None and name not in out:
+                    out.append(name)
+        return out
+
+    def new_body(self, name: str) -> tuple[ConvertContext, GraphRef]:
+        """A context for a new, empty body graph named ``name`` (appended to ``graphs``) and its
+        reference; ``ModelFormatError`` beyond ``MAX_NESTING`` levels."""
+        child = ConvertContext(self.opset, self, name)
+        if child.depth > MAX_NESTING:
+            raise ModelFormatError(f"graph '{name}' is nested {child.depth} levels deep (at most {MAX_NESTING})")
+        self.graphs.append(child.graph)
+        return child, GraphRef(len(self.graphs) - 1)
+
+    def input(self, name: str, dtype, shape=None, kind: str = "tensor") -> str:
+        """Add graph input ``name`` (``dtype``, ``shape``, ``kind``) to this graph; returns its name."""
+        t = self.tensor(name, dtype, shape)
+        self.graph.tensors[t].kind = kind
+        self.graph.inputs.append(t)
+        return name
+
+    def body(self, proto: onnx.GraphProto, name: str, captured: list[str], fallback: list[TensorDesc] = ()) -> GraphRef:
+        """Convert body ``proto`` into a new graph named ``name``; returns its reference.
+
+        Its graph inputs are ``proto``'s declared inputs (an input whose type declares no
+        element type takes ``fallback[k]``'s dtype and kind), then one per ``captured`` name
+        (this graph's tensor of that name: same name, dtype, shape, kind). Constants of this
+        graph that ``proto`` reads are copied into it (the same array, so written once).
+        """
+        child, ref = self.new_body(name)
+        for name_ in free_names(proto):
+            if self.value(name_) is not None:
+                d = self.graph.tensors[self.index[name_]]
+                child.index[name_] = child.graph.add_tensor(TensorDesc(d.name, d.dtype, d.shape, d.data))
+        extra = [self.graph.tensors[self.index[n]] for n in captured]
+        convert_graph(child, proto, fallback, extra)
+        return ref
+
+    def type_from_body(self, outputs: list[str], ref: GraphRef, positions) -> None:
+        """Give the op outputs ``outputs`` the dtype and kind of body ``ref``'s outputs at ``positions``."""
+        body = self.graphs[ref.index]
+        for name, k in zip(outputs, positions):
+            if name:
+                src, dst = body.tensors[body.outputs[k]], self.desc(name)
+                dst.dtype, dst.kind = src.dtype, src.kind
+
+
+def label(node: onnx.NodeProto) -> str:
+    """A node's name for messages and op names: its name, else its first output, else its type."""
+    return node.name or next((o for o in node.output if o), node.op_type)
+
+
+def free_names(graph: onnx.GraphProto) -> list[str]:
+    """Names ``graph`` reads (its nodes' inputs, its nested bodies' free names, its outputs)
+    without defining them (as inputs, initializers or node outputs), in order of first reading."""
+    defined = {vi.name for vi in graph.input} | {i.name for i in graph.initializer}
+    defined |= {o for n in graph.node for o in n.output}
+    out: list[str] = []
+    seen: set[str] = set()
+
+    def read(name: str) -> None:
+        if name and name not in defined and name not in seen:
+            seen.add(name)
+            out.append(name)
+
+    for node in graph.node:
+        for name in node.input:
+            read(name)
+        for a in node.attribute:
+            for g in [a.g] if a.type == onnx.AttributeProto.GRAPH else a.graphs:
+                for name in free_names(g):
+                    read(name)
+    for vi in graph.output:
+        read(vi.name)
+    return out
 
 
 def _all_nodes(graph: onnx.GraphProto):
@@ -94,11 +203,23 @@ def _all_nodes(graph: onnx.GraphProto):
                     yield from _all_nodes(g)
 
 
-def _shape(vi: onnx.ValueInfoProto):
-    tt = vi.type.tensor_type
-    if not tt.HasField("shape"):
-        return None
-    return tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim)
+def value_type(vi: onnx.ValueInfoProto, where: str) -> tuple[str, np.dtype | None, tuple | None]:
+    """``(kind, dtype, shape)`` of a declared value: ``"tensor"`` or ``"sequence"`` (of tensors:
+    dtype and shape are the elements'); dtype ``None`` when undeclared, shape ``None`` when the
+    rank is unknown. ``ModelFormatError`` for maps, optionals and sequences of non-tensors."""
+    kind, t = "tensor", vi.type
+    if t.WhichOneof("value") == "sequence_type":
+        kind, t = "sequence", t.sequence_type.elem_type
+    which = t.WhichOneof("value")
+    if which not in (None, "tensor_type"):
+        what = f"sequences of {which}" if kind == "sequence" else f"{which} values"
+        raise ModelFormatError(f"{where}: {what} are not supported (tensors and sequences of tensors are)")
+    tt = t.tensor_type
+    dtype = dtypes.from_onnx(tt.elem_type, where) if tt.elem_type else None
+    shape = None
+    if tt.HasField("shape"):
+        shape = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim)
+    return kind, dtype, shape
 
 
 def _check_old_opset(model: onnx.ModelProto, opset: int) -> None:
@@ -158,42 +279,72 @@ def import_onnx(model: onnx.ModelProto) -> Net:
         raise UnsupportedOperatorError(missing, where=f"ONNX model '{model.graph.name}'")
     _check_attributes(model, opset)
     ctx = ConvertContext(opset)
-    g = model.graph
+    convert_graph(ctx, model.graph)
+    ctx.graph.name = model.graph.name or "main"
+    return Net(graphs=ctx.graphs, metadata={p.key: p.value for p in model.metadata_props})
+
+
+_DTYPES = {
+    np.dtype(t)
+    for t in (
+        np.float32,
+        np.float16,
+        np.float64,
+        np.int8,
+        np.uint8,
+        np.int16,
+        np.uint16,
+        np.int32,
+        np.int64,
+        np.uint32,
+        np.uint64,
+        np.bool_,
+    )
+}
+
+
+def convert_graph(ctx: ConvertContext, g: onnx.GraphProto, fallback=(), extra: list[TensorDesc] = ()) -> None:
+    """Convert graph ``g`` into ``ctx.graph``: initializers, declared inputs, ``extra`` inputs
+    (a body's captured values), every node, the outputs; value_info marks sequences.
+
+    A declared input without an element type takes the dtype and kind of ``fallback[k]``
+    (bodies: what the op passes in); the main graph's inputs must declare theirs.
+    """
+    table = converters()
     for init in list(g.initializer):
         arr = numpy_helper.to_array(init)
-        if arr.dtype not in (
-            np.float32,
-            np.float16,
-            np.float64,
-            np.int8,
-            np.uint8,
-            np.int16,
-            np.uint16,
-            np.int32,
-            np.int64,
-            np.uint32,
-            np.uint64,
-            np.bool_,
-        ):
+        if arr.dtype not in _DTYPES:
             raise ModelFormatError(f"initializer '{init.name}': dtype {arr.dtype} is not supported")
         ctx.const(arr, init.name)
     inits = {i.name for i in g.initializer}
-    for vi in g.input:
-        if vi.name in inits:
-            continue
-        dt = dtypes.from_onnx(vi.type.tensor_type.elem_type, f"graph input '{vi.name}'")
-        ctx.graph.inputs.append(ctx.tensor(vi.name, dt, _shape(vi)))
+    for k, vi in enumerate(v for v in g.input if v.name not in inits):
+        where = f"graph input '{vi.name}'"
+        kind, dt, shape = value_type(vi, where)
+        if dt is None:
+            if k >= len(fallback):
+                dtypes.from_onnx(0, where)  # raises: an input must declare its element type
+            dt, kind = fallback[k].dtype, fallback[k].kind
+        ctx.input(vi.name, dt, shape, kind)
+    for d in extra:
+        ctx.input(d.name, d.dtype, d.shape, d.kind)
     for node in g.node:
         table[node.op_type](node, ctx)
+    for vi in g.value_info:
+        if vi.type.WhichOneof("value") == "sequence_type" and vi.name in ctx.index and ctx.value(vi.name) is None:
+            _, dt, _ = value_type(vi, f"value '{vi.name}'")
+            desc = ctx.desc(vi.name)
+            desc.kind, desc.dtype = "sequence", dt or desc.dtype
+    for op in ctx.graph.ops:  # Identity passes a sequence on as a sequence
+        if op.type == "Identity" and op.inputs[0] >= 0 and op.outputs[0] >= 0:
+            src, dst = ctx.graph.tensors[op.inputs[0]], ctx.graph.tensors[op.outputs[0]]
+            if src.kind == "sequence":
+                dst.kind, dst.dtype = src.kind, src.dtype
     for vi in g.output:
         if vi.name not in ctx.index:
             raise ModelFormatError(f"graph output '{vi.name}' is not produced by any node")
         t = ctx.index[vi.name]
         desc = ctx.graph.tensors[t]
         if desc.data is None:  # a constant (Constant node, initializer) keeps its data's dtype and shape
-            if vi.type.tensor_type.elem_type:
-                desc.dtype = dtypes.from_onnx(vi.type.tensor_type.elem_type, f"graph output '{vi.name}'")
-            desc.shape = _shape(vi)
+            kind, dt, shape = value_type(vi, f"graph output '{vi.name}'")
+            desc.kind, desc.dtype, desc.shape = kind, dt or desc.dtype, shape
         ctx.graph.outputs.append(t)
-    ctx.graph.name = g.name or "main"
-    return Net(graphs=[ctx.graph], metadata={p.key: p.value for p in model.metadata_props})

@@ -1,4 +1,4 @@
-"""Graph optimisations on a converted Net: ``optimize(net)`` runs ``PASSES`` on ``net.main``.
+"""Graph optimisations on a converted Net: ``optimize(net)`` runs ``PASSES`` on every graph.
 
 Order matters: constants are folded first (so that shape arithmetic and weight
 pre-processing disappear), no-ops are removed so that patterns are contiguous, then
@@ -8,8 +8,15 @@ normalisation and swish patterns become one op each, scalar
 scale/shift feeding a Conv are folded into it, activations are fused into Convs, and
 dead code is dropped last. Every pass keeps graph input/output names and
 the graph's results (checked against onnxruntime in ``tests/test_optimize.py``).
-Tensors of the main graph whose names appear in other graphs (control-flow bodies
-read outer values by name) are never removed or renamed.
+
+Control flow (``passes/control_flow.py``): the graphs are visited from the main graph down,
+each before its bodies. In each, after constant folding, every ``If`` with a constant
+condition is replaced by its branch (and folding repeated), then captured values that are
+constants are copied into the bodies, so folding continues there; a body's inputs and
+outputs are kept like a graph's. Afterwards, from the innermost bodies up, captured values
+no body reads any more are dropped (and dead code again), and graphs nothing references
+(the branches of folded Ifs) are removed. A body reads no tensor of another graph (its
+captured values are inputs of its op), so a pass on one graph never breaks another.
 """
 
 from __future__ import annotations
@@ -18,7 +25,13 @@ from collections import Counter
 from collections.abc import Callable
 
 from mnnpy.converter.passes.cleanup import eliminate_dead_code, remove_noops
-from mnnpy.converter.passes.common import subgraph_names
+from mnnpy.converter.passes.control_flow import (
+    capture_constants,
+    children,
+    drop_unused_captures,
+    fold_constant_ifs,
+    prune_graphs,
+)
 from mnnpy.converter.passes.fold_constants import fold_constants
 from mnnpy.converter.passes.fuse_conv import (
     fold_affine,
@@ -33,6 +46,11 @@ from mnnpy.ir import Graph, Net
 
 def _fold(graph: Graph, keep_names) -> int:
     return fold_constants(graph)
+
+
+def _count(stats: dict[str, int] | None, name: str, n: int) -> None:
+    if stats is not None:
+        stats[name] = stats.get(name, 0) + n
 
 
 def _fold_linear(graph: Graph, keep_names) -> int:
@@ -59,15 +77,35 @@ PASSES: list[tuple[str, Callable[[Graph, frozenset], int]]] = [
 
 
 def optimize(net: Net, stats: dict[str, int] | None = None) -> Net:
-    """Run every pass in ``PASSES`` on ``net.main`` (in place) and return ``net``.
+    """Run every pass in ``PASSES`` on every graph of ``net`` (in place, control flow as the
+    module docstring says) and return ``net``.
 
-    ``stats``, when given, receives the number of rewrites of each pass.
+    ``stats``, when given, receives the number of rewrites of each pass (summed over graphs),
+    and of ``fold_constant_ifs``, ``capture_constants``, ``drop_unused_captures`` and
+    ``prune_graphs``.
     """
-    keep = subgraph_names(net)
-    for name, fn in PASSES:
-        n = fn(net.main, keep)
-        if stats is not None:
-            stats[name] = stats.get(name, 0) + n
+    order, k = [0], 0
+    while k < len(order):  # parents before their bodies: constants flow down into the bodies
+        g = net.graphs[order[k]]
+        for name, fn in PASSES:
+            n = fn(g, frozenset())
+            if name == "fold_constants":
+                while m := fold_constant_ifs(net, g):
+                    _count(stats, "fold_constant_ifs", m)
+                    n += fold_constants(g)
+                _count(stats, "capture_constants", capture_constants(net, g))
+            _count(stats, name, n)
+        order += [i for i in children(g) if i not in order]
+        k += 1
+    for gi in reversed(order):  # innermost first: a body's unused inputs free its op's inputs
+        g = net.graphs[gi]
+        n = drop_unused_captures(net, g)
+        if n:
+            for i in children(g):
+                eliminate_dead_code(net.graphs[i])
+            eliminate_dead_code(g)
+        _count(stats, "drop_unused_captures", n)
+    _count(stats, "prune_graphs", prune_graphs(net))
     return net
 
 

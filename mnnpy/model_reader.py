@@ -4,8 +4,11 @@
 every vector length against the file size (so hostile lengths cannot make it allocate
 without bound), dtypes, buffer ranges and sizes against shapes, tensor and graph indices,
 op types and attributes against their schemas, arity; then ``check_graph``: one producer
-per tensor, inputs and outputs defined, and acyclicity (ops put in topological order).
-Any problem raises ``ModelFormatError`` naming the file and what is wrong.
+per tensor, inputs and outputs defined, and acyclicity (ops put in topological order);
+then ``check_bodies_tree``: the graph references form a tree under the main graph at most
+``MAX_NESTING`` deep, and each control-flow op fits its bodies (``check_bodies``).
+Any problem raises ``ModelFormatError`` naming the file and what is wrong. Nothing here
+recurses over the file's structure, and what is allocated is bounded by the file's size.
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ import numpy as np
 from mnnpy import dtypes
 from mnnpy.errors import ModelFormatError
 from mnnpy.ir import Graph, GraphRef, Net, Op, TensorDesc
+from mnnpy.model_writer import TENSOR_KINDS
 from mnnpy.ops import get_schema
+from mnnpy.ops.control_flow import MAX_NESTING, body_refs, check_bodies
 from mnnpy.schema import model_generated as fb
 
 AttrType = fb.AttrType
@@ -94,8 +99,10 @@ class ModelReader:
         if self.n_graphs == 0:
             self.fail("model has no graph")
         metadata = self._metadata(model)
+        graphs = [self._graph(model.Graphs(gi), gi) for gi in range(self.n_graphs)]
+        check_bodies_tree(graphs, self.where)
         return Net(
-            graphs=[self._graph(model.Graphs(gi), gi) for gi in range(self.n_graphs)],
+            graphs=graphs,
             metadata=metadata,
             producer_name=self.string(model.ProducerName(), "model"),
             producer_version=self.string(model.ProducerVersion(), "model"),
@@ -153,12 +160,17 @@ class ModelReader:
         what = f"{at} ('{name}')"
         dtype = dtypes.from_code(t.Dtype(), what)
         shape = self._shape(t, what) if t.HasShape() else None
+        kind = t.Kind()
+        if not 0 <= kind < len(TENSOR_KINDS):
+            self.fail(f"{what}: unknown tensor kind code {kind} (0: tensor, 1: sequence)")
         data = None
         if t.Buffer() != -1:
             if shape is None:
                 self.fail(f"{what}: a constant needs a shape")
+            if kind != 0:
+                self.fail(f"{what}: a sequence cannot be a constant")
             data = self._constant(t.Buffer(), dtype, shape, what)
-        return TensorDesc(name, dtype, shape, data)
+        return TensorDesc(name, dtype, shape, data, TENSOR_KINDS[kind])
 
     def _shape(self, t, what: str) -> tuple:
         """Dims: sizes >= 0, names (str) or None for an unnamed dynamic dim (stored as -1)."""
@@ -223,6 +235,58 @@ class ModelReader:
 
 
 # --------------------------------------------------------------------- graph structure
+def check_bodies_tree(graphs: list[Graph], where: str) -> None:
+    """Bodies form a tree: each graph but the main one is the body of exactly one op, reached
+    from the main graph (no cycle, no orphan) within ``MAX_NESTING`` levels; then each
+    control-flow op's arity rules against its bodies (``check_bodies``). Iterative: a hostile
+    nesting cannot exhaust the stack. ``ModelFormatError`` (prefixed ``where``) names the
+    graph and the op otherwise.
+    """
+
+    def label(gi: int) -> str:
+        return f"graph {gi} ('{graphs[gi].name}')"
+
+    owner: dict[int, tuple[int, str]] = {}  # body -> (graph of its op, description of the op)
+    bodies: list[list[int]] = [[] for _ in graphs]
+    for gi, g in enumerate(graphs):
+        for oi, op in enumerate(g.ops):
+            what = f"{label(gi)} op {oi} ({op.type} '{op.name}')"
+            for attr, child in body_refs(op):
+                if child in owner:
+                    raise ModelFormatError(f"{where}: {label(child)} is the body of two ops: {owner[child][1]} and {what}")
+                owner[child] = (gi, f"{what} attribute '{attr}'")
+                bodies[gi].append(child)
+    depth = {0: 0}
+    todo = [0]
+    while todo:
+        gi = todo.pop()
+        for child in bodies[gi]:
+            depth[child] = depth[gi] + 1
+            if depth[child] > MAX_NESTING:
+                raise ModelFormatError(
+                    f"{where}: {label(child)}, the body of {owner[child][1]}, is nested {depth[child]} levels deep "
+                    f"(at most {MAX_NESTING})"
+                )
+            todo.append(child)
+    for gi in range(len(graphs)):
+        if gi not in depth:
+            raise ModelFormatError(f"{where}: {label(gi)} is not reachable from the main graph ({_why_unreached(gi, owner)})")
+    for gi, g in enumerate(graphs):
+        for oi, op in enumerate(g.ops):
+            check_bodies(op, graphs, f"{where}: {label(gi)} op {oi} ({op.type} '{op.name}')")
+
+
+def _why_unreached(gi: int, owner: dict[int, tuple[int, str]]) -> str:
+    """Why graph ``gi`` hangs from no chain of bodies under the main graph: an orphan or a cycle."""
+    seen = {gi}
+    while gi in owner:
+        gi = owner[gi][0]
+        if gi in seen:
+            return f"graph references form a cycle through graph {gi}"
+        seen.add(gi)
+    return f"graph {gi} is the body of no op"
+
+
 def check_graph(g: Graph, where: str) -> None:
     """One producer per tensor, every tensor read defined, acyclic; sorts ``g.ops`` topologically.
 

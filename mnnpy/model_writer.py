@@ -19,6 +19,7 @@ from mnnpy.ir import Graph, GraphRef, Net, Op, TensorDesc
 from mnnpy.schema import model_generated as fb
 
 AttrType = fb.AttrType
+TENSOR_KINDS = ("tensor", "sequence")  # ``Tensor.kind`` code -> ``TensorDesc.kind``
 
 
 def write_model(net: Net, *, identifier: bytes, version: int, align: int) -> bytes:
@@ -27,11 +28,11 @@ def write_model(net: Net, *, identifier: bytes, version: int, align: int) -> byt
 
     Raises ``ModelFormatError`` for an attribute value no attribute type can hold.
     """
-    blobs = _constants(net)
+    blobs, index = _constants(net)
     placement = _data_offsets(blobs, align)
-    head = _HeadWriter(blobs, placement, 0).model(net, identifier, version)
+    head = _HeadWriter(blobs, index, placement, 0).model(net, identifier, version)
     data_start = _round_up(len(head), align)
-    head = _HeadWriter(blobs, placement, data_start).model(net, identifier, version)
+    head = _HeadWriter(blobs, index, placement, data_start).model(net, identifier, version)
     assert _round_up(len(head), align) == data_start  # offsets are fixed-width: same head size
     out = bytearray(head)
     out += bytes(data_start - len(head))
@@ -42,15 +43,29 @@ def write_model(net: Net, *, identifier: bytes, version: int, align: int) -> byt
     return bytes(out)
 
 
-def _constants(net: Net) -> list[np.ndarray]:
-    """Every constant of ``net`` (C-contiguous) in buffer order: per graph, the tensors' data,
-    then the ops' TENSOR attributes."""
-    blobs = []
+def _constants(net: Net) -> tuple[list[np.ndarray], dict[tuple, int]]:
+    """Every distinct constant of ``net`` (C-contiguous) in buffer order: per graph, the
+    tensors' data, then the ops' TENSOR attributes; and ``_key(array) -> buffer index``.
+
+    Arrays over the same memory (one array held by several tensors, as a constant the
+    converter copied into control-flow bodies, or the views of one buffer of a loaded file)
+    are stored once: every tensor holding one names the same buffer.
+    """
+    blobs: list[np.ndarray] = []
+    index: dict[tuple, int] = {}
     for g in net.graphs:
-        blobs += [np.ascontiguousarray(t.data) for t in g.tensors if t.data is not None]
-        for op in g.ops:
-            blobs += [np.ascontiguousarray(v) for v in op.attrs.values() if isinstance(v, np.ndarray)]
-    return blobs
+        arrays = [t.data for t in g.tensors if t.data is not None]
+        arrays += [v for op in g.ops for v in op.attrs.values() if isinstance(v, np.ndarray)]
+        for a in arrays:
+            if _key(a) not in index:
+                index[_key(a)] = len(blobs)
+                blobs.append(np.ascontiguousarray(a))
+    return blobs, index
+
+
+def _key(a: np.ndarray) -> tuple:
+    """What identifies an array's contents without reading them: its memory, layout and dtype."""
+    return (a.__array_interface__["data"][0], a.shape, a.strides, a.dtype.str)
 
 
 def _data_offsets(blobs: list[np.ndarray], align: int) -> list[int]:
@@ -95,15 +110,15 @@ def _round_up(n: int, align: int) -> int:
 class _HeadWriter:
     """Builds the flatbuffer head of one file, children before parents (as flatbuffers needs).
 
-    ``blobs``/``placement`` are the constants and their data-section offsets; ``data_start``
-    is the data section's file offset (bytes), which ``Buffer.offset`` adds to each.
+    ``blobs``/``placement`` are the constants and their data-section offsets, ``index`` maps
+    ``_key(array)`` of each constant to its buffer; ``data_start`` is the data section's file
+    offset (bytes), which ``Buffer.offset`` adds to each.
     """
 
-    def __init__(self, blobs: list[np.ndarray], placement: list[int], data_start: int):
+    def __init__(self, blobs: list[np.ndarray], index: dict[tuple, int], placement: list[int], data_start: int):
         self.b = flatbuffers.Builder(1024)
         self.b.ForceDefaults(True)
-        self.blobs, self.placement, self.data_start = blobs, placement, data_start
-        self.next_buffer = 0  # constants are met in the order of ``_constants(net)``
+        self.blobs, self.index, self.placement, self.data_start = blobs, index, placement, data_start
 
     # ------------------------------------------------------- vectors and tables
     def numbers(self, start_vector, values, kind: str = "int32") -> int:
@@ -132,10 +147,9 @@ class _HeadWriter:
             add(self.b, value)
         return end(self.b)
 
-    def take_buffer(self) -> int:
-        """Index of the next constant's ``Buffer``."""
-        self.next_buffer += 1
-        return self.next_buffer - 1
+    def buffer_of(self, array: np.ndarray) -> int:
+        """Index of the ``Buffer`` holding constant ``array``."""
+        return self.index[_key(array)]
 
     # --------------------------------------------------------------------- tables
     def model(self, net: Net, identifier: bytes, version: int) -> bytes:
@@ -180,13 +194,15 @@ class _HeadWriter:
         return self.table(fb.GraphStart, fields, fb.GraphEnd)
 
     def tensor(self, t: TensorDesc) -> int:
-        """One tensor: name, dtype code, shape (when known) and buffer index (-1: not a constant)."""
+        """One tensor: name, dtype code, shape (when known), buffer index (-1: not a constant) and
+        kind code (``TENSOR_KINDS``; an unknown kind is written as 127, which the loader refuses)."""
         fields = [
             (fb.TensorAddName, self.b.CreateString(t.name)),
             (fb.TensorAddDtype, dtypes.to_code(t.dtype)),
             (fb.TensorAddShape, self.tables(fb.TensorStartShapeVector, [self.dim(d) for d in t.shape or ()])),
             (fb.TensorAddHasShape, t.shape is not None),
-            (fb.TensorAddBuffer, self.take_buffer() if t.data is not None else -1),
+            (fb.TensorAddBuffer, self.buffer_of(t.data) if t.data is not None else -1),
+            (fb.TensorAddKind, TENSOR_KINDS.index(t.kind) if t.kind in TENSOR_KINDS else 127),
         ]
         return self.table(fb.TensorStart, fields, fb.TensorEnd)
 
@@ -238,7 +254,7 @@ class _HeadWriter:
 
     def _tensor_fields(self, value: np.ndarray):
         """A TENSOR attribute: ``tensor`` = buffer index, ``ints`` = shape, ``i`` = dtype code."""
-        buffer = self.take_buffer()
+        buffer = self.buffer_of(value)
         shape = self.numbers(fb.AttributeStartIntsVector, [int(v) for v in value.shape], "int64")
         return [(fb.AttributeAddTensor, buffer), (fb.AttributeAddInts, shape), (fb.AttributeAddI, dtypes.to_code(value.dtype))]
 

@@ -1,5 +1,6 @@
 """Every op schema is complete: a converter function (or a converter pass that makes it), a
-CPU kernel, a formula, facts that fit its inputs, a FLOPs rule; the FLOPs of a plan; the
+CPU kernel (an Execution, a host kernel, or the engine for control flow), a formula, facts
+that fit its inputs, a FLOPs rule; the FLOPs of a plan; the
 aliasing default read from the schemas; backend registries importable without a driver."""
 
 from __future__ import annotations
@@ -33,10 +34,14 @@ def test_every_schema_has_a_converter_or_a_pass():
 
 
 def test_every_schema_has_a_cpu_execution():
-    from mnnpy.backends.cpu.registry import executions
+    """A CPU Execution, or a host kernel (sequence ops), or run by the engine (control flow)."""
+    from mnnpy.backends.cpu.registry import executions, host_kernels
+    from mnnpy.ops.control_flow import CONTROL_FLOW
 
-    missing = sorted(set(all_schemas()) - set(executions()))
+    missing = sorted(set(all_schemas()) - set(executions()) - set(host_kernels()) - set(CONTROL_FLOW))
     assert not missing, f"schemas without a CPU Execution: {missing}"
+    assert not set(host_kernels()) & set(executions()), "an op has a host kernel and an Execution"
+    assert all(get_schema(t).dynamic for t in [*host_kernels(), *CONTROL_FLOW]), "host kernels and control flow are dynamic"
 
 
 @pytest.mark.parametrize("op", sorted(all_schemas()))

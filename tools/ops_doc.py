@@ -4,7 +4,9 @@ outputs, attributes, facts, FLOPs rule and the backends that run it.
 Run: ``python tools/ops_doc.py`` (rewrites the file) or ``--check`` (exit 1 when the
 committed file is not what the current schemas produce; a test runs this). The backends
 are read from each backend's Execution registry (importing one loads no GPU driver); a
-registered op may still fall back to the CPU for some inputs (its ``check`` says why).
+registered op may still fall back to the CPU for some inputs (its ``check`` says why). The
+sequence ops run on the CPU as host kernels (``host_kernel``), control flow (If, Loop, Scan)
+in the engine itself, which runs their bodies.
 """
 
 from __future__ import annotations
@@ -18,12 +20,35 @@ TARGET = ROOT / "docs" / "ops.md"
 
 
 def registries() -> dict[str, set[str]]:
-    """Backend name -> the op types it registers an Execution for."""
+    """Backend name -> the op types it registers an Execution (the CPU: or a host kernel) for."""
     from mnnpy.backends.cpu.registry import executions as cpu
+    from mnnpy.backends.cpu.registry import host_kernels
     from mnnpy.backends.opencl.registry import executions as opencl
     from mnnpy.backends.vulkan.registry import executions as vulkan
 
-    return {"cpu": set(cpu()), "opencl": set(opencl()), "vulkan": set(vulkan())}
+    return {"cpu": set(cpu()) | set(host_kernels()), "opencl": set(opencl()), "vulkan": set(vulkan())}
+
+
+def _mark(op: str, backend: str, backends: dict[str, set[str]]) -> str:
+    """A table cell: ``yes`` (an Execution), ``host`` (a CPU host kernel), ``engine`` (control flow)."""
+    from mnnpy.backends.cpu.registry import host_kernels
+    from mnnpy.ops.control_flow import CONTROL_FLOW
+
+    if op in CONTROL_FLOW:
+        return "engine"
+    if op not in backends[backend]:
+        return ""
+    return "host" if op in host_kernels() else "yes"
+
+
+def _ran(op: str, backends: dict[str, set[str]]) -> str:
+    """Where the op runs, in words."""
+    from mnnpy.ops.control_flow import CONTROL_FLOW
+
+    if op in CONTROL_FLOW:
+        return "the engine (control flow: it runs its bodies, whose ops are placed one by one)"
+    marks = {b: _mark(op, b, backends) for b in ("cpu", "opencl", "vulkan")}
+    return ", ".join(b + (" (host kernel)" if m == "host" else "") for b, m in marks.items() if m)
 
 
 def _paragraphs(text: str) -> str:
@@ -67,6 +92,8 @@ def _facts(schema) -> str:
         facts.append(f"output 0 may share `{names[schema.alias]}`'s buffer")
     if schema.value_from_shape:
         facts.append("its value follows from input shapes alone")
+    if schema.dynamic:
+        facts.append("dynamic (its outputs are known only after it ran)")
     return "; ".join(facts) or "none"
 
 
@@ -90,7 +117,8 @@ def render() -> str:
         "rest), *value* (its contents are read at resize). FLOPs count one per arithmetic operation,",
         "comparison or elementary function on one element, a multiply-add as two, data movement as",
         "none (`mnnpy/ops/flops.py`). Backends: those with a registered Execution; an op may still fall",
-        "back to the CPU for some inputs (the schedule prints the reason).",
+        "back to the CPU for some inputs (the schedule prints the reason). *host*: a CPU host kernel (sequence",
+        "ops); *engine*: control flow, run by the engine itself on the backends of its bodies' ops.",
         "",
         f"{len(schemas)} ops: cpu {sum(t in backends['cpu'] for t in schemas)}, "
         f"opencl {sum(t in backends['opencl'] for t in schemas)}, vulkan {sum(t in backends['vulkan'] for t in schemas)}.",
@@ -99,11 +127,11 @@ def render() -> str:
         "| --- | --- | --- | --- | --- |",
     ]
     for t, s in schemas.items():
-        marks = " | ".join("yes" if t in backends[b] else "" for b in ("cpu", "opencl", "vulkan"))
+        marks = " | ".join(_mark(t, b, backends) for b in ("cpu", "opencl", "vulkan"))
         lines.append(f"| [{t}](#{t.lower()}) | {family(s)} | {marks} |")
     for t, s in schemas.items():
         outs = ", ".join(f"`{o}`" for o in s.outputs) + (" (variadic)" if s.variadic_outputs else "")
-        ran = ", ".join(b for b in ("cpu", "opencl", "vulkan") if t in backends[b])
+        ran = _ran(t, backends)
         lines += [
             "",
             f"## {t}",

@@ -74,8 +74,3 @@ def scalar(value: np.ndarray | None) -> float | None:
     if value is None or value.size != 1 or value.dtype.kind not in "fiu":
         return None
     return float(value.reshape(()))
-
-
-def subgraph_names(net) -> frozenset[str]:
-    """Names of every tensor in the net's non-main graphs (outer-scope reads are by name)."""
-    return frozenset(t.name for g in net.graphs[1:] for t in g.tensors)

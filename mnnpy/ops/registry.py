@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from mnnpy.errors import ModelFormatError, ShapeError
+from mnnpy.ir import GraphRef
 from mnnpy.registry import Registry
 
 REQUIRED = object()  # default of an attribute that must be present
@@ -149,7 +150,7 @@ def _check_attr_type(value: Any, spec: Attr, where: str) -> None:
         "floats": lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, (float, int, np.floating)) for x in v),
         "strings": lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v),
         "tensor": lambda v: isinstance(v, np.ndarray),
-        "graph": lambda v: hasattr(v, "index"),
+        "graph": lambda v: isinstance(v, GraphRef),
     }[spec.type]
     if not ok(value):
         raise ModelFormatError(f"{where} must be of type {spec.type}, got {type(value).__name__}")

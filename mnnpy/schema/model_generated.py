@@ -211,8 +211,15 @@ class Tensor(object):
             return self._tab.Get(flatbuffers.number_types.Int32Flags, o + self._tab.Pos)
         return -1
 
+    # Tensor
+    def Kind(self):
+        o = flatbuffers.number_types.UOffsetTFlags.py_type(self._tab.Offset(14))
+        if o != 0:
+            return self._tab.Get(flatbuffers.number_types.Int8Flags, o + self._tab.Pos)
+        return 0
+
 def TensorStart(builder):
-    builder.StartObject(5)
+    builder.StartObject(6)
 
 def TensorAddName(builder, name):
     builder.PrependUOffsetTRelativeSlot(0, flatbuffers.number_types.UOffsetTFlags.py_type(name), 0)
@@ -231,6 +238,9 @@ def TensorAddHasShape(builder, hasShape):
 
 def TensorAddBuffer(builder, buffer):
     builder.PrependInt32Slot(4, buffer, -1)
+
+def TensorAddKind(builder, kind):
+    builder.PrependInt8Slot(5, kind, 0)
 
 def TensorEnd(builder):
     return builder.EndObject()
