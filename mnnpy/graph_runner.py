@@ -190,8 +190,11 @@ def _content_key(v: Any) -> tuple:
 
 
 def shape_of(value: Any) -> tuple[int, ...]:
-    """An ndarray's shape; ``()`` for a sequence (a list), whose value is known instead."""
-    return () if isinstance(value, list) else tuple(np.shape(value))
+    """An ndarray's shape; for a sequence (a list, whose value is known too) its elements'
+    shape (the first one's; ``()`` when it is empty), as ONNX types sequences."""
+    if isinstance(value, list):
+        return tuple(np.shape(value[0])) if value else ()
+    return tuple(np.shape(value))
 
 
 def dtype_of(value: Any, declared: np.dtype) -> np.dtype:

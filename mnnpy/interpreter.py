@@ -43,13 +43,13 @@ class Interpreter:
     def inputs(self) -> list[IODesc]:
         """Graph inputs: name, shape (dynamic dims as names or None), dtype."""
         g = self.net.main
-        return [IODesc(g.tensors[t].name, g.tensors[t].shape, g.tensors[t].dtype) for t in g.inputs]
+        return [IODesc(g.tensors[t].name, g.tensors[t].shape, g.tensors[t].dtype, g.tensors[t].kind) for t in g.inputs]
 
     @property
     def outputs(self) -> list[IODesc]:
         """Graph outputs: name, shape (dynamic dims as names or None), dtype."""
         g = self.net.main
-        return [IODesc(g.tensors[t].name, g.tensors[t].shape, g.tensors[t].dtype) for t in g.outputs]
+        return [IODesc(g.tensors[t].name, g.tensors[t].shape, g.tensors[t].dtype, g.tensors[t].kind) for t in g.outputs]
 
     def unplanned_session(self, backend: str | Sequence[str] = "cpu", config: BackendConfig | None = None) -> Session:
         """A Session that has planned nothing yet, not even for static shapes: for describing

@@ -14,11 +14,14 @@ from mnnpy.errors import InputError
 
 @dataclass(frozen=True)
 class IODesc:
-    """A graph input or output: name, shape (ints for fixed dims, str/None for dynamic), dtype."""
+    """A graph input or output: name, shape (ints for fixed dims, str/None for dynamic), dtype,
+    and ``kind``: ``"tensor"``, or ``"sequence"`` (a list of tensors of ``dtype``, each of
+    ``shape`` where it is known)."""
 
     name: str
     shape: tuple[int | str | None, ...] | None
     dtype: np.dtype
+    kind: str = "tensor"
 
     def check_shape(self, shape: Any) -> tuple[int, ...]:
         """``shape`` as a tuple of ints if this input takes it: a sequence of non-negative
@@ -42,10 +45,16 @@ class IODesc:
             raise InputError(f"input '{self.name}': negative dim in {shape}")
         return shape
 
-    def array(self, value: Any) -> np.ndarray:
+    def array(self, value: Any) -> np.ndarray | list[np.ndarray]:
         """``value`` as an array of this input's dtype: an ndarray must already have it (no
         silent cast); Python scalars and nested lists are converted as NumPy would (an
-        overflowing or non-numeric value is refused). Raises ``InputError``."""
+        overflowing or non-numeric value is refused). A sequence input takes a list or tuple
+        of such values (a list of ndarrays). Raises ``InputError``."""
+        if self.kind == "sequence":
+            if not isinstance(value, (list, tuple)):
+                raise InputError(f"input '{self.name}' is a sequence: give a list of arrays, got {type(value).__name__}")
+            element = IODesc(f"{self.name}[]", self.shape, self.dtype)
+            return [element.array(v) for v in value]
         if isinstance(value, np.ndarray):
             if value.dtype != self.dtype:
                 raise InputError(f"input '{self.name}': dtype {value.dtype}, expected {self.dtype}")

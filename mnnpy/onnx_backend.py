@@ -22,10 +22,13 @@ from mnnpy.interpreter import Interpreter
 from mnnpy.session import Session
 
 
-def as_array(value: Any) -> np.ndarray:
-    """An input as an ndarray: TensorProtos decoded (``onnx.numpy_helper``), the rest ``np.asarray``."""
+def as_array(value: Any) -> np.ndarray | list[np.ndarray]:
+    """An input as an ndarray: TensorProtos decoded (``onnx.numpy_helper``), a list or
+    tuple of arrays (an ONNX sequence) as a list of ndarrays, the rest ``np.asarray``."""
     if isinstance(value, onnx.TensorProto):
         return numpy_helper.to_array(value)
+    if isinstance(value, (list, tuple)) and all(isinstance(v, (np.ndarray, onnx.TensorProto)) for v in value):
+        return [as_array(v) for v in value]
     return value if isinstance(value, np.ndarray) else np.asarray(value)
 
 

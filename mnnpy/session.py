@@ -65,7 +65,7 @@ class Session:
 
     def _desc(self, t: int) -> IODesc:
         d = self.graph.tensors[t]
-        return IODesc(d.name, d.shape, d.dtype)
+        return IODesc(d.name, d.shape, d.dtype, d.kind)
 
     @property
     def output_shapes(self) -> dict[str, tuple[int, ...]]:
@@ -148,7 +148,7 @@ class Session:
     def _check_shapes(self, shapes: Mapping[str, Any]) -> dict[int, tuple[int, ...]]:
         if not isinstance(shapes, Mapping):
             raise InputError(f"resize() takes a dict of input name -> shape, got {type(shapes).__name__}")
-        self._check_names(shapes)
+        self._check_names(shapes, sequences_given=False)
         return {self._input_index[n]: self._input_desc[self._input_index[n]].check_shape(s) for n, s in shapes.items()}
 
     # -- run ----------------------------------------------------------------------------
@@ -170,7 +170,7 @@ class Session:
         with self._lock:
             runner = self.runner
             if runner.plan is None or runner.plan.key != runner.key(arrays):
-                self._check_shapes({self.graph.tensors[t].name: a.shape for t, a in arrays.items()})
+                self._check_shapes({self.graph.tensors[t].name: a.shape for t, a in arrays.items() if not isinstance(a, list)})
             results = runner.run(arrays, wanted, context)
             self._output_shapes = {self.graph.tensors[t].name: shape_of(results[t]) for t in wanted}
             return {self.graph.tensors[t].name: results[t] for t in wanted}
@@ -191,11 +191,14 @@ class Session:
         self._check_names(feeds)
         return {self._input_index[n]: self._input_desc[self._input_index[n]].array(v) for n, v in feeds.items()}
 
-    def _check_names(self, feeds: Mapping[str, Any]) -> None:
+    def _check_names(self, feeds: Mapping[str, Any], sequences_given: bool = True) -> None:
+        """Every name is an input, and every input is there (sequence inputs only where
+        ``sequences_given``: a shape dict has none). Raises ``InputError``."""
         unknown = [n for n in feeds if n not in self._input_index]
         if unknown:
             raise InputError(f"unknown input name(s) {unknown}; the model's inputs are {list(self._input_index)}")
-        missing = [n for n in self._input_index if n not in feeds]
+        desc = self._input_desc
+        missing = [n for n, t in self._input_index.items() if n not in feeds and (sequences_given or desc[t].kind != "sequence")]
         if missing:
             raise InputError(f"missing input(s) {missing}; the model's inputs are {list(self._input_index)}")
 

@@ -66,9 +66,21 @@ def run_case(case, backend: str = "cpu") -> None:
         assert len(actual) == len(expected), f"{len(actual)} outputs, expected {len(expected)}"
         for k, (e, a) in enumerate(zip(expected, actual)):
             e = as_array(e)
-            assert a.shape == e.shape, f"output {k}: shape {a.shape}, expected {e.shape}"
-            assert a.dtype == e.dtype, f"output {k}: dtype {a.dtype}, expected {e.dtype}"
-            if e.dtype.kind in "fc":
-                np.testing.assert_allclose(a, e, rtol=case.rtol, atol=case.atol, err_msg=f"output {k}")
-            else:
-                np.testing.assert_array_equal(a, e, err_msg=f"output {k}")
+            if isinstance(e, list):  # a sequence: element by element
+                assert isinstance(a, list) and len(a) == len(e), (
+                    f"output {k}: {type(a).__name__}, expected a sequence of {len(e)}"
+                )
+                for ei, ai in zip(e, a):
+                    _check_equal(ei, ai, case, f"output {k}")
+                continue
+            _check_equal(e, a, case, f"output {k}")
+
+
+def _check_equal(e: np.ndarray, a: np.ndarray, case, what: str) -> None:
+    """``a`` has ``e``'s shape and dtype and matches it (floats within the case's rtol/atol)."""
+    assert a.shape == e.shape, f"{what}: shape {a.shape}, expected {e.shape}"
+    assert a.dtype == e.dtype, f"{what}: dtype {a.dtype}, expected {e.dtype}"
+    if e.dtype.kind in "fc":
+        np.testing.assert_allclose(a, e, rtol=case.rtol, atol=case.atol, err_msg=what)
+    else:
+        np.testing.assert_array_equal(a, e, err_msg=what)
