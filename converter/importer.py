@@ -40,7 +40,7 @@ class ConvertContext:
     their conversion started) and its nesting ``depth`` (main: 0).
     """
 
-    def __init__(self, opset: int, parent: ConvertContext | None = None, name: str = "main"):
+    def __init__(self, opset: int, parent: ConvertContext | None = None, name: str = "main", model=None):
         self.opset = opset
         self.parent = parent
         self.graph = Graph(name)
@@ -48,6 +48,8 @@ class ConvertContext:
         self.depth = parent.depth + 1 if parent is not None else 0
         self.index: dict[str, int] = {}
         self._fresh = 0
+        self._root = parent._root if parent is not None else self
+        self._model, self._types = model, None
 
     # tensors ---------------------------------------------------------------------------
     def tensor(self, name: str, dtype=np.float32, shape=None, data: np.ndarray | None = None) -> int:
@@ -136,6 +138,25 @@ class ConvertContext:
         self.graph.inputs.append(t)
         return name
 
+    def value_type(self, name: str) -> tuple[str, np.dtype] | None:
+        """``(kind, dtype)`` of value ``name`` as ONNX's type inference gives it (any graph of the
+        model; run once, when first asked), or ``None``. A body's inputs and outputs take their
+        types from it where the model declares none, and its captured values where they are
+        intermediate tensors of the enclosing graph (whose ``TensorDesc.dtype`` the converter
+        does not know: the SizeComputer derives those)."""
+        root = self._root
+        if root._types is None:
+            root._types = _inferred_types(root._model) if root._model is not None else {}
+        return root._types.get(name)
+
+    def typed(self, name: str) -> TensorDesc:
+        """This graph's tensor ``name`` with the kind and dtype that are known for it: its own for a
+        graph input or constant, else what type inference gives (a copy; shape kept)."""
+        d = self.desc(name)
+        known = self.index[name] in self.graph.inputs or d.data is not None
+        t = None if known else self.value_type(name)
+        return d if t is None else TensorDesc(d.name, t[1], d.shape, None, t[0])
+
     def body(self, proto: onnx.GraphProto, name: str, captured: list[str], fallback: list[TensorDesc] = ()) -> GraphRef:
         """Convert body ``proto`` into a new graph named ``name``; returns its reference.
 
@@ -149,7 +170,7 @@ class ConvertContext:
             if self.value(name_) is not None:
                 d = self.graph.tensors[self.index[name_]]
                 child.index[name_] = child.graph.add_tensor(TensorDesc(d.name, d.dtype, d.shape, d.data))
-        extra = [self.graph.tensors[self.index[n]] for n in captured]
+        extra = [self.typed(n) for n in captured]
         convert_graph(child, proto, fallback, extra)
         return ref
 
@@ -189,6 +210,30 @@ def free_names(graph: onnx.GraphProto) -> list[str]:
                     read(name)
     for vi in graph.output:
         read(vi.name)
+    return out
+
+
+def _inferred_types(model: onnx.ModelProto) -> dict[str, tuple[str, np.dtype]]:
+    """Value name -> ``(kind, dtype)`` over every graph of ``model`` from ONNX's type inference
+    (empty where inference fails; values of types mnnpy does not hold are left out)."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001 - inference is a help here, never a requirement
+        return {}
+    out: dict[str, tuple[str, np.dtype]] = {}
+    todo = [inferred.graph]
+    while todo:
+        g = todo.pop()
+        for vi in [*g.input, *g.output, *g.value_info]:
+            try:
+                kind, dt, _ = value_type(vi, vi.name)
+            except ModelFormatError:
+                continue
+            if dt is not None:
+                out.setdefault(vi.name, (kind, dt))
+        for n in g.node:
+            todo += [a.g for a in n.attribute if a.type == onnx.AttributeProto.GRAPH]
+            todo += [x for a in n.attribute if a.type == onnx.AttributeProto.GRAPHS for x in a.graphs]
     return out
 
 
@@ -278,7 +323,7 @@ def import_onnx(model: onnx.ModelProto) -> Net:
     if missing:
         raise UnsupportedOperatorError(missing, where=f"ONNX model '{model.graph.name}'")
     _check_attributes(model, opset)
-    ctx = ConvertContext(opset)
+    ctx = ConvertContext(opset, model=model)
     convert_graph(ctx, model.graph)
     ctx.graph.name = model.graph.name or "main"
     return Net(graphs=ctx.graphs, metadata={p.key: p.value for p in model.metadata_props})
@@ -323,7 +368,7 @@ def convert_graph(ctx: ConvertContext, g: onnx.GraphProto, fallback=(), extra: l
         if dt is None:
             if k >= len(fallback):
                 dtypes.from_onnx(0, where)  # raises: an input must declare its element type
-            dt, kind = fallback[k].dtype, fallback[k].kind
+            kind, dt = ctx.value_type(vi.name) or (fallback[k].kind, fallback[k].dtype)
         ctx.input(vi.name, dt, shape, kind)
     for d in extra:
         ctx.input(d.name, d.dtype, d.shape, d.kind)
@@ -346,5 +391,7 @@ def convert_graph(ctx: ConvertContext, g: onnx.GraphProto, fallback=(), extra: l
         desc = ctx.graph.tensors[t]
         if desc.data is None:  # a constant (Constant node, initializer) keeps its data's dtype and shape
             kind, dt, shape = value_type(vi, f"graph output '{vi.name}'")
+            if dt is None and ctx.parent is not None:
+                kind, dt = ctx.value_type(vi.name) or (kind, None)
             desc.kind, desc.dtype, desc.shape = kind, dt or desc.dtype, shape
         ctx.graph.outputs.append(t)

@@ -774,3 +774,59 @@ def test_every_opset_version_converts(rng, op, opset):
     model.opset_import[0].version = opset
     net = model_file.load(convert(model))
     assert [o.type for o in net.main.ops][-1] == ("Loop" if opset < 9 and op == "Scan" else op)
+
+
+def _node_cases():
+    """ONNX node-test cases whose model holds If, Loop, Scan or a sequence op (at any depth, function
+    expansions included), but not those with optionals, bfloat16 or SequenceMap (not supported)."""
+    from mnnpy.converter.importer import _all_nodes
+    from tests.conformance.node_cases import all_cases
+
+    ops = {"If", "Loop", "Scan", "SequenceEmpty", "SequenceConstruct", "SequenceInsert", "SequenceAt"}
+    ops |= {"SequenceLength", "SequenceErase", "ConcatFromSequence", "SplitToSequence"}
+    for case in all_cases():
+        types = {n.op_type for n in _all_nodes(case.model.graph)}
+        unsupported = "SequenceMap" in types or any(s in case.name for s in ("_opt", "seq_none", "bfloat16"))
+        if types & ops and not unsupported:
+            yield pytest.param(case, id=case.name)
+
+
+@pytest.mark.parametrize("case", list(_node_cases()))
+def test_node_cases_mean_the_same_after_conversion(case):
+    """Each such node test, converted and written back as ONNX, gives onnxruntime the expected outputs."""
+    net = to_net(case.model)
+    names = [i.name for i in case.model.graph.input if i.name not in {t.name for t in case.model.graph.initializer}]
+    for inputs, expected in case.data_sets:
+        feeds = {k: v if isinstance(v, list) else np.asarray(v) for k, v in zip(names, inputs)}
+        got = run_ort(to_onnx(net), feeds)
+        assert len(got) == len(expected)
+        for g, e in zip(got, expected):
+            for a, b in zip(g, e) if isinstance(e, list) else [(g, e)]:
+                np.testing.assert_allclose(a, np.asarray(b), rtol=case.rtol, atol=case.atol)
+
+
+def test_bodies_inputs_take_inferred_types(rng):
+    """A captured intermediate (int64 ``Shape`` output, float16 ``Cast`` output) and an untyped Scan
+    body input get their dtypes from ONNX's type inference, not a guess."""
+    x = rand(rng, 3, 2)
+    then = _graph([helper.make_node("Mul", ["s", "s"], ["t"])], "then", [], [_vi("t", TensorProto.INT64)])
+    body = _graph(
+        [helper.make_node("Add", ["st", "sl"], ["so"])],
+        "body",
+        [helper.make_empty_tensor_value_info("st"), helper.make_empty_tensor_value_info("sl")],
+        [helper.make_empty_tensor_value_info("so")],
+    )
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("If", ["cond"], ["y"], then_branch=then, else_branch=then),
+        helper.make_node("Cast", ["x"], ["h"], to=TensorProto.FLOAT16),
+        helper.make_node("Scan", ["h0", "h"], ["z"], body=body, num_scan_inputs=1),
+    ]
+    feeds = {"x": x, "cond": np.array(True), "h0": np.zeros(2, np.float16)}
+    net = to_net(make_model(nodes, feeds, ["y", "z"]), optimize_graph=False)
+    if_op, scan = _only(net, 0, "If"), _only(net, 0, "Scan")
+    g = net.graphs[if_op.attrs["then_branch"].index]
+    assert [g.tensors[t].dtype for t in g.inputs] == [I64]
+    b = net.graphs[scan.attrs["body"].index]
+    assert [b.tensors[t].dtype for t in b.inputs + b.outputs] == [np.float16] * 3
+    assert net.main.tensors[scan.outputs[0]].dtype == np.float16

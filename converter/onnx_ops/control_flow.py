@@ -59,7 +59,7 @@ def loop(node, ctx):
     ins = list(node.input) + [""] * max(0, 2 - len(node.input))
     carried = ins[2:]
     captured = ctx.captures(a["body"])
-    fallback = [TensorDesc("iteration_num", I64), TensorDesc("cond", BOOL)] + [ctx.desc(n) for n in carried]
+    fallback = [TensorDesc("iteration_num", I64), TensorDesc("cond", BOOL)] + [ctx.typed(n) for n in carried]
     ref = ctx.body(a["body"], f"{name}.body", captured, fallback)
     g = ctx.graphs[ref.index]
     n, k = len(carried), len(captured)
@@ -95,7 +95,7 @@ def scan(node, ctx):
     if m < 1 or n < 0:
         raise ModelFormatError(f"node '{name}' (Scan): num_scan_inputs={m} does not fit {len(node.input)} inputs")
     captured = ctx.captures(a["body"])
-    ref = ctx.body(a["body"], f"{name}.body", captured, [ctx.desc(x) for x in node.input])
+    ref = ctx.body(a["body"], f"{name}.body", captured, [ctx.typed(x) for x in node.input])
     outputs = _outputs(node, ctx, _scan_body(name, ctx.graphs[ref.index], n, m, len(captured)))
     attrs = _scan_attrs(a, ref, n, m, len(outputs) - n, len(captured), name)
     ctx.emit("Scan", list(node.input) + captured, outputs, attrs, name)
@@ -146,7 +146,7 @@ def _scan8(node, ctx) -> None:
     lb, loop_ref = ctx.new_body(f"{name}.batch")
     i, c = lb.input(lb.fresh("iteration_num"), I64, ()), lb.input(lb.fresh("cond"), BOOL, ())
     for x in outer:
-        d = ctx.desc(x)
+        d = ctx.typed(x)
         lb.input(x, d.dtype, d.shape, d.kind)
     for x in _constants_read(ctx, a["body"]):
         lb.index[x] = lb.graph.add_tensor(TensorDesc(x, ctx.desc(x).dtype, ctx.desc(x).shape, ctx.value(x)))
@@ -154,7 +154,7 @@ def _scan8(node, ctx) -> None:
     for x in xs:
         items.append(lb.fresh(f"{x}_item"))
         lb.emit("Gather", [x, i], [items[-1]], {"axis": 0}, items[-1])
-    ref = lb.body(a["body"], f"{name}.body", captured, [ctx.desc(x) for x in xs])
+    ref = lb.body(a["body"], f"{name}.body", captured, [ctx.typed(x) for x in xs])
     outs = [lb.fresh(f"{name}_item_out") for _ in range(_scan_body(name, lb.graphs[ref.index], n, m, len(captured)))]
     attrs = _scan_attrs({}, ref, n, m, len(outs) - n, len(captured), name, directions)
     lb.emit("Scan", items + captured, outs, attrs, f"{name}.item")
