@@ -87,11 +87,14 @@ class GraphRunner:
         """``shapes`` keyed by tensor name."""
         return {self.graph.tensors[t].name: s for t, s in shapes.items()}
 
-    def values_of(self, arrays: dict[int, Any]) -> dict[int, np.ndarray]:
-        """Copies of the value inputs' contents, which key the plan. Inputs larger than
-        ``MAX_VALUE_INPUT`` elements are left out: the ops that need them then start a new
-        segment, planned at run once the values are there."""
-        return {t: np.array(arrays[t]) for t in self.value_inputs if np.size(arrays[t]) <= MAX_VALUE_INPUT}
+    def values_of(self, arrays: dict[int, Any]) -> dict[int, Any]:
+        """Copies of the value inputs' contents, which key the plan, and every sequence input
+        (a list: known by value at resize). Inputs larger than ``MAX_VALUE_INPUT`` elements are
+        left out: the ops that need them then start a new segment, planned at run once the
+        values are there."""
+        out = {t: np.array(arrays[t]) for t in self.value_inputs if np.size(arrays[t]) <= MAX_VALUE_INPUT}
+        out.update((t, list(a)) for t, a in arrays.items() if isinstance(a, list))
+        return out
 
     def cached(self) -> bool:
         """Whether any plan is held (the current one or a cached one)."""

@@ -121,10 +121,10 @@ def _infer(r: SizeResult, i: int, dynamic: bool = False) -> ShapeContext:
         raise
     except (ValueError, TypeError, IndexError, KeyError, OverflowError, ZeroDivisionError) as e:
         raise ShapeError(f"{op.type} '{op.name}' with input shapes {shapes}: {e}") from e
-    if dynamic:
+    if dynamic:  # dtypes only; where the shape function leaves one to the bodies, the declared one
         for k, t in enumerate(op.outputs):
             if t >= 0 and k < len(outs):
-                r.dtypes[t] = np.dtype(outs[k][1])
+                r.dtypes[t] = np.dtype(outs[k][1] if outs[k][1] is not None else r.graph.tensors[t].dtype)
         return ctx
     for k, t in enumerate(op.outputs):
         if t >= 0 and k < len(outs):
@@ -143,6 +143,9 @@ def _fold(r: SizeResult, i: int, ctx: ShapeContext, evaluate: Evaluate) -> bool:
     known and the outputs hold at most ``FOLD_LIMIT`` elements."""
     op = r.graph.ops[i]
     live = [(k, t) for k, t in enumerate(op.outputs) if t >= 0]
+    if op.type == "Identity" and isinstance(ctx.values[0], list):  # a sequence passes through
+        r.values[live[0][1]] = ctx.values[0]
+        return True
     if ctx.out_values and all(k in ctx.out_values for k, _ in live):
         for k, t in live:
             r.values[t] = np.asarray(ctx.out_values[k]).astype(r.dtypes[t], copy=False).reshape(r.shapes[t])

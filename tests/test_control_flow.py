@@ -3,8 +3,8 @@ trip, and the loader's rules for bodies, with hand-built hostile files.
 
 The converted ``Net``'s structure is checked directly (captured values, bodies' inputs and
 outputs, folded Ifs), and its meaning against onnxruntime by writing it back as ONNX
-(``tests/net_to_onnx.py``: captured inputs become outer-scope reads again). The tests that run
-mnnpy's engine on these models wait for the control-flow engine (``xfail``).
+(``tests/net_to_onnx.py``: captured inputs become outer-scope reads again), and mnnpy's engine
+on them against onnxruntime.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from tests.net_to_onnx import to_onnx
 from tests.oracle import ACCUMULATE, check, make_model, rand, run_ort
 
 F32, I64, BOOL = np.dtype(np.float32), np.dtype(np.int64), np.dtype(np.bool_)
-ENGINE = pytest.mark.xfail(reason="engine for dynamic ops lands with the control-flow engine", strict=False)
 
 
 def _vi(name: str, elem=TensorProto.FLOAT, shape=None):
@@ -478,14 +477,12 @@ def test_constants_copied_into_bodies_are_stored_once(rng):
     assert len({a.ctypes.data for a in arrays}) == 1  # one buffer in the file
 
 
-@ENGINE
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_engine_runs_control_flow_like_onnxruntime(rng, name):
     model, feeds = MODELS[name](rng)
     check(model, feeds, **ACCUMULATE)
 
 
-@ENGINE
 @pytest.mark.parametrize("cond", [True, False])
 def test_engine_takes_either_branch(rng, cond):
     model, feeds = nested_if_model(rng)

@@ -1,7 +1,6 @@
 """Sequence ops: the CPU host kernels against ONNX's reference implementation and hand-computed
 values (bad positions and sizes raise ``ShapeError``), and what the converter makes of them
-(sequence kinds, Loops carrying sequences). Running them in a session waits for the engine of
-dynamic ops (``xfail``)."""
+(sequence kinds, Loops carrying sequences), and sessions running them against onnxruntime."""
 
 from __future__ import annotations
 
@@ -18,7 +17,6 @@ from mnnpy.ops import get_schema
 from tests.net_to_onnx import to_onnx
 from tests.oracle import EXACT, check, make_model, rand, run_ort
 
-ENGINE = pytest.mark.xfail(reason="engine for dynamic ops lands with the control-flow engine", strict=False)
 F = TensorProto.FLOAT
 
 
@@ -264,7 +262,6 @@ def test_converted_sequences_mean_what_the_model_means(rng, build):
         np.testing.assert_array_equal(got, want)
 
 
-@ENGINE
 @pytest.mark.parametrize("build", [sequence_model, loop_seq_model])
 def test_engine_runs_sequences_like_onnxruntime(rng, build):
     model, feeds = build(rng)

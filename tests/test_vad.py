@@ -29,7 +29,6 @@ pytest.importorskip("onnxruntime")
 TOLERANCE_S = 0.2  # a segment's start and end against where the speech is
 SILENCE_BEFORE_S, SILENCE_AFTER_S = 1.5, 2.0
 TEXT = "The quick brown fox jumps over the lazy dog"  # no comma: no pause that would split it
-CONTROL_FLOW = pytest.mark.xfail(reason="control-flow engine", strict=False)
 W = 512  # window at 16 kHz
 
 
@@ -292,8 +291,7 @@ def _backend_cases():
     out = []
     for p in backends():
         for name in vad.MODEL_RATES:
-            marks = list(p.marks) + ([] if name in vad.EXPORTS_WITHOUT_IF else [CONTROL_FLOW])
-            out.append(pytest.param(p.values[0], name, id=f"{p.id}-{name}", marks=marks))
+            out.append(pytest.param(p.values[0], name, id=f"{p.id}-{name}", marks=list(p.marks)))
     return out
 
 

@@ -1,18 +1,18 @@
-"""Voice-activity detection with silero-vad: streaming speech probabilities and speech segments.
+r"""Voice-activity detection with silero-vad: streaming speech probabilities and speech segments.
 
     from mnnpy.apps import vad
     audio, sr = vad.read_wav("speech.wav")                # float32 samples in [-1, 1), Hz
     for seg in vad.speech_timestamps(audio, sr, backend="onnxruntime", return_seconds=True):
         print(seg.start, seg.end)                          # seconds
 
-    detector = vad.Vad(sr=16000, backend="cpu", model="silero_vad_16k_sequence.onnx")
+    detector = vad.Vad(sr=16000, backend="cpu", model="silero_vad.onnx")
     p = detector(chunk)                                    # chunk: 512 samples -> speech probability
 
 The same pipeline runs on any mnnpy backend (``"cpu"``, ``"opencl"``, ``"vulkan"``,
 ``"auto"``) or on ``"onnxruntime"``, the reference. The models come from the
 ``silero-vad==6.2.3`` wheel (``mnnpy.models.silero_model_path``), converted to ``.mnnpy``
-on first use for mnnpy backends (``mnnpy.models.silero_mnnpy_path``, cached); an export
-with ``If`` raises the converter's ``UnsupportedOperatorError`` where it does not take ``If``.
+on first use for mnnpy backends (``mnnpy.models.silero_mnnpy_path``, cached); every export
+runs on every mnnpy backend (the nested ``If``\ s of ``silero_vad.onnx`` included).
 ``mnnpy vad FILE.wav`` is the command-line form (``add_arguments``/``run`` here).
 
 **The six exports** (read with onnx 1.23 and run with onnxruntime 1.32; none uses Loop, Scan
@@ -77,7 +77,7 @@ from typing import NamedTuple
 import numpy as np
 
 import mnnpy
-from mnnpy import InputError, UnsupportedOperatorError, models
+from mnnpy import InputError, models
 from mnnpy.apps.reference import onnxruntime_session
 
 DEFAULT_MODEL = "silero_vad.onnx"
@@ -90,7 +90,6 @@ MODEL_RATES: dict[str, tuple[int, ...]] = {
     "silero_vad_openvino_16k.onnx": (16000,),
     "silero_vad_16k_sequence.onnx": (16000,),
 }
-EXPORTS_WITHOUT_IF = ("silero_vad_openvino_16k.onnx", "silero_vad_16k_sequence.onnx")
 WINDOW = {16000: 512, 8000: 256}  # samples per chunk (32 ms)
 CONTEXT = {16000: 64, 8000: 32}  # samples of the previous chunk fed before each chunk
 STATE_SHAPE = (2, 1, 128)  # LSTM (h, c) stacked, batch 1
@@ -138,15 +137,7 @@ def load_runner(
         raise InputError(f"unknown silero-vad export {model!r}; choose one of {sorted(MODEL_RATES)}")
     if backend == "onnxruntime":
         return _onnxruntime_runner(models.silero_model_path(model), num_threads)
-    try:
-        path = models.silero_mnnpy_path(model)
-    except UnsupportedOperatorError as e:
-        if "If" not in e.missing:
-            raise
-        err = UnsupportedOperatorError(e.missing, where=f"silero-vad export {model}")
-        err.args = (f"{err}; exports without If: {', '.join(EXPORTS_WITHOUT_IF)} (or use backend 'onnxruntime')",)
-        raise err from e
-    return _mnnpy_runner(path, backend, num_threads)
+    return _mnnpy_runner(models.silero_mnnpy_path(model), backend, num_threads)
 
 
 class Vad:

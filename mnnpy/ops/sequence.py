@@ -12,6 +12,8 @@ are checked there, at run time, with ``ShapeError``.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from mnnpy import dtypes as mdtypes
@@ -24,12 +26,15 @@ POSITION = (np.dtype(np.int32), I64)
 
 
 def _position(ctx, i: int, name: str, ranks: tuple[int, ...] = (0,)) -> None:
-    """Input ``i`` (when present and known) is int32/int64 of one of ``ranks`` (a scalar by default)."""
+    """Input ``i`` (when present and known) is int32/int64 of one of ``ranks`` (a scalar by
+    default; a one-element tensor passes for a scalar, as onnxruntime and ONNX's own node
+    tests take it)."""
     if not ctx.has(i):
         return
     if ctx.dtypes[i] is not None and ctx.dtypes[i] not in POSITION:
         ctx.fail(f"'{name}' must be int32 or int64, got {ctx.dtypes[i]}")
-    if ctx.shapes[i] is not None and len(ctx.shapes[i]) not in ranks:
+    one_element = ranks == (0,) and ctx.shapes[i] is not None and math.prod(ctx.shapes[i]) == 1
+    if ctx.shapes[i] is not None and len(ctx.shapes[i]) not in ranks and not one_element:
         ctx.fail(f"'{name}' must have rank {' or '.join(map(str, ranks))}, got shape {ctx.shapes[i]}")
 
 
