@@ -11,9 +11,9 @@ operators.md #Reshape, #Flatten, #Squeeze, #Unsqueeze, #Identity, #Transpose, #S
 
 from __future__ import annotations
 
-import numpy as np
-
 from functools import partial
+
+import numpy as np
 
 from mnnpy.backends.gpu.checks import data_check, gather_check, slice_check
 from mnnpy.backends.gpu.dtypes import ALL
