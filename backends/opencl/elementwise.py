@@ -13,15 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mnnpy.backends.gpu.elementwise import (
-    BINARY_OPS,
-    CONVERT_OPS,
-    MAX_RANK,
-    UNARY_OPS,
-    BinaryBase,
-    ConvertBase,
-    UnaryBase,
-)
+from mnnpy.backends.gpu import elementwise as family
 from mnnpy.backends.gpu.layout import broadcast_strides
 from mnnpy.backends.opencl.activation import activation
 from mnnpy.backends.opencl.execution import OpenCLExecution, dtype_options
@@ -30,8 +22,8 @@ from mnnpy.backends.opencl.registry import opencl_execution
 SOURCE = "elementwise.cl"
 
 
-@opencl_execution(*UNARY_OPS)
-class Unary(UnaryBase, OpenCLExecution):
+@opencl_execution(*family.UNARY_OPS)
+class Unary(family.UnaryBase, OpenCLExecution):
     """``Y = F(X)``, X and Y float32 of one shape, 4 elements per work item."""
 
     def prepare(self, inputs, outputs):
@@ -41,8 +33,8 @@ class Unary(UnaryBase, OpenCLExecution):
         self.enqueue(SOURCE, "unary", [option], (*args, np.float32(p0), np.float32(p1)), (-(-y.size // 4),))
 
 
-@opencl_execution(*BINARY_OPS)
-class Binary(BinaryBase, OpenCLExecution):
+@opencl_execution(*family.BINARY_OPS)
+class Binary(family.BinaryBase, OpenCLExecution):
     """``C = A op B`` with numpy broadcasting, in the dtypes of ``BINARY_DTYPES``; a constant
     float operand stays fp32 under fp16 storage."""
 
@@ -58,15 +50,15 @@ class Binary(BinaryBase, OpenCLExecution):
         same = len(dims) <= 1 and astr in ([], [1]) and bstr in ([], [1])
         if not same:
             options.append("-D BROADCAST")  # else both inputs are read like the output, 4 elements per item
-        pad = MAX_RANK - len(dims)  # the int8 arguments: leading dims 1, strides 0
+        pad = family.MAX_RANK - len(dims)  # the int8 arguments: leading dims 1, strides 0
         vec = [np.array([1] * pad + dims, np.int32), np.array([0] * pad + astr, np.int32), np.array([0] * pad + bstr, np.int32)]
         args = (a.buffer, np.int32(a.elem_offset), b.buffer, np.int32(b.elem_offset), c.buffer, np.int32(c.elem_offset))
         work = -(-c.size // 4) if same else c.size
         self.enqueue(SOURCE, "binary", options, (*args, np.int32(c.size), *vec), (work,))
 
 
-@opencl_execution(*CONVERT_OPS)
-class Convert(ConvertBase, OpenCLExecution):
+@opencl_execution(*family.CONVERT_OPS)
+class Convert(family.ConvertBase, OpenCLExecution):
     """``Y = convert(X)``: Cast between float32 (either storage), int32, int64 and bool; Not."""
 
     def prepare(self, inputs, outputs):

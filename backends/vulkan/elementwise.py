@@ -14,23 +14,15 @@ from __future__ import annotations
 
 import struct
 
+from mnnpy.backends.gpu import elementwise as family
 from mnnpy.backends.gpu.dtypes import ALL, F32, code, typed
-from mnnpy.backends.gpu.elementwise import (
-    BINARY_OPS,
-    CONVERT_OPS,
-    MAX_RANK,
-    UNARY_OPS,
-    BinaryBase,
-    ConvertBase,
-    UnaryBase,
-)
 from mnnpy.backends.gpu.layout import broadcast_strides
 from mnnpy.backends.vulkan.execution import VulkanExecution, variant
 from mnnpy.backends.vulkan.registry import vulkan_execution
 
 
-@vulkan_execution(*UNARY_OPS)
-class Unary(UnaryBase, VulkanExecution):
+@vulkan_execution(*family.UNARY_OPS)
+class Unary(family.UnaryBase, VulkanExecution):
     """``Y = F(X)``, X and Y float32 of one shape; the scalars are specialization constants 1, 2."""
 
     def prepare(self, inputs, outputs):
@@ -45,8 +37,8 @@ class Unary(UnaryBase, VulkanExecution):
         return variant(f"unary_{op_type.lower()}", dtype)
 
 
-@vulkan_execution(*BINARY_OPS)
-class Binary(BinaryBase, VulkanExecution):
+@vulkan_execution(*family.BINARY_OPS)
+class Binary(family.BinaryBase, VulkanExecution):
     """``C = A op B`` with numpy broadcasting, in the dtypes of ``BINARY_DTYPES``; Mod's ``fmod``
     is specialization constant 2."""
 
@@ -55,7 +47,7 @@ class Binary(BinaryBase, VulkanExecution):
         c = outputs[0]
         dims, (sa, sb) = broadcast_strides(c.shape, a.shape, b.shape)
         broadcast = not (a.shape == b.shape == c.shape)
-        pad = [0] * (MAX_RANK - len(dims))
+        pad = [0] * (family.MAX_RANK - len(dims))
         offsets = (self.elem_offset(a), self.elem_offset(b), self.elem_offset(c))
         push = struct.pack("<29I", c.size, len(dims), *offsets, *dims, *pad, *sa, *pad, *sb, *pad)
         spec = ((1, broadcast),) + (((2, bool(self.attrs["fmod"])),) if self.op.type == "Mod" else ())
@@ -68,8 +60,8 @@ class Binary(BinaryBase, VulkanExecution):
         return variant(f"binary_{op_type.lower()}", dtype)
 
 
-@vulkan_execution(*CONVERT_OPS)
-class Convert(ConvertBase, VulkanExecution):
+@vulkan_execution(*family.CONVERT_OPS)
+class Convert(family.ConvertBase, VulkanExecution):
     """``Y = convert(X)``: Cast between float32 (either storage), int32, int64 and bool
     (``cast_to_<dst>[_<src>]``); Not (``not_bool``)."""
 
