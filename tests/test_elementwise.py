@@ -8,8 +8,13 @@ Every backend: unary activations, binary ops with every broadcast. CPU: int64 ar
 Clip of every opset, large outputs split over threads. GPU (OpenCL, Vulkan; skipped with the
 reason where the driver is missing): zeros, infinities and NaN, Clip and its CPU fallback, the
 fused Swish, broadcasts up to rank 8, Pow with its special values, constant operands, odd and
-empty shapes, a chain that reuses memory, fp16 storage. The copies at partition borders are
-in tests/test_gpu_partitions.py.
+empty shapes, a chain that reuses memory, fp16 storage. Integers and bool (the counters and
+conditions of control flow), every backend: int32/int64 arithmetic with broadcasting, scalars
+and empty tensors (the GPUs over the whole range, wrapping around), Mod, Div, comparisons of
+float32/int32/int64, And/Or/Xor/Not, Cast between float32, int32, int64 and bool, a Loop
+body's ``i + 1; i < n; and cond`` on the device; GPU: fp16 storage beside them, and the
+fallbacks where a device lacks what a dtype needs. The copies at partition borders are in
+tests/test_gpu_partitions.py.
 """
 
 from __future__ import annotations
@@ -18,8 +23,11 @@ import numpy as np
 import pytest
 from onnx import helper
 
+import mnnpy
+from mnnpy.converter import convert
 from tests.backend_compare import (
     backend_cases,
+    backends,
     check_backend,
     gpu_backends,
 )
@@ -363,3 +371,249 @@ def test_chain_with_memory_reuse(rng, backend):
         nodes.append(helper.make_node("Add", [f"t{k}", prev], [f"s{k}"]))
         prev = f"s{k}"
     check_backend(make_model(nodes, {"x": x}, [prev]), {"x": x}, ELEMENTWISE_CHAIN, backend)
+
+
+# -- integers and bool: arithmetic, comparisons, logic, Cast (the counters and conditions) --------
+
+INTS = [np.int32, np.int64]
+INT_IDS = ["int32", "int64"]
+# (A shape, B shape): same shape, broadcast both ways, rank-0 scalars, an empty tensor
+INT_SHAPES = [((13, 7, 5), (13, 7, 5)), ((13, 1, 5), (7, 1)), ((), (4, 3)), ((), ()), ((3, 0, 2), (1, 2))]
+INT_SHAPE_IDS = [f"{a}x{b}" for a, b in INT_SHAPES]
+
+
+def _ints(rng, shape, dtype, wide: bool) -> np.ndarray:
+    """Seeded integers of ``dtype``: small ones of both signs, or (``wide``) over the whole range
+    of the dtype, so that sums and products wrap around (int64: far beyond 2**31)."""
+    info = np.iinfo(dtype)
+    lo, hi = (info.min, info.max) if wide else (-1000, 1000)
+    return rng.integers(lo, hi, shape, dtype=dtype, endpoint=True)
+
+
+@pytest.mark.parametrize("sa,sb", INT_SHAPES, ids=INT_SHAPE_IDS)
+@pytest.mark.parametrize("dtype", INTS, ids=INT_IDS)
+@pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Max", "Min"])
+@pytest.mark.parametrize("backend", backends())
+def test_integer_arithmetic(rng, backend, op, dtype, sa, sb):
+    """int32/int64 with broadcasting; the GPUs over the whole range, where + - * wrap around as
+    on the CPU (the CPU against onnxruntime on small values)."""
+    wide = backend != "cpu"
+    check_backend(*_binary(op, _ints(rng, sa, dtype, wide), _ints(rng, sb, dtype, wide)), EXACT, backend)
+
+
+@pytest.mark.parametrize("dtype", INTS, ids=INT_IDS)
+@pytest.mark.parametrize("backend", gpu_backends())
+def test_integer_wrap_around(backend, dtype):
+    """Two's complement at the ends of the range: MAX + 1 = MIN, MIN - 1 = MAX, MAX * 2 = -2,
+    MIN * -1 = MIN, as numpy (the CPU backend) computes."""
+    info = np.iinfo(dtype)
+    a = np.array([info.max, info.min, info.max, info.min, -1, 0], dtype)
+    b = np.array([1, -1, 2, -1, info.min, info.max], dtype)
+    for op in ("Add", "Sub", "Mul"):
+        check_backend(*_binary(op, a, b), EXACT, backend)
+
+
+# Mod: the dividend over its range, divisors of both signs, zero (0, as the CPU backend gives;
+# not asked of onnxruntime) and -1 with MIN (0: no trap)
+@pytest.mark.parametrize("fmod", [0, 1])
+@pytest.mark.parametrize("dtype", INTS, ids=INT_IDS)
+@pytest.mark.parametrize("backend", backends())
+def test_integer_mod(rng, backend, dtype, fmod):
+    a = _ints(rng, (6, 31), dtype, backend != "cpu")
+    b = rng.integers(-9, 10, (31,)).astype(dtype)
+    if backend == "cpu":
+        b[b == 0] = 7
+    else:
+        a[0, :2], b[:2] = np.iinfo(dtype).min, [-1, 0]
+    model = make_model([helper.make_node("Mod", ["a", "b"], ["c"], fmod=fmod)], {"a": a, "b": b}, ["c"])
+    check_backend(model, {"a": a, "b": b}, EXACT, backend)
+
+
+@pytest.mark.parametrize("dtype", INTS, ids=INT_IDS)
+@pytest.mark.parametrize("backend", backends())
+def test_integer_div(rng, backend, dtype):
+    """Truncation toward zero (onnxruntime's C division) by constant divisors of both signs,
+    exact beyond 2**53 for int64; on the GPUs also MIN / -1 (wraps to MIN)."""
+    a = _ints(rng, (5, 8), dtype, True)
+    b = np.array([1, -1, 2, -2, 3, -7, 1000, -(2**30)], dtype)
+    if backend == "cpu":
+        a[a == np.iinfo(dtype).min] = 0  # onnxruntime traps on MIN / -1
+    else:
+        a[0, 1] = np.iinfo(dtype).min
+    a[1, :4] = [7, -7, 7, -7]
+    check_backend(*_binary("Div", a, None, {"b": b}), EXACT, backend)
+
+
+@pytest.mark.parametrize("backend", gpu_backends())
+def test_integer_div_by_run_time_or_zero_divisor_falls_back(rng, backend):
+    """A divisor computed at run time, or a constant one with a zero (an ``InputError`` on the
+    CPU, which a kernel cannot raise), runs on the CPU, saying why."""
+    a, b = _ints(rng, (4, 3), np.int32, False), np.array([3, -2, 5], np.int32)
+    s = check_backend(*_binary("Div", a, b), EXACT, backend, on_device=False)
+    assert "int32 Div by a divisor computed at run time" in s.partitions()
+    model = make_model([helper.make_node("Div", ["a", "b"], ["c"])], {"a": a}, ["c"], {"b": np.array([3, 0, 5], np.int32)})
+    desc = mnnpy.Interpreter(convert(model)).create_session(backend=[backend, "cpu"]).partitions()
+    assert "int32 Div by zero" in desc and "on cpu" in desc
+
+
+COMPARISONS = ["Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"]
+
+
+def _compared(rng, dtype, sa, sb):
+    """``(a, b)`` of ``dtype`` with many equal pairs: floats with NaN, infinities and signed zeros;
+    int64 values near 2**62 that differ by 1 (equal once rounded to float); bool at random."""
+    if dtype == np.bool_:
+        return rng.integers(0, 2, sa).astype(bool), rng.integers(0, 2, sb).astype(bool)
+    if dtype == np.float32:
+        pool = np.array([0.0, -0.0, 1.5, -2.0, np.inf, -np.inf, np.nan, 3.25], np.float32)
+        return rng.choice(pool, sa).astype(np.float32), rng.choice(pool, sb).astype(np.float32)
+    base = 2**62 if dtype == np.int64 else 2**30
+    return np.asarray(base + rng.integers(-2, 3, sa), dtype), np.asarray(base + rng.integers(-2, 3, sb), dtype)
+
+
+@pytest.mark.parametrize("sa,sb", INT_SHAPES[:4], ids=INT_SHAPE_IDS[:4])
+@pytest.mark.parametrize("dtype", [np.float32, *INTS], ids=["float32", *INT_IDS])
+@pytest.mark.parametrize("op", COMPARISONS)
+@pytest.mark.parametrize("backend", backends())
+def test_comparison(rng, backend, op, dtype, sa, sb):
+    """bool outputs of float32 (NaN compares unequal and unordered), int32 and int64 (exact:
+    neighbours of 2**62) inputs, broadcast."""
+    check_backend(*_binary(op, *_compared(rng, dtype, sa, sb)), EXACT, backend)
+
+
+@pytest.mark.parametrize("sa,sb", INT_SHAPES, ids=INT_SHAPE_IDS)
+@pytest.mark.parametrize("op", ["And", "Or", "Xor", "Equal"])
+@pytest.mark.parametrize("backend", backends())
+def test_logic(rng, backend, op, sa, sb):
+    check_backend(*_binary(op, *_compared(rng, np.bool_, sa, sb)), EXACT, backend)
+
+
+@pytest.mark.parametrize("shape", [(13, 7, 5), (), (0, 4)], ids=str)
+@pytest.mark.parametrize("backend", backends())
+def test_not(rng, backend, shape):
+    x = rng.integers(0, 2, shape).astype(bool)
+    check_backend(make_model([helper.make_node("Not", ["x"], ["y"])], {"x": x}, ["y"]), {"x": x}, EXACT, backend)
+
+
+CAST_DTYPES = {np.float32: 1, np.int32: 6, np.int64: 7, np.bool_: 9}  # numpy dtype -> ONNX TensorProto type
+
+
+def _castable(rng, src, dst, on_cpu: bool) -> np.ndarray:
+    """Values of ``src`` whose Cast to ``dst`` is defined: floats with fractions of both signs
+    (truncated toward zero), zeros, NaN and infinities only toward float or bool; int64 far
+    beyond 2**31 (float32 rounds to nearest; int32 keeps the low 32 bits) but within what
+    onnxruntime casts alike (on the CPU)."""
+    if src == np.bool_:
+        return rng.integers(0, 2, (9, 13)).astype(bool)
+    if src == np.float32:
+        x = (rng.standard_normal((9, 13)) * 1000).astype(np.float32)
+        x.flat[:3] = [0.0, -0.0, -0.75]
+        if dst in (np.float32, np.bool_):
+            x.flat[3:6] = [np.nan, np.inf, -np.inf]
+        return x
+    x = _ints(rng, (9, 13), src, not on_cpu)
+    x.flat[:4] = [0, 1, -1, 2**31 - 1]
+    if src == np.int64:
+        x.flat[4:8] = [2**40 + 3, -(2**40) - 3, 2**53 + 1, 2**31]
+    return x
+
+
+@pytest.mark.parametrize("dst", CAST_DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("src", CAST_DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("backend", backends())
+def test_cast(rng, backend, src, dst):
+    """Cast between float32, int32, int64 and bool, each way."""
+    x = _castable(rng, src, dst, backend == "cpu")
+    model = make_model([helper.make_node("Cast", ["x"], ["y"], to=CAST_DTYPES[dst])], {"x": x}, ["y"])
+    check_backend(model, {"x": x}, EXACT, backend)
+
+
+def loop_body_model(dtype=np.int64):
+    """``(model, feeds)`` of a Loop body's counter and condition: ``i1 = i + 1``, ``cond_out = (i1
+    < n) and cond``, scalars of ``dtype`` and bool, with a float32 state ``s1 = s * float(i1)``."""
+    feeds = {"i": np.array(2, dtype), "n": np.array(10, dtype), "cond": np.array(True), "s": np.full((3,), 0.5, np.float32)}
+    nodes = [
+        helper.make_node("Add", ["i", "one"], ["i1"]),
+        helper.make_node("Less", ["i1", "n"], ["lt"]),
+        helper.make_node("And", ["lt", "cond"], ["cond_out"]),
+        helper.make_node("Cast", ["i1"], ["f"], to=1),
+        helper.make_node("Mul", ["s", "f"], ["s1"]),
+    ]
+    return make_model(nodes, feeds, ["i1", "cond_out", "s1"], {"one": np.array(1, dtype)}), feeds
+
+
+@pytest.mark.parametrize("dtype", INTS, ids=INT_IDS)
+@pytest.mark.parametrize("backend", backends())
+def test_loop_body_counter_and_condition_run_on_the_device(backend, dtype):
+    """``i + 1; i < n; and cond`` with a float state: every op on the backend (one partition,
+    no CPU partition on a GPU), at the start, the middle and the end of the loop."""
+    model, feeds = loop_body_model(dtype)
+    s = check_backend(model, feeds, EXACT, backend)
+    for i, cond in [(0, True), (9, True), (4, False)]:
+        feeds = {**feeds, "i": np.array(i, dtype), "cond": np.array(cond)}
+        out = s.run(feeds)
+        assert out["i1"] == i + 1 and out["i1"].dtype == dtype and out["cond_out"] == (i + 1 < 10 and cond)
+
+
+@pytest.mark.parametrize("backend", gpu_backends(precision="low"))
+def test_integers_and_bool_with_fp16_storage(rng, backend):
+    """fp16 storage is for float32 tensors only: int32, int64 and bool tensors are stored and
+    cross the partition borders as themselves; comparisons read fp16 activations, Cast writes
+    them. Values exact in fp16, so the results are exact."""
+    x, y = (rng.integers(-64, 64, (5, 7)) / 4).astype(np.float32), (rng.integers(-64, 64, (7,)) / 4).astype(np.float32)
+    k = rng.integers(-(2**40), 2**40, (5, 7), dtype=np.int64)
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("LessOrEqual", ["r", "y"], ["le"]),
+        helper.make_node("Not", ["le"], ["nle"]),
+        helper.make_node("Cast", ["r"], ["ri"], to=7),
+        helper.make_node("Add", ["ri", "k"], ["sum"]),
+        helper.make_node("Cast", ["le"], ["lf"], to=1),
+        helper.make_node("Add", ["lf", "r"], ["z"]),
+        helper.make_node("Greater", ["r", "c"], ["gt"]),  # a float32 constant beside an fp16 activation
+    ]
+    model = make_model(nodes, {"x": x, "y": y, "k": k}, ["nle", "sum", "z", "gt"], {"c": y + np.float32(0.125)})
+    check_backend(model, {"x": x, "y": y, "k": k}, EXACT, backend, precision="low")
+
+
+@pytest.mark.parametrize(
+    "feature,dtype,reason",
+    [
+        ("int64", np.int64, "has no shaderInt64"),
+        ("storage8", np.bool_, "has no storageBuffer8BitAccess"),
+    ],
+)
+@pytest.mark.parametrize("backend", gpu_backends("vulkan"))
+def test_vulkan_without_a_feature_falls_back(rng, monkeypatch, backend, feature, dtype, reason):
+    """A device without shaderInt64 (int64) or storageBuffer8BitAccess (bool) runs those ops on
+    the CPU, saying which feature is missing; the rest stays on Vulkan."""
+    from mnnpy.backend import get_runtime
+
+    monkeypatch.setattr(get_runtime("vulkan"), feature, False)
+    model, feeds = loop_body_model(np.int64)
+    s = check_backend(model, feeds, EXACT, backend, on_device=False)
+    desc = s.partitions()
+    assert reason in desc and "on vulkan" in desc, desc
+
+
+@pytest.mark.parametrize("backend", gpu_backends("vulkan"))
+def test_vulkan_1_0_runs_float32_only(monkeypatch, backend):
+    """Integer and bool shaders are SPIR-V 1.3: on a Vulkan 1.0 device they fall back."""
+    from mnnpy.backend import get_runtime
+
+    rt = get_runtime("vulkan")
+    monkeypatch.setattr(rt.info, "api_version", rt.vk.VK_MAKE_VERSION(1, 0, 0))
+    model, feeds = loop_body_model(np.int32)
+    s = check_backend(model, feeds, EXACT, backend, on_device=False)
+    assert "Vulkan 1.0 device (integer and bool shaders need 1.1)" in s.partitions()
+
+
+@pytest.mark.parametrize("backend", gpu_backends("opencl"))
+def test_opencl_without_int64_falls_back(monkeypatch, backend):
+    """An embedded-profile device without cles_khr_int64 runs int64 ops on the CPU, saying why."""
+    from mnnpy.backend import get_runtime
+
+    monkeypatch.setattr(get_runtime("opencl"), "int64", False)
+    model, feeds = loop_body_model(np.int64)
+    s = check_backend(model, feeds, EXACT, backend, on_device=False)
+    assert "has no 64-bit integers" in s.partitions()

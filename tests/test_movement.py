@@ -10,7 +10,8 @@ data, indices fed at run time and out of range. GPU (OpenCL, Vulkan; skipped wit
 where the driver is missing): aliasing (the planner shares buffers; one copy where it cannot),
 strided and tiled Transpose up to rank 8, Slice with negative steps, Concat of many inputs,
 Gather with indices known at resize, recordings reused, more invocations than one row of work
-groups, fp16 storage, and the fallbacks with their reasons.
+groups, fp16 storage, the reshape-likes, Slice and Split of int32, int64 and bool data, and the
+fallbacks with their reasons.
 """
 
 from __future__ import annotations
@@ -165,6 +166,57 @@ def test_reshape_likes(rng, backend, op):
         exes = executions(s, op)
     (exe,) = exes
     _check_alias(s, exe, backend)
+
+
+TYPED = [np.int32, np.int64, np.bool_]  # copied as they are by the strided copies
+
+
+def _typed(rng, dtype, *shape) -> np.ndarray:
+    """Seeded data of ``dtype``: integers over the whole range (int64 far beyond 2**31), or bools."""
+    if dtype == np.bool_:
+        return rng.integers(0, 2, shape).astype(bool)
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max, shape, dtype=dtype, endpoint=True)
+
+
+def _typed_chain(middle, x, inits=None):
+    """x -> F -> <middle nodes: 'r' -> 'm'> -> F -> y, F computed on the device in x's dtype:
+    ``+ 1`` for integers, Not for bool."""
+    if x.dtype == np.bool_:
+        ends = [helper.make_node("Not", ["x"], ["r"]), helper.make_node("Not", ["m"], ["y"])]
+    else:
+        inits = {**(inits or {}), "one": np.array(1, x.dtype)}
+        ends = [helper.make_node("Add", ["x", "one"], ["r"]), helper.make_node("Add", ["m", "one"], ["y"])]
+    return make_model([ends[0], *middle, ends[1]], {"x": x}, ["y"], inits or {})
+
+
+@pytest.mark.parametrize("dtype", TYPED, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("op", list(RESHAPES))
+@pytest.mark.parametrize("backend", gpu_backends())
+def test_reshape_likes_of_integers_and_bool(rng, backend, op, dtype):
+    """The reshape-likes (Identity too) of int32, int64 and bool data stay on the device,
+    between two ops of that dtype."""
+    x = _typed(rng, dtype, 3, 1, 7, 13)
+    nodes, inits = RESHAPES[op]
+    check_backend(_typed_chain(nodes, x, inits), {"x": x}, EXACT, backend)
+
+
+@pytest.mark.parametrize("dtype", TYPED, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("backend", gpu_backends())
+def test_strided_copies_of_integers_and_bool(rng, backend, dtype):
+    """Slice (negative steps, vectorised rows, a rank-0 result's neighbours), Split and Identity
+    of a graph input copy int32, int64 and bool data bit for bit on the device."""
+    x = _typed(rng, dtype, 4, 5, 37)
+    nodes = [
+        helper.make_node("Slice", ["r", "st", "en", "ax", "sp"], ["a"]),
+        helper.make_node("Split", ["r", "parts"], ["b0", "b1"], axis=2),
+        helper.make_node("Identity", ["x"], ["c"]),
+    ]
+    inits = {"st": np.array([3, 1], I64), "en": np.array([0, 37], I64), "ax": np.array([0, 2], I64), "sp": np.array([-1, 2], I64)}
+    inits["parts"] = np.array([30, 7], I64)
+    model = _typed_chain([*nodes, helper.make_node("Identity", ["a"], ["m"])], x, inits)
+    model.graph.output.extend([helper.make_empty_tensor_value_info(n) for n in ("b0", "b1", "c")])
+    check_backend(model, {"x": x}, EXACT, backend)
 
 
 @pytest.mark.parametrize("backend", gpu_backends())

@@ -40,12 +40,13 @@ def test_every_variant_is_committed_and_nothing_else():
 
 def test_every_execution_has_its_variant():
     """Each op the Vulkan Executions register has the SPIR-V variants its Execution loads:
-    ``variant_for(op_type)`` (one variant per op) and/or ``variants`` (a class attribute)."""
+    ``variant_for(op_type, dtype)`` (one variant per op and input dtype it takes) and/or
+    ``variants`` (a class attribute)."""
     from mnnpy.backends.vulkan.registry import executions
 
     names = set(build.variants())
     for op, cls in executions().items():
-        wanted = [cls.variant_for(op)] if hasattr(cls, "variant_for") else []
+        wanted = [cls.variant_for(op, dt) for dt in cls.input_dtypes(op)] if hasattr(cls, "variant_for") else []
         wanted += list(getattr(cls, "variants", ()))
         assert wanted, f"{cls.__name__} names no SPIR-V variant (`variants` or `variant_for`)"
         missing = [v for v in wanted if v not in names]

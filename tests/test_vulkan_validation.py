@@ -5,7 +5,8 @@ created once per process). A model with a partition border, constants, reused ar
 ranges (read-after-write and write-after-read between dispatches) and an empty tensor is
 resized and run three times; every validation warning or error fails the test. A second
 run without barriers must report hazards: the check is live. The real models run clean too,
-in fp32 and fp16 storage. Skipped, with the reason, where Vulkan or the layer (Debian
+in fp32 and fp16 storage, and so do int32, int64 and bool tensors. Skipped, with the reason,
+where Vulkan or the layer (Debian
 ``vulkan-validationlayers``) is missing.
 """
 
@@ -60,6 +61,19 @@ elif sys.argv[1] == "empty-op":  # an op on an empty tensor dispatches nothing; 
     nodes = [helper.make_node("Add", ["x", "b"], ["c"]), helper.make_node("Relu", ["d"], ["e"])]
     model, feeds = make_model(nodes, {"x": x, "b": b, "d": d}, ["e", "c"]), {"x": x, "b": b, "d": d}
     session = compare(model, feeds, EXACT, True, backend="vulkan")
+elif sys.argv[1].startswith("integers"):  # int32/int64/bool tensors: 1-, 4- and 8-byte bindings side by side
+    from tests.test_elementwise import loop_body_model
+    precision = "low" if sys.argv[1] == "integers-fp16" else "normal"
+    for dtype in (np.int32, np.int64):
+        model, feeds = loop_body_model(dtype)
+        compare(model, feeds, EXACT, True, backend="vulkan", precision=precision).run(feeds)
+    x, k = np.arange(-6, 6, dtype=np.float32) / 4, np.arange(12, dtype=np.int64) * 2**33
+    nodes = [helper.make_node("Greater", ["x", "zero"], ["g"]), helper.make_node("Not", ["g"], ["ng"])]
+    nodes += [helper.make_node("Cast", ["ng"], ["gi"], to=7), helper.make_node("Mul", ["gi", "k"], ["p"])]
+    nodes += [helper.make_node("Cast", ["gi"], ["gf"], to=1), helper.make_node("Xor", ["g", "ng"], ["t"])]
+    model = make_model(nodes, {"x": x, "k": k}, ["p", "gf", "t", "g"], {"zero": np.zeros(1, np.float32)})
+    feeds = {"x": x, "k": k}
+    session = compare(model, feeds, EXACT, True, backend="vulkan", precision=precision)
 else:
     session = compare(model, feeds, ELEMENTWISE_CHAIN, False, backend="vulkan")
 for _ in range(2):
@@ -97,6 +111,13 @@ def test_op_on_an_empty_tensor_is_clean():
     """A later output planned into an uploaded tensor's bytes, with no dispatch reading the
     upload in between: the upload barrier orders shader writes too."""
     assert _messages("empty-op") == []
+
+
+@pytest.mark.parametrize("mode", ["integers", "integers-fp16"])
+def test_integer_and_bool_tensors_are_clean(mode):
+    """int32, int64 and bool bindings (shaderInt64, 8-bit storage) beside float ones, in fp32
+    and fp16 storage: the features are enabled and every range is ordered."""
+    assert _messages(mode) == []
 
 
 def test_validation_catches_missing_barriers():

@@ -1,7 +1,8 @@
 """What the GPU backends (``opencl``, ``vulkan``) share: base classes and the op families.
 
 Infrastructure: ``backend`` (``GPUBackend``: schedule checks, storage dtype, fp16 border
-twins, border copies; ``GPUTensor``, the handle base), ``execution`` (``GPUExecution``,
+twins, border copies; ``GPUTensor``, the handle base), ``dtypes`` (the dtypes held besides
+fp16 storage and their codes), ``execution`` (``GPUExecution``, its ``input_dtypes``,
 ``checked_by``), ``registry`` (``ExecutionRegistry``), ``runtime`` (device choice, shader
 folder), ``cache`` (``DiskCache``: program, tuning and pipeline caches).
 

@@ -6,11 +6,15 @@ the device can) as float16, arithmetic in float32; other dtypes keep theirs. Its
 
 What the base does, so that each backend only says how:
 
-- **Schedule**: the registry lookup (``executions``), float32-only inputs (a value known at
-  resize may have any dtype), a per-tensor size limit (``size_limit``, inputs and outputs),
-  then the Execution class's ``check(info)``; reasons name the backend (``display``).
+- **Schedule**: the registry lookup (``executions``), the dtypes of the inputs computed at
+  run time (those the Execution class takes, ``GPUExecution.input_dtypes``: float32 unless it
+  says more; a value known at resize may have any dtype), the device's dtypes
+  (``dtype_limit``: run-time inputs and outputs), a per-tensor size limit (``size_limit``,
+  inputs and outputs), then the Execution class's ``check(info)``; reasons name the backend
+  (``display``).
 - **Storage**: ``acquire`` gives float32 tensors the storage dtype (``storage``, float16 when
-  ``half``); ``fp16_storage`` says whether the device has it.
+  ``half``); ``fp16_storage`` says whether the device has it. int32, int64 and bool tensors
+  are stored as themselves (bool one byte per element) in every precision.
 - **fp16 border policy**: with fp16 storage a float tensor crosses a partition border as
   float32: each fp16 handle that is uploaded or downloaded gets one float32 twin on the device
   (``twin``, made by ``new_twin``) and is cast there (``prepare_partition`` records how), so the
@@ -30,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from mnnpy.backend import Backend, BackendConfig, Execution, OpInfo, TensorInfo
+from mnnpy.backends.gpu.dtypes import names
 from mnnpy.errors import BackendUnavailableError
 from mnnpy.fork_guard import ForkGuard
 
@@ -113,25 +118,43 @@ class GPUBackend(Backend):
                 return f"size limit: {what} {why}"
         return ""
 
+    def dtype_limit(self, dtype) -> str | None:
+        """Why this device cannot hold or compute tensors of ``dtype`` (a missing device
+        feature), else None. Default: None (every dtype of ``dtypes.ALL``)."""
+        return None
+
+    def _dtype_refused(self, tensors) -> str:
+        for t in tensors:
+            why = self.dtype_limit(t.dtype)
+            if why:
+                return f"dtype {t.dtype}: {why}"
+        return ""
+
     def supports(self, info: OpInfo) -> tuple[bool, str]:
-        """A registered Execution, float32 inputs (or values known at resize), every input
-        within ``size_limit``, then the Execution class's ``check``."""
+        """A registered Execution, inputs computed at run time of the dtypes it takes
+        (``input_dtypes``; values known at resize may have any) and that the device holds
+        (``dtype_limit``), every input within ``size_limit``, then the Execution class's
+        ``check``."""
         cls = self.executions().get(info.type)
         if cls is None:
             return False, f"no {self.display} execution for {info.type}"
         inputs = info.present()
-        bad = sorted({str(t.dtype) for t in inputs if t.dtype != np.float32 and t.value is None})
+        takes = cls.input_dtypes(info.type)
+        run_time = [t for t in inputs if t.value is None]
+        bad = sorted({str(t.dtype) for t in run_time if t.dtype not in takes})
         if bad:
-            return False, f"dtype {', '.join(bad)} ({self.display} runs float32 only)"
-        why = self._too_large(inputs, "an input")
+            return False, f"dtype {', '.join(bad)} ({self.display} runs {info.type} on {names(takes)} only)"
+        why = self._dtype_refused(run_time) or self._too_large(inputs, "an input")
         if why:
             return False, why
         check = getattr(cls, "check", None)
         return check(info) if check else (True, "")
 
     def supports_outputs(self, info: OpInfo) -> tuple[bool, str]:
-        """Every output within ``size_limit``, as inputs."""
-        why = self._too_large([t for t in info.outputs if t is not None], "an output")
+        """Every output of a dtype the device holds (``dtype_limit``) and within
+        ``size_limit``, as inputs."""
+        outputs = [t for t in info.outputs if t is not None]
+        why = self._dtype_refused(outputs) or self._too_large(outputs, "an output")
         return (False, why) if why else (True, "")
 
     def create_execution(self, info: OpInfo) -> Execution | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mnnpy.backends.gpu.dtypes import F32, names
 from mnnpy.backends.gpu.layout import broadcast_strides
 from mnnpy.ops.activation import ACTIVATIONS, GPU, gpu_scalars
 
@@ -79,12 +80,12 @@ def conv_operands_check(info, backend: str) -> tuple[bool, str]:
     return True, ""
 
 
-def data_check(info, backend: str) -> tuple[bool, str]:
-    """The data input ``X`` float32 (its value may be known at resize: the backend's dtype
-    check lets such inputs through)."""
+def data_check(info, backend: str, dtypes: tuple = (F32,)) -> tuple[bool, str]:
+    """The data input ``X`` of one of ``dtypes`` (default float32), also where its value is
+    known at resize (the backend's dtype check lets such inputs through)."""
     x = info.inputs[0]
-    if x.dtype != np.float32:
-        return False, f"{info.type} of {x.dtype} data ({backend} runs float32 only)"
+    if x.dtype not in dtypes:
+        return False, f"{info.type} of {x.dtype} data ({backend} runs {names(dtypes)} only)"
     return True, ""
 
 

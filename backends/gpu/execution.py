@@ -7,6 +7,10 @@ buffer). The op families shared by both backends (``backends/gpu/<family>.py``) 
 against the few primitives declared here (``elem_offset``, ``strided``); each backend's base
 (``OpenCLExecution``, ``VulkanExecution``) implements them and sets ``display``, the
 backend's name in the reasons of ``check``.
+
+Dtypes: ``input_dtypes(op_type)`` (default the class's ``dtypes``, float32 only) are the dtypes
+of the inputs computed at run time that the class's kernels read; ``GPUBackend.supports``
+refuses others, and a device that cannot hold a dtype (``GPUBackend.dtype_limit``).
 """
 
 from __future__ import annotations
@@ -14,12 +18,20 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from mnnpy.backend import Execution
+from mnnpy.backends.gpu.dtypes import F32
 
 
 class GPUExecution(Execution):
     """One op on a GPU backend (see the module docstring)."""
 
     display = "GPU"  # the backend's name in reasons ("OpenCL", "Vulkan")
+    dtypes: tuple = (F32,)  # input dtypes the kernels read (``input_dtypes``)
+
+    @classmethod
+    def input_dtypes(cls, op_type: str) -> tuple:
+        """The dtypes of the run-time inputs that this class's kernels take for ``op_type``.
+        Default: ``dtypes``."""
+        return cls.dtypes
 
     def prepare(self, inputs: list, outputs: list) -> None:
         """Describe this op's kernels for these handles (``inputs``/``outputs``: ``GPUTensor``

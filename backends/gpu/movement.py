@@ -2,22 +2,29 @@
 
 Every op is one or more ``GPUExecution.strided`` copies (Transpose: a backend's tiled kernel
 where the input's innermost axis moves; Gather: a backend's gather over an index table made
-here). Values are copied exactly, float32 data only (fp16 with fp16 storage). Rules: ONNX
+here). Values are copied exactly: float32 data (fp16 with fp16 storage), and for the ops that
+are only strided copies (the Reshape-likes with Identity, Slice, Split) also int32, int64
+and bool data (``COPY_DTYPES``). Rules: ONNX
 operators.md #Reshape, #Flatten, #Squeeze, #Unsqueeze, #Identity, #Transpose, #Slice,
 #Concat, #Split, #Gather.
 """
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from mnnpy.backends.gpu.checks import data_check, gather_check, slice_check
+from mnnpy.backends.gpu.dtypes import ALL
 from mnnpy.backends.gpu.execution import GPUExecution, checked_by
 from mnnpy.backends.gpu.layout import contiguous_strides, slice_ranges, transpose_geometry
 from mnnpy.ops import aliasing_ops
 
 RESHAPES = aliasing_ops()  # the schemas' ``alias`` ops: metadata-only on NCHW
 MAX_RANK = 8  # the strided copies' index arrays
+COPY_DTYPES = ALL  # the data dtypes of the ops that are strided copies only
+copy_check = partial(data_check, dtypes=COPY_DTYPES)
 
 
 def concat_check(info, backend: str) -> tuple[bool, str]:
@@ -45,9 +52,10 @@ def perm(attrs, rank: int) -> list[int]:
 class ReshapeBase(GPUExecution):
     """Metadata-only on contiguous NCHW: output = input's elements under a new shape. When the
     planner gave the output the input's place (``Backend.can_alias``) nothing runs
-    (``aliased``); otherwise (e.g. the input is a constant) one copy."""
+    (``aliased``); otherwise (e.g. the input is a constant) one copy. Data of ``COPY_DTYPES``."""
 
-    check = checked_by(data_check)
+    dtypes = COPY_DTYPES
+    check = checked_by(copy_check)
 
     def prepare(self, inputs, outputs):
         x, y = inputs[0], outputs[0]
@@ -78,9 +86,10 @@ class TransposeBase(GPUExecution):
 
 class SliceBase(GPUExecution):
     """``Y = X[starts:ends:steps]`` on ``axes`` (numpy clamping = ONNX's; negative steps too),
-    values known at resize: one strided copy (negative strides)."""
+    values known at resize: one strided copy (negative strides). Data of ``COPY_DTYPES``."""
 
-    check = checked_by(data_check, slice_check)
+    dtypes = COPY_DTYPES
+    check = checked_by(copy_check, slice_check)
 
     def prepare(self, inputs, outputs):
         x, y = inputs[0], outputs[0]
@@ -125,9 +134,11 @@ class ConcatBase(GPUExecution):
 
 
 class SplitBase(GPUExecution):
-    """``Y_k = X[..., o_k : o_k + n_k, ...]`` along ``axis``: one strided copy per output."""
+    """``Y_k = X[..., o_k : o_k + n_k, ...]`` along ``axis``: one strided copy per output; data
+    of ``COPY_DTYPES``."""
 
-    check = checked_by(data_check)
+    dtypes = COPY_DTYPES
+    check = checked_by(copy_check)
 
     def prepare(self, inputs, outputs):
         copy_slabs(self, inputs[0], outputs, to_whole=False)

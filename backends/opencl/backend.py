@@ -1,7 +1,8 @@
 """``OpenCLBackend``: one per session; buffers, launches and border copies of its resizes.
 
 Storage (``GPUBackend``): float32 tensors in NCHW, stored as fp32 (``precision`` "high"/"normal")
-or fp16 (``precision="low"``: ``vstore_half``/``vload_half``, arithmetic in fp32), in one
+or fp16 (``precision="low"``: ``vstore_half``/``vload_half``, arithmetic in fp32); int32,
+int64 (``long``) and bool (``uchar``, one byte per element) tensors as themselves; in one
 ``cl.Buffer`` arena per resize laid out by the planner (``memory.py``); a handle (``CLTensor``)
 is the buffer, a byte offset, a shape and the storage dtype. Constants get their own buffers,
 uploaded once at resize; weights and biases stay fp32 in every precision (``weights``).
@@ -43,6 +44,13 @@ class OpenCLBackend(GPUBackend):
         # fp16 border handle -> {upload?: cast Launch} (prepare_partition); weak, as the twins
         self._borders: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self.options = ["-D STORAGE_HALF"] if self.half else []
+
+    def dtype_limit(self, dtype) -> str | None:
+        """int64 tensors need 64-bit integers (an embedded-profile device without
+        ``cles_khr_int64`` has none); int32 and bool (``uchar``) run everywhere."""
+        if dtype == np.int64 and not self.runtime.int64:
+            return f"{self.runtime.device.name} has no 64-bit integers (embedded profile without cles_khr_int64)"
+        return None
 
     def executions(self) -> dict:
         """The OpenCL Executions by op type (``registry.py``)."""

@@ -50,6 +50,12 @@ def find_device(wanted: str | None):
     )
 
 
+def has_int64(d) -> bool:
+    """Whether device ``d`` computes 64-bit integers (``long``): every full-profile device;
+    an embedded-profile one only with ``cles_khr_int64`` (OpenCL 1.2 specification, 6.1.1)."""
+    return d.profile != "EMBEDDED_PROFILE" or "cles_khr_int64" in d.extensions
+
+
 @functools.cache
 def device_for(wanted: str | None):
     """``find_device(wanted)``, once per process (marks the process as an OpenCL user for ``FORK``)."""

@@ -12,12 +12,24 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from mnnpy.backends.gpu.dtypes import F32, code, typed
 from mnnpy.backends.gpu.execution import GPUExecution
 from mnnpy.backends.gpu.layout import collapse
 from mnnpy.backends.opencl.backend import OpenCLBackend
 
 MAX_RANK = 8  # movement.cl's int8 index decomposition
 VEC_MIN = 8  # innermost run (elements) from which the strided copy moves 4 per work item
+
+
+def dtype_options(src, dst=None) -> list[str]:
+    """Build options of a kernel that reads tensors of dtype ``src`` and writes ``dst`` (default
+    ``src``; ``shaders/opencl/common.h``): ``-D SRC_<CODE>`` for int32, int64 or bool inputs,
+    ``-D DST_<CODE>`` for an output of another kind; none for float storage (fp32 or fp16)."""
+    src, dst = np.dtype(src), np.dtype(src if dst is None else dst)
+    options = [f"-D SRC_{code(src).upper()}"] if typed(src) else []
+    if typed(src) != typed(dst) or (typed(dst) and dst != src):
+        options.append(f"-D DST_{code(dst if typed(dst) else F32).upper()}")
+    return options
 
 
 def int8_arg(values, fill: int) -> np.ndarray:
@@ -59,7 +71,7 @@ class OpenCLExecution(GPUExecution):
 
     def strided(self, x, x_off: int, y, y_off: int, dims, xstr, ystr) -> None:
         """``movement.cl`` kernel ``strided`` over the merged index space (4 elements per work
-        item along a contiguous innermost run of at least ``VEC_MIN``)."""
+        item along a contiguous innermost run of at least ``VEC_MIN``), in ``x``'s dtype."""
         if any(int(d) == 0 for d in dims):
             return
         d, sx, sy = collapse(dims, xstr, ystr)
@@ -68,7 +80,7 @@ class OpenCLExecution(GPUExecution):
         inner, outer = d[-1], math.prod(d[:-1])
         args = (x.buffer, np.int32(x_off), y.buffer, np.int32(y_off), np.int32(inner), np.int32(outer))
         vecs = (int8_arg(d, 1), int8_arg(sx, 0), int8_arg(sy, 0))
-        options, work = [f"-D RANK={len(d)}"], inner
+        options, work = [f"-D RANK={len(d)}", *dtype_options(x.dtype)], inner
         if sx[-1] == 1 and sy[-1] == 1 and inner >= VEC_MIN:
             options.append("-D VEC4")  # 4 consecutive elements per work item
             work = -(-inner // 4)

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from mnnpy.backend import BackendConfig, Runtime
 from mnnpy.backends.gpu.runtime import shader_dir
-from mnnpy.backends.opencl.device import DEVICE_ENV, FORK, describe_device, device_for, devices_of
+from mnnpy.backends.opencl.device import DEVICE_ENV, FORK, describe_device, device_for, devices_of, has_int64
 
 
 def _shader_dir():
@@ -61,6 +61,7 @@ class OpenCLRuntime(Runtime):
         if self.device is None:
             raise RuntimeError(reason)
         self.max_alloc = int(self.device.max_mem_alloc_size)  # bytes in one buffer (CL_DEVICE_MAX_MEM_ALLOC_SIZE)
+        self.int64 = has_int64(self.device)  # int64 tensors (OpenCLBackend.dtype_limit)
         self.context = cl.Context([self.device])
         self.queue = cl.CommandQueue(self.context, self.device)
         from mnnpy.backends.opencl.program import ProgramCache

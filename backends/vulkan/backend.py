@@ -15,7 +15,9 @@ Storage: float32 tensors are stored as float32, or with ``precision="low"`` on a
 accumulation in fp32); weights, biases, constant operands and scratch stay float32 in every
 precision (each shader reads a binding as fp16 or fp32 by a specialization constant, see
 ``shaders/vulkan/storage.glsl``). A device without the feature computes ``"low"`` in fp32
-and says so (a ``RuntimeWarning`` when the session is created). The objects of a resize live
+and says so (a ``RuntimeWarning`` when the session is created). int32, int64 and bool tensors
+are stored as themselves in every precision, where the device has what they need
+(``dtype_limit``). The objects of a resize live
 as long as its handles (the session keeps the last few resizes), so switching back to an
 earlier input shape reuses its recording.
 """
@@ -30,6 +32,7 @@ import numpy as np
 
 from mnnpy.backend import BackendConfig, TensorInfo
 from mnnpy.backends.gpu.backend import GPUBackend
+from mnnpy.backends.gpu.dtypes import BOOL, I64, typed
 from mnnpy.backends.vulkan import profile
 from mnnpy.backends.vulkan.commands import (
     PartitionRecord,
@@ -87,6 +90,21 @@ class VulkanBackend(GPUBackend):
     def fp16_storage(self) -> bool:
         """16-bit storage buffers (``storageBuffer16BitAccess``) on this device."""
         return bool(self.runtime.storage16)
+
+    def dtype_limit(self, dtype) -> str | None:
+        """int32, int64 and bool tensors need Vulkan 1.1 (their shaders are SPIR-V 1.3), int64
+        also ``shaderInt64``, bool ``storageBuffer8BitAccess`` (one byte per element); each
+        missing feature is the reason (the op then runs on the CPU)."""
+        rt, dtype = self.runtime, np.dtype(dtype)
+        if not typed(dtype):
+            return None
+        if rt.info.api_version < rt.vk.VK_MAKE_VERSION(1, 1, 0):
+            return f"{rt.info.name} is a Vulkan 1.0 device (integer and bool shaders need 1.1)"
+        if dtype == I64 and not rt.int64:
+            return f"{rt.info.name} has no shaderInt64 (64-bit integers)"
+        if dtype == BOOL and not rt.storage8:
+            return f"{rt.info.name} has no storageBuffer8BitAccess (bool tensors, one byte per element)"
+        return None
 
     @property
     def _limit(self) -> int:

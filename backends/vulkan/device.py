@@ -9,7 +9,8 @@ variable ``MNNPY_VULKAN_DEVICE`` selects by type (``discrete``, ``integrated``,
 
 Sources: Vulkan 1.3 specification, chapters "Devices and Queues" (physical device
 properties, ``VkPhysicalDeviceType``), "Memory Allocation" (memory heaps) and "Features"
-(``VkPhysicalDevice16BitStorageFeatures``, ``VkPhysicalDeviceSubgroupProperties``).
+(``VkPhysicalDevice16BitStorageFeatures``, ``VkPhysicalDevice8BitStorageFeatures``,
+``VkPhysicalDeviceFeatures::shaderInt64``, ``VkPhysicalDeviceSubgroupProperties``).
 """
 
 from __future__ import annotations
@@ -44,7 +45,10 @@ def version_string(v: int) -> str:
 class DeviceInfo:
     """One physical device: handle, name, type (``TYPE_NAMES``), API version (packed int),
     driver version, device-local memory (bytes), subgroup size (invocations, 0 unknown),
-    16-bit storage-buffer support, the limits the backend reads, pipeline-cache UUID
+    16-bit storage-buffer support (``storage16``), 8-bit storage-buffer support (``storage8``:
+    ``storageBuffer8BitAccess`` through ``VK_KHR_8bit_storage``, bool tensors), 64-bit
+    integers in shaders (``int64``:
+    ``shaderInt64``), the limits the backend reads, pipeline-cache UUID
     (``VkPhysicalDeviceProperties::pipelineCacheUUID``, 16 bytes), PCI-style vendor and
     device ids (``vendorID``, ``deviceID``) and the device UUID
     (``VkPhysicalDeviceIDProperties::deviceUUID``, 16 bytes; empty before Vulkan 1.1)."""
@@ -58,16 +62,21 @@ class DeviceInfo:
     subgroup_size: int
     storage16: bool
     limits: dict[str, Any] = field(default_factory=dict)
+    storage8: bool = False
+    int64: bool = False
     uuid: bytes = b""
     vendor_id: int = 0
     device_id: int = 0
     device_uuid: bytes = b""
 
     def describe(self) -> str:
-        """One line: name (type; Vulkan version; memory MiB; subgroup size; fp16 storage)."""
+        """One line: name (type; Vulkan version; memory MiB; subgroup size; fp16 storage; 8-bit
+        storage; int64)."""
+        yes = {True: "yes", False: "no"}
         return (
             f"{self.name} ({self.type}; Vulkan {version_string(self.api_version)}; {self.memory // 2**20} MiB; "
-            f"subgroup {self.subgroup_size or '?'}; 16-bit storage {'yes' if self.storage16 else 'no'})"
+            f"subgroup {self.subgroup_size or '?'}; 16-bit storage {yes[self.storage16]}; "
+            f"8-bit storage {yes[self.storage8]}; int64 {yes[self.int64]})"
         )
 
 
@@ -96,10 +105,18 @@ def _import_vulkan():
     return vk, ""
 
 
+STORAGE8_EXTENSION = "VK_KHR_8bit_storage"  # core from Vulkan 1.2, but mnnpy's instance asks for 1.1
+
+
+def has_extension(vk, pd, name: str) -> bool:
+    """Whether physical device ``pd`` offers device extension ``name``."""
+    return any(e.extensionName == name for e in vk.vkEnumerateDeviceExtensionProperties(pd, None))
+
+
 def _device_info(vk, pd) -> DeviceInfo:
     ffi = vk.ffi
     props = vk.vkGetPhysicalDeviceProperties(pd)
-    subgroup, storage16, device_uuid, max_alloc = 0, False, b"", 0
+    subgroup, storage16, storage8, device_uuid, max_alloc = 0, False, False, b"", 0
     if props.apiVersion >= vk.VK_MAKE_VERSION(1, 1, 0):
         m3 = ffi.new(
             "VkPhysicalDeviceMaintenance3Properties*", {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES}
@@ -114,12 +131,19 @@ def _device_info(vk, pd) -> DeviceInfo:
         subgroup = int(sub.subgroupSize)
         device_uuid = bytes(ffi.buffer(ids.deviceUUID))
         max_alloc = int(m3.maxMemoryAllocationSize)
+        f8 = None  # through the extension: the instance is Vulkan 1.1 (INSTANCE_API), where 8-bit storage is not core
+        if has_extension(vk, pd, STORAGE8_EXTENSION):
+            f8 = ffi.new(
+                "VkPhysicalDevice8BitStorageFeatures*", {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES}
+            )
         f16 = ffi.new(
-            "VkPhysicalDevice16BitStorageFeatures*", {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES}
+            "VkPhysicalDevice16BitStorageFeatures*",
+            {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES, "pNext": f8 or ffi.NULL},
         )
         f2 = ffi.new("VkPhysicalDeviceFeatures2*", {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, "pNext": f16})
         vk.vkGetPhysicalDeviceFeatures2(pd, f2)
         storage16 = bool(f16.storageBuffer16BitAccess)
+        storage8 = f8 is not None and bool(f8.storageBuffer8BitAccess)
     mem = vk.vkGetPhysicalDeviceMemoryProperties(pd)
     local = sum(
         int(mem.memoryHeaps[i].size)
@@ -148,6 +172,8 @@ def _device_info(vk, pd) -> DeviceInfo:
         subgroup_size=subgroup,
         storage16=storage16,
         limits=limits,
+        storage8=storage8,
+        int64=bool(vk.vkGetPhysicalDeviceFeatures(pd).shaderInt64),
         uuid=bytes(props.pipelineCacheUUID),
         vendor_id=int(props.vendorID),
         device_id=int(props.deviceID),

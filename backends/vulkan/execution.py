@@ -14,6 +14,7 @@ import struct
 
 import numpy as np
 
+from mnnpy.backends.gpu.dtypes import code, typed
 from mnnpy.backends.gpu.execution import GPUExecution
 from mnnpy.backends.gpu.layout import collapse
 from mnnpy.backends.vulkan.backend import VulkanBackend
@@ -26,6 +27,12 @@ F16 = "_f16"  # suffix of a variant's fp16-storage twin (shaders/vulkan/build.py
 F32_SPEC = 20  # specialization constant 20 + k: binding k holds float32 in an fp16 build
 MAX_RANK = 8  # movement_strided's push-constant arrays
 VEC = 4  # innermost elements per invocation of the strided copy when its row is long
+
+
+def variant(name: str, dtype) -> str:
+    """The SPIR-V variant of manifest entry ``name`` for inputs of ``dtype`` (``build.by_dtype``):
+    ``name`` for float storage (fp32 or fp16), else ``<name>_<code>`` (``dtypes.code``)."""
+    return f"{name}_{code(dtype)}" if typed(dtype) else name
 
 
 class VulkanExecution(GPUExecution):
@@ -42,8 +49,8 @@ class VulkanExecution(GPUExecution):
         return binding_range(t, self.backend.align)[2]
 
     def strided(self, x, x_off: int, y, y_off: int, dims, xstr, ystr) -> None:
-        """One dispatch of ``movement_strided`` over the merged index space (``VEC`` elements
-        per invocation along an innermost row of at least ``2 * VEC``)."""
+        """One dispatch of ``movement_strided`` (of ``x``'s dtype) over the merged index space
+        (``VEC`` elements per invocation along an innermost row of at least ``2 * VEC``)."""
         if any(int(d) == 0 for d in dims):
             return
         d, sx, sy = collapse(dims, xstr, ystr)
@@ -55,7 +62,7 @@ class VulkanExecution(GPUExecution):
         n = chunks * math.prod(d[:-1])
         pad = [0] * (MAX_RANK - len(d))
         push = struct.pack("<2I2i24i", n, chunks, x_off, y_off, *d, *pad, *sx, *pad, *sy, *pad)
-        self.dispatch("movement_strided", [x, y], (1,), push, n, ((1, len(d)), (2, vec)))
+        self.dispatch(variant("movement_strided", x.dtype), [x, y], (1,), push, n, ((1, len(d)), (2, vec)))
 
     def dispatch(
         self,
@@ -76,8 +83,9 @@ class VulkanExecution(GPUExecution):
         (specialization constants 0, 10, 11: the shader declares ``local_size_x_id = 0,
         local_size_y_id = 10, local_size_z_id = 11``); ``n`` only says whether there is work.
         ``spec``: the shader's other specialization constants (ids 1..9, 12..19). With fp16
-        storage the variant's ``_f16`` twin runs, and every float32 binding (weights,
-        constants, scratch) gets specialization constant ``20 + k`` = true."""
+        storage the variant's ``_f16`` twin runs where it binds a float tensor (variants of
+        integers and bool only have none), and every float32 binding (weights, constants,
+        scratch) gets specialization constant ``20 + k`` = true."""
         d = describe(self.backend, shader, bindings, writes, push, n, spec, groups, local, self.op.type)
         if d is not None:
             self.dispatches.append(d)
@@ -92,7 +100,7 @@ def describe(backend, shader, bindings, writes, push, n, spec=(), groups=None, l
         local_spec = ((0, LOCAL_SIZE),)
     else:
         local_spec = ((0, int(local[0])), (10, int(local[1])), (11, int(local[2])))
-    if backend.half:  # the fp16-storage twin; bindings holding float32 say so (storage.glsl)
+    if backend.half and any(t.dtype.kind == "f" for t in bindings):  # the fp16 twin; float32 bindings say so (storage.glsl)
         shader += F16
         spec = (*spec, *((F32_SPEC + k, True) for k, t in enumerate(bindings) if t.dtype == np.float32))
     pipeline = backend.runtime.pipelines.get(shader, len(bindings), len(push), (*local_spec, *spec))

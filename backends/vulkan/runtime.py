@@ -18,7 +18,7 @@ import os
 import threading
 
 from mnnpy.backend import BackendConfig, Runtime
-from mnnpy.backends.vulkan.device import DEVICE_ENV, FORK, DeviceInfo, choose, probe, version_string
+from mnnpy.backends.vulkan.device import DEVICE_ENV, FORK, STORAGE8_EXTENSION, DeviceInfo, choose, probe, version_string
 
 
 class VulkanRuntime(Runtime):
@@ -82,19 +82,18 @@ class VulkanRuntime(Runtime):
             queueCount=1,
             pQueuePriorities=[1.0],
         )
-        # 16-bit storage (core in Vulkan 1.1) for precision="low": enabled where the device has it
-        self.storage16 = info.storage16
-        features = None
-        if self.storage16:
-            features = vk.ffi.new(
-                "VkPhysicalDevice16BitStorageFeatures*",
-                {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES, "storageBuffer16BitAccess": 1},
-            )
+        # features enabled where the device has them: 16-bit storage (core in Vulkan 1.1) for
+        # precision="low", 8-bit storage (bool tensors) and shaderInt64 (int64 tensors)
+        self.storage16, self.storage8 = info.storage16, info.storage8
+        self.int64 = info.int64 and info.api_version >= vk.VK_MAKE_VERSION(1, 1, 0)
+        features, extensions = self._features()
         create = vk.VkDeviceCreateInfo(
             sType=vk.VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
             pNext=features,
             queueCreateInfoCount=1,
             pQueueCreateInfos=[queue_info],
+            enabledExtensionCount=len(extensions),
+            ppEnabledExtensionNames=extensions or None,
         )
         self.device = vk.vkCreateDevice(self.physical, create, None)
         self.queue = vk.vkGetDeviceQueue(self.device, self.family, 0)
@@ -103,6 +102,27 @@ class VulkanRuntime(Runtime):
         from mnnpy.backends.vulkan.pipeline import Pipelines
 
         self.pipelines = Pipelines(self)
+
+    def _features(self) -> tuple:
+        """``(VkPhysicalDeviceFeatures2 chain or None, device extensions)`` enabling what
+        ``info`` reports: ``storageBuffer16BitAccess``, ``storageBuffer8BitAccess`` (with
+        ``VK_KHR_8bit_storage``) and ``shaderInt64`` (Vulkan 1.1+: the
+        shaders of integer tensors are SPIR-V 1.3)."""
+        vk, ffi = self.vk, self.vk.ffi
+        keep, extensions = [ffi.NULL], []  # the chain's structs, newest first (kept alive with the runtime)
+        if self.storage8:
+            s8 = {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES, "storageBuffer8BitAccess": 1}
+            keep.insert(0, ffi.new("VkPhysicalDevice8BitStorageFeatures*", s8))
+            extensions.append(STORAGE8_EXTENSION)  # SPV_KHR_8bit_storage needs it on a Vulkan 1.1 instance
+        if self.storage16:
+            s16 = {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES, "storageBuffer16BitAccess": 1}
+            keep.insert(0, ffi.new("VkPhysicalDevice16BitStorageFeatures*", {**s16, "pNext": keep[0]}))
+        if len(keep) == 1 and not self.int64:
+            return None, extensions
+        f2 = {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, "pNext": keep[0]}
+        keep.insert(0, ffi.new("VkPhysicalDeviceFeatures2*", {**f2, "features": {"shaderInt64": int(self.int64)}}))
+        self._features_keep = keep
+        return keep[0], extensions
 
     @classmethod
     def cache_info(cls) -> str:

@@ -22,6 +22,55 @@ typedef float store_t;
 #endif
 /* LOAD4_AT/STORE4_AT: four consecutive elements from element index i (any alignment), as float4 */
 
+/* Tensors of other dtypes (backends/gpu/dtypes.py), for the kernels that take them (elementwise.cl's
+ * binary and convert, movement.cl's strided): -D SRC_I32 | SRC_I64 | SRC_BOOL make the kernel's
+ * inputs src_t (int, long, uchar: bool is one byte, 0 or 1), read as they are; -D DST_<CODE> (also
+ * DST_F32) its output dst_t likewise; without DST_ the output has the inputs' type, and without
+ * either, tensors are float storage (store_t above). READ_SRC(p, i) gives a value (float for float
+ * storage), WRITE_DST(v, p, i) stores one converted to the output's dtype (bool: v != 0).
+ * Integer arithmetic wraps around: src_u is src_t's unsigned type and AS_SRC reinterprets one as
+ * src_t (C leaves signed overflow undefined, unsigned wraps). */
+#if defined(SRC_I32)
+typedef int src_t;
+typedef uint src_u;
+#define AS_SRC(v) as_int(v)
+#elif defined(SRC_I64)
+typedef long src_t;
+typedef ulong src_u;
+#define AS_SRC(v) as_long(v)
+#elif defined(SRC_BOOL)
+typedef uchar src_t;
+typedef uchar src_u;
+#define AS_SRC(v) (v)
+#endif
+#ifdef AS_SRC
+#define SRC_TYPED
+#define READ_SRC(p, i) ((p)[(i)])
+#else
+typedef store_t src_t;
+#define READ_SRC(p, i) LOAD(p, i)
+#endif
+#if defined(DST_I32)
+typedef int dst_t;
+#elif defined(DST_I64)
+typedef long dst_t;
+#elif defined(DST_BOOL)
+typedef uchar dst_t;
+#elif defined(SRC_TYPED) && !defined(DST_F32)
+typedef src_t dst_t;
+#define DST_AS_SRC
+#else
+typedef store_t dst_t;
+#define DST_FLOAT
+#endif
+#if defined(DST_BOOL) || (defined(DST_AS_SRC) && defined(SRC_BOOL))
+#define WRITE_DST(v, p, i) ((p)[(i)] = (uchar)((v) != 0))
+#elif defined(DST_FLOAT)
+#define WRITE_DST(v, p, i) STORE((float)(v), p, i)
+#else
+#define WRITE_DST(v, p, i) ((p)[(i)] = (dst_t)(v))
+#endif
+
 /* Operand slots A, B, C of a kernel that may read constants kept fp32 while activations are
  * stored fp16 (OpenCLBackend.fp32_operand): -D A_F32 / B_F32 / C_F32 make that operand
  * `float *` (a_t, b_t, c_t; read with LOAD_A/LOAD_B/LOAD_C), else the storage type. */

@@ -1,5 +1,6 @@
 /* Data movement: strided copies (Reshape-copy, Slice, Concat, Split, Transpose) and a
- * tiled transpose. Values are copied through LOAD/STORE (exact for fp32 and fp16 storage).
+ * tiled transpose. Values are copied through LOAD/STORE (exact for fp32 and fp16 storage);
+ * strided also copies int32, int64 and bool data (common.h's -D SRC_<CODE>) as it is.
  *
  * strided: -D RANK=r (1..8). kernel `strided(x, x_off, y, y_off, inner, outer, dims, xstr, ystr)`,
  *   work (inner, outer). Index space: `dims` (int8, outermost first, leading dims 1; the
@@ -16,7 +17,10 @@
  *   `bdims`/`bxstr`/`bystr` (int8, outermost first, leading 1/0) decompose the batch index.
  */
 
-#ifdef STORAGE_HALF
+#if defined(SRC_TYPED) /* integer or bool data (common.h's -D SRC_<CODE>; strided only): as it is */
+#define LOAD4(p, i) vload4(0, (p) + (i))
+#define STORE4(v, p, i) vstore4((v), 0, (p) + (i))
+#elif defined(STORAGE_HALF)
 #define LOAD4(p, i) vload_half4(0, (p) + (i))
 #define STORE4(v, p, i) vstore_half4((v), 0, (p) + (i))
 #else
@@ -41,7 +45,7 @@ inline void add_offsets(int j, int8 dims, int8 xstr, int8 ystr, int lo, int hi, 
 }
 
 #ifdef RANK
-__kernel void strided(__global const store_t *x, int x_off, __global store_t *y, int y_off, int inner, int outer, int8 dims,
+__kernel void strided(__global const src_t *x, int x_off, __global dst_t *y, int y_off, int inner, int outer, int8 dims,
                       int8 xstr, int8 ystr) {
     int i = get_global_id(0), j = get_global_id(1);
 #ifdef VEC4
@@ -54,10 +58,10 @@ __kernel void strided(__global const store_t *x, int x_off, __global store_t *y,
     if (i + 4 <= inner) {
         STORE4(LOAD4(x, ix), y, iy);
     } else {
-        for (int k = 0; k < inner - i; ++k) STORE(LOAD(x, ix + k), y, iy + k);
+        for (int k = 0; k < inner - i; ++k) WRITE_DST(READ_SRC(x, ix + k), y, iy + k);
     }
 #else
-    STORE(LOAD(x, ix), y, iy);
+    WRITE_DST(READ_SRC(x, ix), y, iy);
 #endif
 }
 #endif

@@ -1,16 +1,22 @@
 #version 450
-/* Elementwise binary ops of mnnpy's Vulkan backend with numpy broadcasting (float32):
+/* Elementwise binary ops of mnnpy's Vulkan backend with numpy broadcasting:
  * c[i] = G(a[ia], b[ib]) for i < n.
  *
- * Variant macro (shaders/vulkan/manifest.json): OP_ADD | OP_SUB | OP_MUL | OP_DIV | OP_POW
- *   | OP_MAX | OP_MIN.
+ * Variant macros (shaders/vulkan/manifest.json): OP_ADD | OP_SUB | OP_MUL | OP_DIV | OP_POW
+ *   | OP_MAX | OP_MIN | OP_MOD (c has a's dtype), OP_EQUAL | OP_LESS | OP_GREATER | OP_LESSOREQUAL
+ *   | OP_GREATEROREQUAL (with DST_BOOL), OP_AND | OP_OR | OP_XOR (SRC_BOOL); the operands' dtype
+ *   by SRC_I32 | SRC_I64 | SRC_BOOL (storage.glsl; float without one).
  * Specialization constants: 0 local size x; 1 BROADCAST (false: a, b and c have one shape and
  *   ia = ib = i; true: i is split into an index over dims[0..rank) (outermost first) and ia,
- *   ib are its dot products with the element strides astr/bstr, 0 where broadcast).
+ *   ib are its dot products with the element strides astr/bstr, 0 where broadcast); 2 FMOD
+ *   (Mod: true for the dividend's sign, C's %; false for the divisor's).
  * Push constants (116 bytes): n, rank (<= 8), a_off, b_off, c_off (elements from each
  *   binding's start), dims[8], astr[8], bstr[8].
  * Bindings: 0 a, 1 b (read), 2 c (written). Dispatch as in unary.comp.
  * NaN propagates as in numpy (Max/Min included); Pow follows C's pow for special values.
+ * Integers wrap around (GLSL's + - *); Div truncates toward zero, computed on magnitudes in
+ * unsigned arithmetic (so MIN / -1 wraps to MIN); Mod is a - trunc(a / b) * b moved to the
+ * divisor's sign unless FMOD, 0 for a zero divisor.
  */
 #extension GL_GOOGLE_include_directive : require
 #include "storage.glsl"
@@ -18,10 +24,13 @@
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const bool BROADCAST = false;
+#ifdef OP_MOD
+layout(constant_id = 2) const bool FMOD = false;
+#endif
 
-FLOAT_IN(0, a)
-FLOAT_IN(1, b)
-FLOAT_OUT(2, c)
+SRC_IN(0, a)
+SRC_IN(1, b)
+DST_OUT(2, c)
 layout(push_constant) uniform Push {
     uint n;
     uint rank;
@@ -60,23 +69,63 @@ float pow_(float x, float y) {
     return odd ? with_sign_of(r, x) : r;
 }
 
-float G(float u, float v) {
+#ifdef SRC_INTEGER
+/* trunc(u / v) for v != 0, on magnitudes (unsigned division is defined for every operand) */
+SRC_T div_(SRC_T u, SRC_T v) {
+    SRC_U q = SRC_U(u < 0 ? -u : u) / SRC_U(v < 0 ? -v : v);
+    return (u < 0) != (v < 0) ? -SRC_T(q) : SRC_T(q);
+}
+#ifdef OP_MOD
+SRC_T mod_(SRC_T u, SRC_T v) {
+    if (v == 0) return SRC_T(0);
+    SRC_T r = u - div_(u, v) * v;
+    if (!FMOD && r != 0 && (r < 0) != (v < 0)) r += v;
+    return r;
+}
+#endif
+#endif
+
+DST_T G(SRC_T u, SRC_T v) {
 #if defined(OP_ADD)
     return u + v;
 #elif defined(OP_SUB)
     return u - v;
 #elif defined(OP_MUL)
     return u * v;
+#elif defined(OP_DIV) && defined(SRC_INTEGER)
+    return div_(u, v);
 #elif defined(OP_DIV)
     return u / v;
 #elif defined(OP_POW)
     return pow_(u, v);
+#elif defined(OP_MAX) && defined(SRC_INTEGER)
+    return u > v ? u : v;
 #elif defined(OP_MAX)
     return (isnan(u) || u > v) ? u : v;
+#elif defined(OP_MIN) && defined(SRC_INTEGER)
+    return u < v ? u : v;
 #elif defined(OP_MIN)
     return (isnan(u) || u < v) ? u : v;
+#elif defined(OP_MOD) && defined(SRC_INTEGER)
+    return mod_(u, v);
+#elif defined(OP_EQUAL)
+    return u == v;
+#elif defined(OP_LESS)
+    return u < v;
+#elif defined(OP_GREATER)
+    return u > v;
+#elif defined(OP_LESSOREQUAL)
+    return u <= v;
+#elif defined(OP_GREATEROREQUAL)
+    return u >= v;
+#elif defined(OP_AND)
+    return u && v;
+#elif defined(OP_OR)
+    return u || v;
+#elif defined(OP_XOR)
+    return u != v;
 #else
-#error "binary.comp: define one OP_* macro"
+#error "binary.comp: define one OP_* macro (OP_MOD: with an integer SRC_)"
 #endif
 }
 

@@ -12,12 +12,18 @@ activation ``act_`` of Conv/GEMM dispatching on the ACT specialization constant 
 ``glslang-tools``); the tool's version is part of the output, so the committed files are
 built with the one CI installs. Run-time code never compiles: it loads the ``.spv`` files.
 
-Every variant also gets an fp16-storage twin ``<name>_f16`` (``-DSTORAGE_F16``, see
-``storage.glsl``), used with ``precision="low"``.
+A manifest entry with ``"dtypes"`` (codes of ``backends/gpu/dtypes.py``: ``f32``, ``i32``,
+``i64``, ``bool``) is one variant per dtype of its inputs: ``<name>`` for ``f32`` (float
+storage), ``<name>_<code>`` with the macro ``SRC_<CODE>`` for the others (``storage.glsl``);
+without ``"dtypes"``, one float variant ``<name>``.
+
+Every variant that binds a float tensor (one without ``SRC_<CODE>``, or with ``DST_F32``) also
+gets an fp16-storage twin ``<name>_f16`` (``-DSTORAGE_F16``, see ``storage.glsl``), used with
+``precision="low"``.
 
 Each variant: ``glslangValidator -V --target-env vulkan1.0 -D<macro>... <source> -o <name>.spv``
-(``vulkan1.1`` for the fp16 twins)
-(no debug info, so the output depends only on the source, the macros and the tool).
+(``vulkan1.1`` for the fp16 twins and for the variants of other dtypes, ``SRC_``/``DST_``
+macros) (no debug info, so the output depends only on the source, the macros and the tool).
 """
 
 from __future__ import annotations
@@ -73,21 +79,43 @@ def activation_variants() -> dict[str, dict]:
     return {f"unary_{a.lower}": {"source": "unary.comp", "defines": [f"UNARY=act_{a.lower}"]} for a in map(ACTIVATIONS.get, GPU)}
 
 
+def by_dtype(name: str, spec: dict) -> dict[str, dict]:
+    """The variants of one manifest entry: one per code of its ``"dtypes"`` (default ``f32``),
+    ``<name>`` for ``f32``, else ``<name>_<code>`` with the macro ``SRC_<CODE>``; a variant with
+    ``SRC_``/``DST_`` macros targets ``TARGET_F16``'s SPIR-V 1.3 (8-bit storage needs it)."""
+    out = {}
+    for c in spec.get("dtypes", ["f32"]):
+        defines = [*spec["defines"], *([] if c == "f32" else [f"SRC_{c.upper()}"])]
+        variant = {"source": spec["source"], "defines": defines}
+        if any(d.startswith(("SRC_", "DST_")) for d in defines):
+            variant["target"] = TARGET_F16
+        out[name if c == "f32" else f"{name}_{c}"] = variant
+    return out
+
+
+def binds_float(spec: dict) -> bool:
+    """Whether a variant binds a float tensor: no ``SRC_<CODE>`` macro, or ``DST_F32``."""
+    return "DST_F32" in spec["defines"] or not any(d.startswith("SRC_") for d in spec["defines"])
+
+
 def variants() -> dict[str, dict]:
-    """``name -> {"source": file, "defines": [macro, ...]}`` from ``manifest.json``, the
-    per-family ``manifest_<family>.json`` beside it and the activation table's unary ops (a
-    name defined twice is an error), and for each its fp16-storage twin ``<name>_f16`` (the
+    """``name -> {"source": file, "defines": [macro, ...], "target"?: env}`` from
+    ``manifest.json``, the per-family ``manifest_<family>.json`` beside it (each entry by
+    dtype, ``by_dtype``) and the activation table's unary ops (a name defined twice is an
+    error), and for each that binds a float tensor its fp16-storage twin ``<name>_f16`` (the
     same macros and ``STORAGE_F16``)."""
     out: dict[str, dict] = {}
     paths = [MANIFEST, *sorted(HERE.glob("manifest_*.json"))]
     manifests = [(path.name, json.loads(path.read_text())["variants"]) for path in paths]
     for where, table in [*manifests, ("mnnpy/ops/activation.py", activation_variants())]:
-        for name, spec in table.items():
-            if name in out or name.endswith(F16):
-                raise ValueError(f"{where}: variant {name!r} is already defined or ends with {F16!r}")
-            out[name] = spec
+        for entry, spec in table.items():
+            for name, variant in by_dtype(entry, spec).items():
+                if name in out or name.endswith(F16):
+                    raise ValueError(f"{where}: variant {name!r} is already defined or ends with {F16!r}")
+                out[name] = variant
     for name, spec in list(out.items()):
-        out[name + F16] = {"source": spec["source"], "defines": [*spec["defines"], "STORAGE_F16"], "target": TARGET_F16}
+        if binds_float(spec):
+            out[name + F16] = {"source": spec["source"], "defines": [*spec["defines"], "STORAGE_F16"], "target": TARGET_F16}
     return out
 
 

@@ -1,10 +1,12 @@
 #version 450
-/* Data movement of mnnpy's Vulkan backend (float32, copied bit for bit): Reshape-copy,
- * Transpose, Slice, Split (strided copies), Transpose tiled through shared memory, Concat of
- * up to 4 inputs per dispatch, Gather with an index table. ONNX operators.md #Transpose,
- * #Slice, #Concat, #Split, #Gather.
+/* Data movement of mnnpy's Vulkan backend (float32, copied bit for bit; STRIDED also other
+ * dtypes): Reshape-copy, Transpose, Slice, Split (strided copies), Transpose tiled through
+ * shared memory, Concat of up to 4 inputs per dispatch, Gather with an index table. ONNX
+ * operators.md #Transpose, #Slice, #Concat, #Split, #Gather.
  *
- * Variant macros (shaders/vulkan/manifest_movement.json): STRIDED | TRANSPOSE | CONCAT | GATHER.
+ * Variant macros (shaders/vulkan/manifest_movement.json): STRIDED | TRANSPOSE | CONCAT | GATHER;
+ * STRIDED also copies int32, int64 and bool data as it is (SRC_I32 | SRC_I64 | SRC_BOOL,
+ * storage.glsl: the variants movement_strided_<dtype>).
  * Every variant declares local sizes as specialization constants 0, 10, 11.
  *
  * STRIDED (movement_strided): an index space dims[0..RANK) (outermost first, innermost
@@ -44,8 +46,8 @@ layout(local_size_x_id = 0, local_size_y_id = 10, local_size_z_id = 11) in;
 layout(constant_id = 1) const int RANK = 1;
 layout(constant_id = 2) const int VEC = 1;
 
-FLOAT_IN(0, x)
-FLOAT_OUT(1, y)
+SRC_IN(0, x)
+DST_OUT(1, y)
 layout(push_constant) uniform Push {
     uint n;
     uint chunks;

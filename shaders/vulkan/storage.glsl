@@ -44,3 +44,64 @@
     void NAME##_st(uint i, float v) { NAME[i] = v; }
 
 #endif
+
+/* Tensors of other dtypes (backends/gpu/dtypes.py; the same options as OpenCL's common.h): the
+ * variant macro SRC_I32 | SRC_I64 | SRC_BOOL gives the shader's inputs that dtype, DST_I32 |
+ * DST_I64 | DST_BOOL | DST_F32 its output (without DST_: the inputs' dtype; without either,
+ * float storage as above). SRC_IN(B, NAME) / DST_OUT(B, NAME) declare binding B with NAME_ld /
+ * NAME_st like FLOAT_IN / FLOAT_OUT; SRC_T / DST_T are the types computed in (float, int,
+ * int64_t, bool), SRC_U the unsigned type of an integer SRC_T. Storage: int32 as int; int64 as
+ * int64_t (GL_EXT_shader_explicit_arithmetic_types_int64, device feature shaderInt64); bool one
+ * byte per element, 0 or 1 as numpy's bool_ (uint8_t through GL_EXT_shader_8bit_storage, device
+ * feature storageBuffer8BitAccess, which needs SPIR-V 1.3's StorageBuffer class: build.py
+ * compiles these variants for vulkan1.1). glslang adds a capability only where a type is used.
+ */
+#if defined(SRC_I32) || defined(SRC_I64) || defined(SRC_BOOL) || defined(DST_I32) || defined(DST_I64) || defined(DST_BOOL)
+#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
+#extension GL_EXT_shader_8bit_storage : require
+#endif
+
+#define TYPED_IN_(B, NAME, S, T, LOAD)                                                  \
+    layout(std430, binding = B) readonly buffer NAME##_T_ { S NAME##_v[]; };            \
+    T NAME##_ld(uint i) { return LOAD(NAME##_v[i]); }
+#define TYPED_OUT_(B, NAME, S, T, STORE)                                                \
+    layout(std430, binding = B) writeonly buffer NAME##_T_ { S NAME##_v[]; };           \
+    void NAME##_st(uint i, T v) { NAME##_v[i] = STORE(v); }
+#define AS_IS_(v) (v)
+#define BYTE_TO_BOOL_(v) (uint(v) != 0u)
+#define BOOL_TO_BYTE_(v) uint8_t((v) ? 1u : 0u)
+
+#if defined(SRC_I32)
+#define SRC_T int
+#define SRC_U uint
+#define SRC_IN(B, NAME) TYPED_IN_(B, NAME, int, int, AS_IS_)
+#elif defined(SRC_I64)
+#define SRC_T int64_t
+#define SRC_U uint64_t
+#define SRC_IN(B, NAME) TYPED_IN_(B, NAME, int64_t, int64_t, AS_IS_)
+#elif defined(SRC_BOOL)
+#define SRC_T bool
+#define SRC_IN(B, NAME) TYPED_IN_(B, NAME, uint8_t, bool, BYTE_TO_BOOL_)
+#else
+#define SRC_FLOAT
+#define SRC_T float
+#define SRC_IN(B, NAME) FLOAT_IN(B, NAME)
+#endif
+#if defined(SRC_I32) || defined(SRC_I64)
+#define SRC_INTEGER
+#endif
+
+#if defined(DST_I32) || (defined(SRC_I32) && !defined(DST_I64) && !defined(DST_BOOL) && !defined(DST_F32))
+#define DST_T int
+#define DST_OUT(B, NAME) TYPED_OUT_(B, NAME, int, int, AS_IS_)
+#elif defined(DST_I64) || (defined(SRC_I64) && !defined(DST_BOOL) && !defined(DST_F32))
+#define DST_T int64_t
+#define DST_OUT(B, NAME) TYPED_OUT_(B, NAME, int64_t, int64_t, AS_IS_)
+#elif defined(DST_BOOL) || (defined(SRC_BOOL) && !defined(DST_F32))
+#define DST_T bool
+#define DST_OUT(B, NAME) TYPED_OUT_(B, NAME, uint8_t, bool, BOOL_TO_BYTE_)
+#else
+#define DST_FLOAT
+#define DST_T float
+#define DST_OUT(B, NAME) FLOAT_OUT(B, NAME)
+#endif

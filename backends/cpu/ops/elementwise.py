@@ -51,13 +51,17 @@ class Binary(Execution):
 
 
 def _int_div(a, b, out):
-    """Integer division truncating toward zero, as onnxruntime computes it.
+    """Integer division truncating toward zero, as onnxruntime computes it (C division): floor
+    division, plus one where it was inexact and the signs differ; exact for every int64 (a
+    float quotient is not beyond 2**53); MIN / -1 wraps to MIN.
 
     Raises ``InputError`` on a zero divisor (undefined in ONNX; onnxruntime refuses it).
     """
     if not np.all(b):
         raise InputError("integer Div by zero")
-    np.copyto(out, np.trunc(np.true_divide(a, b)).astype(out.dtype))
+    with np.errstate(over="ignore"):
+        np.floor_divide(a, b, out=out)
+    out += (np.remainder(a, b) != 0) & ((a < 0) != (b < 0))
 
 
 def _pow(a, b, out):
