@@ -8,6 +8,10 @@ body where the loop's own overhead dominates. Each engine runs the whole Loop ``
 times (after one warm-up run, which plans the body); reported: the median ms of a whole run,
 its per-iteration cost in µs, and the ratio to onnxruntime's. The floor of issue 11: 10,000
 iterations under 1 s on the CPU backend (2-core machine).
+
+``--timeout S``: also an endless Loop (no trip count, the condition always true) run with
+``loop_timeout=S`` on each backend: the time until ``LoopTimeoutError``, against the floor
+that it fires within 10% + 50 ms of the limit (and never before it).
 """
 
 from __future__ import annotations
@@ -70,6 +74,7 @@ def main(argv=None) -> int:
     p.add_argument("--iterations", type=int, default=10_000)
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--backends", nargs="+", default=["cpu", "opencl", "vulkan"])
+    p.add_argument("--timeout", type=float, default=0.5, help="loop_timeout of the endless Loop, s (0: skip)")
     p.add_argument("--output", help="also write the markdown table here")
     args = p.parse_args(argv)
 
@@ -92,6 +97,7 @@ def main(argv=None) -> int:
             print(f"{b}: skipped ({e})")
             continue
         rows.append((b, _median_ms(lambda s=s: s.run(feeds, loop_timeout=15), args.repeat)))
+    timeouts = _timeouts(interp, args.backends, args.timeout) if args.timeout else []
     base = rows[0][1]
     lines = [
         f"Loop of {args.iterations} iterations, 3 scalar ops per body; median of {args.repeat} whole runs",
@@ -100,12 +106,42 @@ def main(argv=None) -> int:
         "| --- | --- | --- | --- |",
     ]
     lines += [f"| {name} | {ms:.1f} | {ms * 1e3 / args.iterations:.1f} | {ms / base:.2f} |" for name, ms in rows]
+    if timeouts:
+        lines += [
+            "",
+            f"Endless Loop with loop_timeout={args.timeout:g} s: time until LoopTimeoutError "
+            f"(floor: {args.timeout:g} s to {args.timeout * 1.1 + 0.05:.3f} s)",
+            "",
+            "| backend | s until the error | within the floor |",
+            "| --- | --- | --- |",
+        ]
+        lines += [f"| {b} | {t:.3f} | {'yes' if args.timeout <= t <= args.timeout * 1.1 + 0.05 else 'NO'} |" for b, t in timeouts]
     text = "\n".join(lines)
     print(text)
     if args.output:
         with open(args.output, "a") as f:
             f.write("\n" + text + "\n")
     return 0
+
+
+def _timeouts(interp, backends: list[str], limit: float) -> list[tuple[str, float]]:
+    """Per backend: seconds from ``run`` until ``LoopTimeoutError`` on an endless Loop."""
+    import mnnpy
+
+    feeds = {"M": np.array(2**62, np.int64), "cond": np.array(True), "x": np.array(0.0, np.float32)}
+    out = []
+    for b in backends:
+        try:
+            s = interp.create_session(backend=b)
+            s.run({**feeds, "M": np.array(2, np.int64)})  # plan the body first
+        except mnnpy.MnnpyError:
+            continue
+        t0 = time.perf_counter()
+        try:
+            s.run({**feeds, "x": np.array(-1e30, np.float32)}, loop_timeout=limit)  # x stays below 1e9
+        except mnnpy.LoopTimeoutError:
+            out.append((b, time.perf_counter() - t0))
+    return out
 
 
 if __name__ == "__main__":
