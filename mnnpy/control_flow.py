@@ -88,21 +88,26 @@ def run_loop(runner, info, inputs: list, context) -> list:
 
 
 def _empty_scans(body, info, inputs: list, n_carried: int) -> list[np.ndarray]:
-    """Scan outputs of a Loop that ran 0 times: ``(0, *element shape)`` from the body's
-    shapes for the loop's inputs (``(0,)`` where they depend on values)."""
-    g = body.graph
+    """Scan outputs of a Loop that ran 0 times: ``(0, *element shape)``."""
     values = [np.array(0, np.int64), np.array(True), *inputs[2:]]
-    shapes = {t: np.shape(v) for t, v in zip(g.inputs, values)}
-    dtypes = {t: np.asarray(v).dtype for t, v in zip(g.inputs, values)}
+    specs = _element_specs(body, [np.shape(v) for v in values], [np.asarray(v).dtype for v in values], 1 + n_carried)
+    return [np.empty((0, *shape), dtype) for shape, dtype in specs]
+
+
+def _element_specs(body, shapes: list, dtypes: list, first: int) -> list[tuple[tuple[int, ...], np.dtype]]:
+    """``(shape, dtype)`` of the body's outputs from index ``first`` on, for inputs of these
+    shapes and dtypes, from the body's SizeComputer without running it (``()`` where the
+    shape depends on values)."""
+    g = body.graph
     try:
-        sizes = body.planner.infer(shapes, dtypes=dtypes)
+        sizes = body.planner.infer(dict(zip(g.inputs, map(tuple, shapes))), dtypes=dict(zip(g.inputs, dtypes)))
     except ShapeError:
         sizes = None
     out = []
-    for t in g.outputs[1 + n_carried :]:
+    for t in g.outputs[first:]:
         shape = sizes.shapes.get(t) if sizes is not None else None
         dtype = sizes.dtypes.get(t, g.tensors[t].dtype) if sizes is not None else g.tensors[t].dtype
-        out.append(np.empty((0, *(shape if shape is not None else ())), dtype))
+        out.append((shape if shape is not None else (), np.dtype(dtype)))
     return out
 
 
@@ -111,7 +116,8 @@ def run_scan(runner, info, inputs: list, context) -> list:
     where ``scan_input_directions`` is 1), K captured. Each step runs the body on
     ``(states..., slices..., captured...)`` and gets ``(states..., scan outputs...)``; the
     outputs are the final states, then each scan output's slices stacked along
-    ``scan_output_axes`` (in reverse where ``scan_output_directions`` is 1)."""
+    ``scan_output_axes`` (in reverse where ``scan_output_directions`` is 1); scan inputs of
+    length 0 give the initial states and empty scan outputs."""
     a, op, body = info.attrs, info.op, runner.body(info.index, "body")
     m = a["num_scan_inputs"]
     n = len(inputs) - m - a["captures"]
@@ -131,10 +137,17 @@ def run_scan(runner, info, inputs: list, context) -> list:
             scan.append(np.asarray(v))
     out_axes = a["scan_output_axes"] or [0] * len(scans)
     out_dirs = a["scan_output_directions"] or [0] * len(scans)
+    if steps == 0:  # empty scan outputs, shaped from the body's plan for one step's inputs
+        slices = [np.shape(x)[:ax] + np.shape(x)[ax + 1 :] for x, ax in zip(xs, axes)]
+        shapes = [*map(np.shape, states), *slices, *map(np.shape, captured)]
+        dtypes = [np.asarray(v).dtype for v in (*states, *xs, *captured)]
+        specs = _element_specs(body, shapes, dtypes, n)
+        empty = [
+            np.empty(e[: int(ax) % (len(e) + 1)] + (0,) + e[int(ax) % (len(e) + 1) :], dt) for (e, dt), ax in zip(specs, out_axes)
+        ]
+        return [*states, *empty]
     stacked = []
     for scan, ax, d in zip(scans, out_axes, out_dirs):
-        if not scan:
-            raise ShapeError(f"Scan '{op.name}': no scan steps (its scan inputs are empty along their axes)")
         items = scan[::-1] if d else scan
         stacked.append(np.stack(items, axis=int(ax) % (items[0].ndim + 1)))
     return [*states, *stacked]

@@ -241,3 +241,20 @@ def test_scan_directions_and_axes():
     feeds = {"acc0": np.zeros(2, np.float32), "x": x}
     model = make_model([node], feeds, ["acc", "y"], opset=16)
     check_backend(model, feeds, ACCUMULATE, "cpu")
+
+
+def test_scan_of_length_zero():
+    """Scan inputs of length 0 along their axis: the initial states, and empty scan outputs
+    shaped from the body (onnxruntime fails on this case: "Invalid dim0_offset of 0")."""
+    body = helper.make_graph(
+        [helper.make_node("Add", ["acc_in", "x_t"], ["acc_out"]), helper.make_node("Identity", ["acc_out"], ["y_t"])],
+        "body",
+        [_info("acc_in", F32, [2]), _info("x_t", F32, [2])],
+        [_info("acc_out", F32, [2]), _info("y_t", F32, [2])],
+    )
+    node = helper.make_node("Scan", ["acc0", "x"], ["acc", "y"], body=body, num_scan_inputs=1)
+    feeds = {"acc0": np.ones(2, np.float32), "x": np.zeros((0, 2), np.float32)}
+    model = make_model([node], feeds, ["acc", "y"], opset=16)
+    out = mnnpy.Interpreter(convert(model)).create_session().run(feeds)
+    np.testing.assert_array_equal(out["acc"], np.ones(2, np.float32))
+    assert out["y"].shape == (0, 2) and out["y"].dtype == np.float32
