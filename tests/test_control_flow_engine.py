@@ -217,32 +217,6 @@ def test_schedule_shows_control_flow_and_bodies():
     assert "shape=diamond" in dot and "subgraph cluster_" in dot and "Less" in dot
 
 
-def test_scan_directions_and_axes():
-    """Scan over axis 1 in reverse, the scan output stacked on axis 1 in reverse: a cumulative
-    sum from the end, against onnxruntime."""
-    body = helper.make_graph(
-        [helper.make_node("Add", ["acc_in", "x_t"], ["acc_out"]), helper.make_node("Identity", ["acc_out"], ["y_t"])],
-        "body",
-        [_info("acc_in", F32, [2]), _info("x_t", F32, [2])],
-        [_info("acc_out", F32, [2]), _info("y_t", F32, [2])],
-    )
-    node = helper.make_node(
-        "Scan",
-        ["acc0", "x"],
-        ["acc", "y"],
-        body=body,
-        num_scan_inputs=1,
-        scan_input_axes=[1],
-        scan_input_directions=[1],
-        scan_output_axes=[1],
-        scan_output_directions=[1],
-    )
-    x = rand(np.random.default_rng(3), 2, 5)
-    feeds = {"acc0": np.zeros(2, np.float32), "x": x}
-    model = make_model([node], feeds, ["acc", "y"], opset=16)
-    check_backend(model, feeds, ACCUMULATE, "cpu")
-
-
 def test_scan_of_length_zero():
     """Scan inputs of length 0 along their axis: the initial states, and empty scan outputs
     shaped from the body (onnxruntime fails on this case: "Invalid dim0_offset of 0")."""
