@@ -217,6 +217,13 @@ def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--precision", default="normal", choices=("high", "normal", "low"), help="low: fp16 storage on GPU backends")
     p.add_argument("--tuning", default="none", choices=("none", "fast", "wide"), help="GPU work-group auto-tuning at resize")
     p.add_argument("--repeat", type=int, default=10, help="timed runs after the first (default 10)")
+    p.add_argument(
+        "--loop-timeout",
+        type=float,
+        default=2.0,
+        metavar="S",
+        help="how long each Loop may run, s (default 2, at most 15: NNAPI's)",
+    )
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (>= 0, default 0)")
 
 
@@ -320,12 +327,12 @@ def _run(args) -> int:
     backend = args.backend.split(",") if "," in args.backend else args.backend
     session = interp.create_session(backend=backend, num_threads=args.threads, precision=args.precision, tuning=args.tuning)
     t0 = time.perf_counter()
-    outputs = session.run(feeds)
+    outputs = session.run(feeds, loop_timeout=args.loop_timeout)
     first = (time.perf_counter() - t0) * 1e3
     times = []
     for _ in range(args.repeat):
         t0 = time.perf_counter()
-        session.run(feeds)
+        session.run(feeds, loop_timeout=args.loop_timeout)
         times.append((time.perf_counter() - t0) * 1e3)
     for name, a in feeds.items():
         print(f"input  {name}: {a.dtype} {tuple(a.shape)}")

@@ -60,31 +60,51 @@ def run_loop(runner, info, inputs: list, context) -> list:
     ``LoopTimeoutError`` past ``context.loop_timeout`` and ``ShapeError`` when the scan
     outputs would exceed ``SCAN_MEMORY_FRACTION`` of physical memory."""
     op, body = info.op, runner.body(info.index, "body")
+    try:
+        return _loop(op, body, info, inputs, context)
+    except MemoryError as e:
+        raise ShapeError(f"Loop '{op.name}' needs more memory than this machine has: {e}") from None
+
+
+def _loop(op, body, info, inputs: list, context) -> list:
+    """``run_loop``'s iterations; the deadline is this loop's own, or an enclosing loop's if
+    sooner (a nested loop stops at the outer loop's limit too)."""
     n_carried = len(inputs) - 2 - info.attrs["captures"]
     trips = None if inputs[0] is None else int(np.asarray(inputs[0]).reshape(-1)[0])
     keep = True if inputs[1] is None else _flag(inputs[1], f"Loop '{op.name}': cond")
     carried, captured = list(inputs[2 : 2 + n_carried]), list(inputs[2 + n_carried :])
     scans: list[list] = [[] for _ in range(len(op.outputs) - n_carried)]
-    started, held, i = time.perf_counter(), 0, 0
-    while (trips is None or i < trips) and keep:
-        if time.perf_counter() - started > context.loop_timeout:
-            raise LoopTimeoutError(
-                f"Loop '{op.name}' ran past loop_timeout={context.loop_timeout:g} s at iteration {i}"
-                + (f" of {trips}" if trips is not None else "")
-            )
-        outs = run_body(body, [np.array(i, np.int64), np.array(keep), *carried, *captured], context)
-        keep = _flag(outs[0], f"Loop '{op.name}' body: cond_out")
-        carried = outs[1 : 1 + n_carried]
-        for scan, v in zip(scans, outs[1 + n_carried :]):
-            scan.append(v)
-            held += np.asarray(v).nbytes
-        if held > SCAN_MEMORY_FRACTION * PHYSICAL_BYTES:
-            raise ShapeError(
-                f"Loop '{op.name}': its scan outputs pass {held} bytes at iteration {i}, over half this machine's memory"
-            )
-        i += 1
+    held, i = 0, 0
+    outer = context.deadline
+    deadline = time.perf_counter() + context.loop_timeout
+    context.deadline = deadline if outer is None else min(deadline, outer)
+    try:
+        while (trips is None or i < trips) and keep:
+            if time.perf_counter() > context.deadline:
+                raise LoopTimeoutError(
+                    f"Loop '{op.name}' ran past loop_timeout={context.loop_timeout:g} s at iteration {i}"
+                    + (f" of {trips}" if trips is not None else "")
+                    + (" (an enclosing loop's limit)" if outer is not None and outer < deadline else "")
+                )
+            keep, carried, held = _iterate(op, body, i, keep, carried, captured, scans, held, context)
+            i += 1
+    finally:
+        context.deadline = outer
     empty = _empty_scans(body, info, inputs, n_carried) if i == 0 else None
     return [*carried, *(np.stack(s) if s else empty[k] for k, s in enumerate(scans))]
+
+
+def _iterate(op, body, i: int, keep: bool, carried: list, captured: list, scans: list, held: int, context):
+    """Iteration ``i``: ``(cond, carried, bytes the scan outputs hold)`` after it; raises
+    ``ShapeError`` once the scan outputs pass ``SCAN_MEMORY_FRACTION`` of physical memory."""
+    n_carried = len(carried)
+    outs = run_body(body, [np.array(i, np.int64), np.array(keep), *carried, *captured], context)
+    for scan, v in zip(scans, outs[1 + n_carried :]):
+        scan.append(v)
+        held += np.asarray(v).nbytes
+    if held > SCAN_MEMORY_FRACTION * PHYSICAL_BYTES:
+        raise ShapeError(f"Loop '{op.name}': its scan outputs pass {held} bytes at iteration {i}, half this machine's memory")
+    return _flag(outs[0], f"Loop '{op.name}' body: cond_out"), outs[1 : 1 + n_carried], held
 
 
 def _empty_scans(body, info, inputs: list, n_carried: int) -> list[np.ndarray]:
@@ -96,8 +116,8 @@ def _empty_scans(body, info, inputs: list, n_carried: int) -> list[np.ndarray]:
 
 def _element_specs(body, shapes: list, dtypes: list, first: int) -> list[tuple[tuple[int, ...], np.dtype]]:
     """``(shape, dtype)`` of the body's outputs from index ``first`` on, for inputs of these
-    shapes and dtypes, from the body's SizeComputer without running it (``()`` where the
-    shape depends on values)."""
+    shapes and dtypes, from the body's SizeComputer without running it (where the shape
+    depends on values: the declared one, its dynamic dims 0)."""
     g = body.graph
     try:
         sizes = body.planner.infer(dict(zip(g.inputs, map(tuple, shapes))), dtypes=dict(zip(g.inputs, dtypes)))
@@ -106,8 +126,10 @@ def _element_specs(body, shapes: list, dtypes: list, first: int) -> list[tuple[t
     out = []
     for t in g.outputs[first:]:
         shape = sizes.shapes.get(t) if sizes is not None else None
+        if shape is None:  # known only from values: the declared shape, dynamic dims 0
+            shape = tuple(d if isinstance(d, int) and d >= 0 else 0 for d in (g.tensors[t].shape or ()))
         dtype = sizes.dtypes.get(t, g.tensors[t].dtype) if sizes is not None else g.tensors[t].dtype
-        out.append((shape if shape is not None else (), np.dtype(dtype)))
+        out.append((shape, np.dtype(dtype)))
     return out
 
 
@@ -149,7 +171,10 @@ def run_scan(runner, info, inputs: list, context) -> list:
     stacked = []
     for scan, ax, d in zip(scans, out_axes, out_dirs):
         items = scan[::-1] if d else scan
-        stacked.append(np.stack(items, axis=int(ax) % (items[0].ndim + 1)))
+        rank = items[0].ndim + 1
+        if not -rank <= int(ax) < rank:
+            raise ShapeError(f"Scan '{op.name}': scan_output_axes entry {ax} out of range for its output of rank {rank}")
+        stacked.append(np.stack(items, axis=int(ax) % rank))
     return [*states, *stacked]
 
 

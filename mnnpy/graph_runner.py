@@ -34,11 +34,13 @@ MAX_LOOP_TIMEOUT_S = 15.0  # NNAPI's maximum
 @dataclass
 class RunContext:
     """What one run call carries down to the host steps: ``loop_timeout`` (s), the limit of
-    each Loop's run (NNAPI's loop time-out), and ``started`` (``time.perf_counter()`` at the
-    call)."""
+    each Loop's run (NNAPI's loop time-out), ``started`` (``time.perf_counter()`` at the
+    call), and ``deadline``: the ``perf_counter`` time by which the innermost running Loop
+    must end (its own limit, or an enclosing loop's if sooner; ``None`` outside loops)."""
 
     loop_timeout: float = LOOP_TIMEOUT_S
     started: float = field(default_factory=time.perf_counter)
+    deadline: float | None = None
 
 
 class GraphRunner:
@@ -58,6 +60,7 @@ class GraphRunner:
         self.segments: list[Plan] = []  # the plans the last run went through, in order
         self.resize_count = 0
         self._bodies: dict[tuple[int, str], GraphRunner] = {}
+        self._needs: dict[int, set[int]] = {}
 
     # -- plans ------------------------------------------------------------------------------
     def plan_for(self, shapes: dict[int, tuple], values=None, start: int = 0, dtypes=None) -> Plan:
@@ -135,12 +138,7 @@ class GraphRunner:
         earlier segment exports becomes this segment's inputs)."""
         g = self.graph
         crossing = {t: plan.read(t, arrays) for t in plan.exports}
-        needed = {
-            op.inputs[k]
-            for op in g.ops[plan.sizes.barrier :]
-            for k in get_schema(op.type).value_inputs(len(op.inputs))
-            if op.inputs[k] >= 0
-        }
+        needed = self._value_needs(plan.sizes.barrier)
         values = {t: a for t, a in crossing.items() if t in needed or t in plan.sizes.values}
         values.update((t, a) for t, a in crossing.items() if isinstance(a, list))  # sequences: known by value
         shapes = {t: shape_of(a) for t, a in crossing.items()}
@@ -150,6 +148,18 @@ class GraphRunner:
             op = g.ops[plan.sizes.barrier]
             raise ShapeError(f"{op.type} '{op.name}': its value inputs are still unknown after the ops before it ran")
         return nxt, crossing
+
+    def _value_needs(self, start: int) -> set[int]:
+        """Tensors whose values the ops from ``start`` on read as value inputs (cached: a run
+        through many segments asks once per segment start)."""
+        if start not in self._needs:
+            self._needs[start] = {
+                op.inputs[k]
+                for op in self.graph.ops[start:]
+                for k in get_schema(op.type).value_inputs(len(op.inputs))
+                if op.inputs[k] >= 0
+            }
+        return self._needs[start]
 
     # -- host steps -------------------------------------------------------------------------
     def body(self, op_index: int, attr: str) -> GraphRunner:

@@ -273,7 +273,7 @@ def check_bodies_tree(graphs: list[Graph], where: str) -> None:
             raise ModelFormatError(f"{where}: {label(gi)} is not reachable from the main graph ({_why_unreached(gi, owner)})")
     for gi, g in enumerate(graphs):
         for oi, op in enumerate(g.ops):
-            check_bodies(op, graphs, f"{where}: {label(gi)} op {oi} ({op.type} '{op.name}')")
+            check_bodies(op, graphs, f"{where}: {label(gi)} op {oi} ({op.type} '{op.name}')", g)
 
 
 def _why_unreached(gi: int, owner: dict[int, tuple[int, str]]) -> str:

@@ -87,7 +87,15 @@ def _body_clusters(runner, i: int, anchor: str) -> list[str]:
             color = quote_dot(BACKEND_COLORS.get(backend, HOST_COLOR))
             label = quote_dot("\n".join((bop.type, bop.name)))
             lines.append(f"    {prefix}_{j} [label={label}, fillcolor={color}];")
+        hosts = [p.sizes.dynamic for p in plans if p.sizes.dynamic is not None]
+        for j in hosts:  # a control-flow op inside the body: its node, and its bodies nested
+            bop = body.graph.ops[j]
+            label = quote_dot("\n".join((bop.type, bop.name, "on the host")))
+            lines.append(f"    {prefix}_{j} [label={label}, shape=diamond, fillcolor={quote_dot(HOST_COLOR)}];")
         lines.append("  }")
-        if merged.backend_of:
-            lines.append(f"  {anchor} -> {prefix}_{next(iter(merged.backend_of))} [style=dotted, label={quote_dot(attr)}];")
+        for j in hosts:
+            lines += _body_clusters(body, j, f"{prefix}_{j}")
+        first = next(iter(merged.backend_of), hosts[0] if hosts else None)
+        if first is not None:
+            lines.append(f"  {anchor} -> {prefix}_{first} [style=dotted, label={quote_dot(attr)}];")
     return lines

@@ -12,6 +12,7 @@ of models whose shapes depend on values or that hold control flow.
 from __future__ import annotations
 
 import math
+import numbers
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -81,13 +82,13 @@ class Session:
     def op_mflops(self) -> list[tuple[str, str, float]]:
         """``(op name, op type, MFLOPs)`` of every op that runs, in order, for the shapes of the
         last run (every segment) or resize (the schemas' FLOPs rules, ``mnnpy.ops.flops``);
-        ops computed at resize are left out. Raises ``InputError`` before either."""
-        runner = self.runner
-        plans = runner.segments or ([runner.plan] if runner.plan is not None else [])
-        if not plans:
+        ops computed at resize are left out. Control-flow bodies that ran follow their op, each
+        body op once, named ``<op>/<attribute>/<body op>`` (a Loop's body runs it once per
+        iteration: multiply by the iterations for the loop's total). Raises ``InputError``
+        before a run or resize."""
+        if self.runner.plan is None:
             raise InputError("no run yet: FLOPs are known after run() (or resize() for static shapes)")
-        ops = self.graph.ops
-        return [(ops[i].name, ops[i].type, p.sizes.mflops[i]) for p in plans for i in p.sizes.runtime_ops]
+        return _mflops(self.runner, "")
 
     def partitions(self, shapes: Mapping[str, tuple[int, ...]] | None = None) -> str:
         """The Schedule, printed: a summary line, each partition with its ops, why each op
@@ -203,9 +204,23 @@ class Session:
             raise InputError(f"missing input(s) {missing}; the model's inputs are {list(self._input_index)}")
 
 
+def _mflops(runner: GraphRunner, prefix: str) -> list[tuple[str, str, float]]:
+    """``Session.op_mflops`` of one runner's last plans, bodies nested under their op."""
+    plans = runner.segments or ([runner.plan] if runner.plan is not None else [])
+    ops, out = runner.graph.ops, []
+    for p in plans:
+        out += [(prefix + ops[i].name, ops[i].type, p.sizes.mflops[i]) for i in p.sizes.runtime_ops]
+        if p.sizes.dynamic is not None:
+            i = p.sizes.dynamic
+            for (j, attr), body in runner.bodies().items():
+                if j == i:
+                    out += _mflops(body, f"{prefix}{ops[i].name}/{attr}/")
+    return out
+
+
 def _checked_timeout(seconds: Any) -> float:
     """``loop_timeout`` as a float in (0, ``MAX_LOOP_TIMEOUT_S``]; else ``InputError``."""
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds):
+    if isinstance(seconds, (bool, np.bool_)) or not isinstance(seconds, numbers.Real) or not math.isfinite(seconds):
         raise InputError(f"loop_timeout must be a number of seconds, got {seconds!r}")
     if not 0 < seconds <= MAX_LOOP_TIMEOUT_S:
         raise InputError(f"loop_timeout must be in (0, {MAX_LOOP_TIMEOUT_S:g}] s (NNAPI's maximum), got {seconds}")

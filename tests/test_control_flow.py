@@ -675,7 +675,8 @@ def test_tensor_kinds_round_trip_and_bad_kinds():
     net = if_net()
     net.graphs[1].tensors[0].kind = "sequence"
     net.graphs[1].ops = [Op("SequenceLength", "len", [0], [1])]
-    net.graphs[1].tensors[1].dtype = I64
+    for g, t in ((net.graphs[1], 1), (net.graphs[2], 1), (net.main, 2)):  # every output of the If is int64
+        g.tensors[t].dtype = I64
     back = model_file.load(model_file.serialize(net))
     assert [t.kind for t in back.graphs[1].tensors] == ["sequence", "tensor"]
     net.graphs[1].tensors[0].kind = "map"
@@ -827,3 +828,45 @@ def test_bodies_inputs_take_inferred_types(rng):
     b = net.graphs[scan.attrs["body"].index]
     assert [b.tensors[t].dtype for t in b.inputs + b.outputs] == [np.float16] * 3
     assert net.main.tensors[scan.outputs[0]].dtype == np.float16
+
+
+def test_branch_outputs_must_match_the_op():
+    """A branch whose output dtype or kind differs from the If's output, a Loop whose
+    ``cond_out`` is not bool: ``ModelFormatError`` at load, naming the body and the output."""
+    net = if_net()
+    net.graphs[2].tensors[1].dtype = np.dtype(np.int32)
+    with pytest.raises(
+        mnnpy.ModelFormatError, match=r"body 'else_branch'.*is a tensor of int32, the op's output 'y' a tensor of float32"
+    ):
+        model_file.load(model_file.serialize(net))
+    net = if_net()
+    net.graphs[1].tensors[1].kind = "sequence"
+    with pytest.raises(mnnpy.ModelFormatError, match=r"body 'then_branch'.*is a sequence of float32"):
+        model_file.load(model_file.serialize(net))
+
+
+@pytest.mark.parametrize(
+    "node",
+    [
+        helper.make_node("If", ["c"], ["y"], then_branch=helper.make_graph([], "t", [], [])),
+        helper.make_node("If", ["c"], ["y"], then_branch="abc", else_branch="abc"),
+        helper.make_node("Loop", ["", "c"], ["y"]),
+        helper.make_node("Loop", ["", "c"], ["y"], body=3),
+        helper.make_node("Scan", ["c"], ["y"], body=helper.make_graph([], "b", [], [])),
+        helper.make_node(
+            "If", [], ["y"], then_branch=helper.make_graph([], "t", [], []), else_branch=helper.make_graph([], "e", [], [])
+        ),
+    ],
+    ids=["if-no-else", "if-string-branch", "loop-no-body", "loop-int-body", "scan-no-count", "if-no-cond"],
+)
+def test_control_flow_node_missing_attributes(node):
+    """Required graph/int attributes and inputs are checked: ``ModelFormatError`` naming the node."""
+    g = helper.make_graph(
+        [node],
+        "g",
+        [helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 16)], ir_version=8)
+    with pytest.raises(mnnpy.ModelFormatError, match=node.op_type):
+        convert(model)

@@ -232,3 +232,89 @@ def test_scan_of_length_zero():
     out = mnnpy.Interpreter(convert(model)).create_session().run(feeds)
     np.testing.assert_array_equal(out["acc"], np.ones(2, np.float32))
     assert out["y"].shape == (0, 2) and out["y"].dtype == np.float32
+
+
+def _nested_loops():
+    """An outer Loop whose body runs an endless inner Loop (its condition stays true)."""
+    inner = helper.make_graph(
+        [helper.make_node("Identity", ["ci"], ["co"]), helper.make_node("Add", ["v_in", "one"], ["v_out"])],
+        "inner",
+        [_info("j", I64, []), _info("ci", BOOL, []), _info("v_in", F32, [])],
+        [_info("co", BOOL, []), _info("v_out", F32, [])],
+        [helper.make_tensor("one", F32, [], [1.0])],
+    )
+    outer = helper.make_graph(
+        [
+            helper.make_node("Loop", ["", "c_in", "x_in"], ["x_out"], body=inner, name="inner"),
+            helper.make_node("Identity", ["c_in"], ["c_out"]),
+        ],
+        "outer",
+        [_info("i", I64, []), _info("c_in", BOOL, []), _info("x_in", F32, [])],
+        [_info("c_out", BOOL, []), _info("x_out", F32, [])],
+    )
+    g = helper.make_graph(
+        [helper.make_node("Loop", ["M", "c", "x0"], ["x"], body=outer, name="outer")],
+        "g",
+        [_info("M", I64, []), _info("c", BOOL, []), _info("x0", F32, [])],
+        [_info("x", F32, [])],
+    )
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+def test_nested_loop_stops_at_the_enclosing_limit():
+    """The inner loop runs under the outer loop's deadline: the run ends at the limit with
+    the inner loop's error saying so, not after a whole inner loop per outer iteration."""
+    s = _session(_nested_loops(), "cpu")
+    feeds = {"M": np.array(10, np.int64), "c": np.array(True), "x0": np.array(0.0, np.float32)}
+    with pytest.raises(mnnpy.LoopTimeoutError, match=r"Loop 'inner' ran past loop_timeout=0.2 s at iteration \d+"):
+        s.run(feeds, loop_timeout=0.2)
+
+
+@pytest.mark.parametrize("seconds", [np.float32(0.5), np.int64(1), np.float64(2.5)])
+def test_loop_timeout_takes_numpy_scalars(seconds):
+    s = _session(_counter_loop(), "cpu")
+    assert s.run(_counter_feeds(3), loop_timeout=seconds)["trace"].shape == (3, 1)
+
+
+def test_scan_output_axis_out_of_range():
+    body = helper.make_graph(
+        [helper.make_node("Add", ["acc_in", "x_t"], ["acc_out"]), helper.make_node("Identity", ["acc_out"], ["y_t"])],
+        "body",
+        [_info("acc_in", F32, [2]), _info("x_t", F32, [2])],
+        [_info("acc_out", F32, [2]), _info("y_t", F32, [2])],
+    )
+    node = helper.make_node("Scan", ["acc0", "x"], ["acc", "y"], body=body, num_scan_inputs=1, scan_output_axes=[7])
+    feeds = {"acc0": np.ones(2, np.float32), "x": np.zeros((3, 2), np.float32)}
+    s = mnnpy.Interpreter(convert(make_model([node], feeds, ["acc", "y"], opset=16))).create_session()
+    with pytest.raises(mnnpy.ShapeError, match="scan_output_axes entry 7 out of range for its output of rank 2"):
+        s.run(feeds)
+
+
+def test_empty_scan_output_of_a_value_dependent_body():
+    """Trip count 0 and a scan output whose shape only values give (Range): the declared
+    shape, its dynamic dims 0, as onnxruntime gives it."""
+    body = helper.make_graph(
+        [helper.make_node("Range", ["zero", "n", "one"], ["r"]), helper.make_node("Identity", ["c_in"], ["c_out"])],
+        "body",
+        [_info("i", I64, []), _info("c_in", BOOL, [])],
+        [_info("c_out", BOOL, []), _info("r", I64, [3])],
+        [helper.make_tensor("zero", I64, [], [0]), helper.make_tensor("one", I64, [], [1])],
+    )
+    node = helper.make_node("Loop", ["M", "c"], ["rs"], body=body)
+    feeds = {"M": np.array(0, np.int64), "c": np.array(True), "n": np.array(3, np.int64)}
+    model = make_model([node], feeds, ["rs"], opset=13)
+    check_backend(model, feeds, EXACT, "cpu")
+
+
+def test_op_mflops_and_dot_cover_bodies():
+    """After a run, ``op_mflops`` lists the Loop body's ops under the Loop's name, and ``dot``
+    draws nested control flow (the inner Loop inside the outer's cluster)."""
+    s = _session(_counter_loop(), "cpu")
+    s.run(_counter_feeds(2))
+    names = [n for n, _, _ in s.op_mflops()]
+    assert any(n.endswith("/body/" + n.rsplit("/", 1)[-1]) and "/body/" in n for n in names), names
+    nested = _session(_nested_loops(), "cpu")
+    with pytest.raises(mnnpy.LoopTimeoutError):
+        nested.run({"M": np.array(1, np.int64), "c": np.array(True), "x0": np.array(0.0, np.float32)}, loop_timeout=0.05)
+    dot = nested.dot()
+    assert dot.count("subgraph cluster_") == 2 and "inner" in dot

@@ -220,6 +220,19 @@ def test_read_wav_errors(tmp_path):
         vad.read_wav(tmp_path / "empty.wav")
 
 
+@pytest.mark.parametrize("offset,byte", [(22, 0), (22, 205), (36, 53), (16, 157)])
+def test_read_wav_damaged_header(tmp_path, offset, byte):
+    """One byte of a valid header changed (channel count, data tag, fmt size): scipy's parser
+    fails in several ways, each an ``InputError`` naming the file."""
+    path = tmp_path / "speech.wav"
+    wavfile.write(path, 16000, np.zeros(1600, np.int16))
+    data = bytearray(path.read_bytes())
+    data[offset] = byte
+    path.write_bytes(bytes(data))
+    with pytest.raises(InputError, match="not a WAV file scipy can read"):
+        vad.read_wav(path)
+
+
 # -- streaming ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("sr", [16000, 8000])
 def test_streaming_chunks_equal_whole_audio(sr):

@@ -19,6 +19,7 @@ outputs of shorter items padded) it is refused with ``UnsupportedOperatorError``
 from __future__ import annotations
 
 import numpy as np
+import onnx
 
 from mnnpy.converter.importer import free_names, label
 from mnnpy.converter.registry import onnx_op
@@ -27,6 +28,20 @@ from mnnpy.ir import TensorDesc
 
 I64 = np.dtype(np.int64)
 BOOL = np.dtype(np.bool_)
+
+
+def _required(node, a: dict, graphs: tuple[str, ...] = (), ints: tuple[str, ...] = (), inputs: int = 0) -> None:
+    """The node has its required graph attributes (GraphProtos), int attributes and at least
+    ``inputs`` inputs; else ``ModelFormatError`` naming the node and what is missing."""
+    where = f"node '{label(node)}' ({node.op_type})"
+    for k in graphs:
+        if not isinstance(a.get(k), onnx.GraphProto):
+            raise ModelFormatError(f"{where}: attribute '{k}' must be a graph, got {type(a.get(k)).__name__}")
+    for k in ints:
+        if isinstance(a.get(k), bool) or not isinstance(a.get(k), int):
+            raise ModelFormatError(f"{where}: attribute '{k}' must be an int, got {type(a.get(k)).__name__}")
+    if len(node.input) < inputs or (inputs and not node.input[0]):
+        raise ModelFormatError(f"{where}: needs its first {inputs} input(s), got {list(node.input)}")
 
 
 def _outputs(node, ctx, count: int) -> list[str]:
@@ -41,6 +56,7 @@ def _outputs(node, ctx, count: int) -> list[str]:
 def if_(node, ctx):
     """If(cond) -> If(cond, captured...) with both branches taking the captured values."""
     a, name = ctx.attrs(node), label(node)
+    _required(node, a, graphs=("then_branch", "else_branch"), inputs=1)
     branches = {k: a[k] for k in ("then_branch", "else_branch")}
     captured = ctx.captures(*branches.values())
     refs = {k: ctx.body(g, f"{name}.{k}", captured) for k, g in branches.items()}
@@ -56,6 +72,7 @@ def if_(node, ctx):
 def loop(node, ctx):
     """Loop(M, cond, v_initial...) -> Loop(M, cond, v_initial..., captured...; captures=K)."""
     a, name = ctx.attrs(node), label(node)
+    _required(node, a, graphs=("body",))
     ins = list(node.input) + [""] * max(0, 2 - len(node.input))
     carried = ins[2:]
     captured = ctx.captures(a["body"])
@@ -90,6 +107,7 @@ def scan(node, ctx):
     if ctx.opset < 9:
         return _scan8(node, ctx)
     a, name = ctx.attrs(node), label(node)
+    _required(node, a, graphs=("body",), ints=("num_scan_inputs",))
     m = a["num_scan_inputs"]
     n = len(node.input) - m
     if m < 1 or n < 0:
@@ -128,6 +146,7 @@ def _scan_attrs(a: dict, ref, n: int, m: int, s: int, k: int, name: str, directi
 def _scan8(node, ctx) -> None:
     """Scan-8 without ``sequence_lens`` as ``Loop(M=batch) { Scan-9 on item iteration_num }``."""
     a, name = ctx.attrs(node), label(node)
+    _required(node, a, graphs=("body",), ints=("num_scan_inputs",))
     if node.input and node.input[0]:
         raise UnsupportedOperatorError(
             {"Scan-8 with sequence_lens": 1},

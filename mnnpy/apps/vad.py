@@ -69,6 +69,7 @@ import argparse
 import math
 import os
 import re
+import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from fractions import Fraction
@@ -158,8 +159,9 @@ class Vad:
     ):
         if model not in MODEL_RATES:
             raise InputError(f"unknown silero-vad export {model!r}; choose one of {sorted(MODEL_RATES)}")
-        if sr not in MODEL_RATES[model]:
-            raise InputError(f"{model} runs at {' or '.join(map(str, MODEL_RATES[model]))} Hz, not {sr} Hz")
+        if isinstance(sr, bool) or not isinstance(sr, (int, np.integer)) or sr not in MODEL_RATES[model]:
+            got = f"{sr} Hz" if isinstance(sr, (int, np.integer)) and not isinstance(sr, bool) else f"{sr!r} (give an int, Hz)"
+            raise InputError(f"{model} runs at {' or '.join(map(str, MODEL_RATES[model]))} Hz, not {got}")
         self.sr, self.model, self.backend = sr, model, backend
         self.window, self.context_size = WINDOW[sr], CONTEXT[sr]
         self._run, names = runner or load_runner(model, backend, num_threads)
@@ -186,8 +188,9 @@ class Vad:
         return out
 
     def __call__(self, chunk: np.ndarray) -> float:
-        """Speech probability (0..1) of the next ``chunk``: ``(window,)`` float samples in [-1, 1]."""
-        chunk = np.asarray(chunk, dtype=np.float32)
+        """Speech probability (0..1) of the next ``chunk``: ``(window,)`` float samples in [-1, 1]
+        (finite; else ``InputError``)."""
+        chunk = _check_audio(chunk)
         if chunk.shape != (self.window,):
             raise InputError(f"a chunk at {self.sr} Hz is ({self.window},) samples, got shape {chunk.shape}")
         frame = np.concatenate([self._context, chunk])
@@ -376,6 +379,8 @@ def speech_timestamps(
     silero does; 1 = 0.1 s). ``sr`` must be an integer in 8000..384000 Hz.
     """
     audio, sr = _check_audio(audio), _check_rate(sr)
+    if isinstance(time_resolution, bool) or not isinstance(time_resolution, (int, np.integer)) or not 0 <= time_resolution <= 6:
+        raise InputError(f"time_resolution must be an int of 0..6 decimals, got {time_resolution!r}")
     Rules.of(options)  # checked before a model is loaded
     if vad is None:
         rate = sr if sr in MODEL_RATES.get(model, ()) else 16000
@@ -411,8 +416,9 @@ def read_wav(path: str | os.PathLike) -> tuple[np.ndarray, int]:
             rate, data = wavfile.read(os.fspath(path))
     except OSError as e:
         raise InputError(f"{path}: cannot read: {e.strerror or e}") from None
-    except (ValueError, EOFError) as e:
-        raise InputError(f"{path}: not a WAV file scipy can read ({e})") from None
+    except (ValueError, EOFError, ArithmeticError, LookupError, TypeError, UnboundLocalError, struct.error) as e:
+        # scipy's parser fails in these ways on damaged headers (0 channels, bad chunk sizes)
+        raise InputError(f"{path}: not a WAV file scipy can read ({type(e).__name__}: {e})") from None
     if data.dtype == np.uint8:
         x = (data.astype(np.float32) - 128) / 128
     elif data.dtype.kind == "i":

@@ -148,9 +148,11 @@ def body_refs(op) -> list[tuple[str, int]]:
     return [(k, v.index) for k, v in op.attrs.items() if isinstance(v, GraphRef)]
 
 
-def check_bodies(op, graphs, where: str) -> None:
+def check_bodies(op, graphs, where: str, parent=None) -> None:
     """The arity rules of control-flow ``op`` against its bodies ``graphs[i]`` (rules in the module
     docstring); ``ModelFormatError`` prefixed with ``where`` (the op) naming the body otherwise.
+    With ``parent`` (the op's graph): each body output that becomes an op output has its kind
+    (tensor or sequence) and dtype, and a Loop's ``cond_out`` is a bool tensor.
 
     ``op.resolved`` must be set (attributes checked); an op of another type passes.
     """
@@ -170,6 +172,7 @@ def check_bodies(op, graphs, where: str) -> None:
             g, what = body(attr)
             need(len(g.inputs) == n_in - 1, what, f"has {len(g.inputs)} inputs, the op captures {n_in - 1} values")
             need(len(g.outputs) == n_out, what, f"has {len(g.outputs)} outputs, the op {n_out}")
+            _check_outputs(parent, op, g, what, [(j, j, "") for j in range(n_out)])
     elif op.type == "Loop":
         g, what = body("body")
         k = a["captures"]
@@ -182,6 +185,8 @@ def check_bodies(op, graphs, where: str) -> None:
         _check_scalar_input(g, 0, what, "iteration_num", I64)
         _check_scalar_input(g, 1, what, "cond_in", BOOL)
         _check_kinds(g, what, [(2 + j, 1 + j) for j in range(n)])
+        _check_scalar_output(g, 0, what, "cond_out", BOOL)
+        _check_outputs(parent, op, g, what, [(1 + j, j, "") for j in range(n)] + [(1 + n + j, n + j, "scan") for j in range(s)])
     elif op.type == "Scan":
         g, what = body("body")
         m, k = a["num_scan_inputs"], a["captures"]
@@ -196,6 +201,33 @@ def check_bodies(op, graphs, where: str) -> None:
         for attr in ("scan_input_directions", "scan_output_directions"):
             need(all(d in (0, 1) for d in a[attr]), where, f"{attr} {list(a[attr])}: each must be 0 or 1")
         _check_kinds(g, what, [(j, j) for j in range(n)])
+        _check_outputs(parent, op, g, what, [(j, j, "") for j in range(n)] + [(n + j, n + j, "scan") for j in range(s)])
+
+
+def _check_outputs(parent, op, g, what: str, pairs: list[tuple[int, int, str]]) -> None:
+    """Body output ``b`` and op output ``o`` agree in kind and dtype for each ``(b, o, role)``;
+    a ``"scan"`` output (stacked per step) must be a tensor. Nothing to check without
+    ``parent`` or for an unused op output."""
+    if parent is None:
+        return
+    for b, o, role in pairs:
+        t = op.outputs[o]
+        if t < 0:
+            continue
+        tb, to = g.tensors[g.outputs[b]], parent.tensors[t]
+        if role == "scan" and tb.kind != "tensor":
+            raise ModelFormatError(f"{what}: scan output '{tb.name}' is a {tb.kind}; scan outputs are stacked tensors")
+        if tb.kind != to.kind or tb.dtype != to.dtype:
+            raise ModelFormatError(
+                f"{what}: output '{tb.name}' is a {tb.kind} of {tb.dtype}, the op's output '{to.name}' a {to.kind} of {to.dtype}"
+            )
+
+
+def _check_scalar_output(g, o: int, what: str, name: str, dtype: np.dtype) -> None:
+    """Body output ``o`` is a tensor of ``dtype``."""
+    t = g.tensors[g.outputs[o]]
+    if t.kind != "tensor" or t.dtype != dtype:
+        raise ModelFormatError(f"{what}: output {o} ('{t.name}', {name}) must be a {dtype} tensor, got {t.kind} of {t.dtype}")
 
 
 def _check_scalar_input(g, i: int, what: str, name: str, dtype: np.dtype) -> None:
