@@ -65,9 +65,8 @@ def test_bounded_fuzz_run_finds_nothing(kind, tmp_path):
     outside ``MnnpyError``, no crash, no input over the time or memory limit."""
     pytest.importorskip("atheris", reason="atheris (the fuzz extra) is not installed")
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    cmd = [sys.executable, "-m", "mnnpy.tools.fuzz", kind, "--runs", str(BOUNDED_RUNS), "--seed", "12345",
-           "--corpus", str(tmp_path / "corpus"), "--timeout", "20", "--rss-mb", "3072",
-           f"-artifact_prefix={tmp_path}/"]
+    flags = f"--runs {BOUNDED_RUNS} --seed 12345 --timeout 20 --rss-mb 3072 --corpus {tmp_path / 'corpus'}"
+    cmd = [sys.executable, "-m", "mnnpy.tools.fuzz", kind, *flags.split(), f"-artifact_prefix={tmp_path}/"]
     done = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     artifacts = sorted(p.name for p in tmp_path.iterdir() if p.name.split("-")[0] in ("crash", "oom", "timeout", "leak"))
     assert done.returncode == 0 and not artifacts, (artifacts, done.stderr[-4000:])
