@@ -8,8 +8,10 @@ Conv, dead-code elimination) -> write (``mnnpy.model_file``, then loaded back to
 from __future__ import annotations
 
 import os
+import stat
 
 import onnx
+from onnx import external_data_helper
 
 import mnnpy
 from mnnpy import model_file
@@ -17,27 +19,92 @@ from mnnpy.converter.importer import import_onnx
 from mnnpy.converter.optimize import optimize
 from mnnpy.errors import InputError, ModelFormatError
 from mnnpy.ir import Net
+from mnnpy.ops import get_schema
 
 PRODUCER = "mnnpy.converter"
 
 
+MAX_ONNX_BYTES = 2**31 - 1  # protobuf's limit on one serialized message (larger models keep weights outside)
+
+
+def read_onnx(path: str | os.PathLike) -> onnx.ModelProto:
+    """The ONNX model at ``path``, with its external data (files beside it) loaded.
+
+    Reads at most ``MAX_ONNX_BYTES``: ``ModelFormatError`` for something that is not a
+    regular file (a device such as ``/dev/zero``, a pipe, a folder), a larger file, a bad
+    protobuf or bad external data (missing, outside the model's folder, shorter than
+    declared: onnx's checks); ``ModelFormatError`` also for a path that cannot be opened."""
+    where = os.fspath(path) if isinstance(path, (str, os.PathLike)) else repr(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a pipe must not block the open
+    except (OSError, ValueError, TypeError) as e:
+        raise ModelFormatError(f"cannot read ONNX model {where}: {e}") from e
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_ONNX_BYTES:
+        os.close(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ModelFormatError(f"cannot read ONNX model {where}: not a regular file")
+        raise ModelFormatError(f"ONNX model {where} has {info.st_size} bytes, more than protobuf reads ({MAX_ONNX_BYTES})")
+    with os.fdopen(fd, "rb") as f:
+        data = f.read(MAX_ONNX_BYTES + 1)
+    if len(data) > MAX_ONNX_BYTES:
+        raise ModelFormatError(f"ONNX model {where} grew past {MAX_ONNX_BYTES} bytes while being read")
+    proto = _parse(data)
+    try:
+        external_data_helper.load_external_data_for_model(proto, os.path.dirname(os.path.abspath(where)))
+    except (OSError, ValueError, TypeError, onnx.checker.ValidationError) as e:
+        raise ModelFormatError(f"ONNX model {where}: cannot load its external data: {e}") from e
+    return proto
+
+
+def _parse(data: bytes) -> onnx.ModelProto:
+    try:
+        return onnx.load_model_from_string(data)
+    except Exception as e:  # protobuf's DecodeError and friends
+        raise ModelFormatError(f"not a valid ONNX model: {type(e).__name__}: {e}") from e
+
+
 def to_net(model: str | os.PathLike | bytes | onnx.ModelProto, optimize_graph: bool = True) -> Net:
-    """ONNX model (path, bytes or ModelProto) -> Net. Raises ``ModelFormatError``/``UnsupportedOperatorError``."""
+    """ONNX model (path, bytes or ModelProto) -> Net. Raises ``ModelFormatError``/``UnsupportedOperatorError``.
+
+    A path is read by ``read_onnx`` (bounded, external data beside it); bytes and a
+    ``ModelProto`` must hold all their data (``ModelFormatError`` for external data).
+    Before the optimisation passes every op is checked against its schema (input and
+    output counts, attribute names, types and choices), so that the passes see only
+    well-formed ops; a pass that still fails raises ``ModelFormatError`` naming it."""
     if isinstance(model, onnx.ModelProto):
         proto = model
+    elif isinstance(model, (bytes, bytearray, memoryview)):
+        proto = _parse(bytes(model))
     else:
-        try:
-            proto = onnx.load_from_string(model) if isinstance(model, bytes) else onnx.load(os.fspath(model))
-        except OSError as e:
-            raise ModelFormatError(f"cannot read ONNX model: {e}") from e
-        except Exception as e:  # protobuf's DecodeError and friends
-            raise ModelFormatError(f"not a valid ONNX model: {type(e).__name__}: {e}") from e
+        proto = read_onnx(model)
     net = import_onnx(proto)
     if optimize_graph:
-        optimize(net)
+        check_ops(net)
+        try:
+            optimize(net)
+        except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError, OverflowError, AttributeError) as e:
+            raise ModelFormatError(
+                f"optimising the converted graph failed: {type(e).__name__}: {e} (the ONNX graph may be invalid: "
+                "onnx.checker.check_model tells; otherwise this is a converter bug)"
+            ) from e
     net.producer_name = PRODUCER
     net.producer_version = mnnpy.__version__
     return net
+
+
+def check_ops(net: Net) -> None:
+    """Check each op of every graph of ``net`` against its schema: input and output counts
+    and attributes (names, types, choices; ``OpSchema.resolve_attrs``), as loading will.
+    Raises ``ModelFormatError`` naming the op."""
+    for g in net.graphs:
+        for op in g.ops:
+            schema = get_schema(op.type)
+            where = f"graph '{g.name}': op '{op.name}'"
+            if schema is None:
+                raise ModelFormatError(f"{where}: unknown op type '{op.type}' (a converter bug)")
+            schema.check_arity(len(op.inputs), len(op.outputs), where)
+            schema.resolve_attrs(op.attrs, where)
 
 
 def serialize(net: Net) -> bytes:
@@ -75,4 +142,4 @@ def convert(model, output: str | os.PathLike | None = None, optimize_graph: bool
     return data
 
 
-__all__ = ["convert", "to_net", "serialize", "write", "PRODUCER"]
+__all__ = ["convert", "to_net", "read_onnx", "serialize", "write", "PRODUCER", "MAX_ONNX_BYTES"]

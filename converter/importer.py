@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
+from onnx import external_data_helper, numpy_helper
 
 from mnnpy import dtypes
 from mnnpy.converter.registry import converters
@@ -93,16 +93,26 @@ class ConvertContext:
 
     @staticmethod
     def attrs(node: onnx.NodeProto) -> dict[str, Any]:
-        """A node's attributes as Python values (tensors as ndarrays, graphs as ``GraphProto``)."""
+        """A node's attributes as Python values (tensors as ndarrays, graphs as ``GraphProto``).
+        ``ModelFormatError`` for an attribute without a type (``UNDEFINED``), undecodable
+        strings and tensors whose data do not fit their shape (``tensor_array``)."""
         out = {}
         for a in node.attribute:
-            v = onnx.helper.get_attribute_value(a)
-            if isinstance(v, bytes):
-                v = v.decode("utf-8")
-            elif isinstance(v, onnx.TensorProto):
-                v = numpy_helper.to_array(v)
-            elif isinstance(v, list) and v and isinstance(v[0], bytes):
-                v = [s.decode("utf-8") for s in v]
+            where = f"node '{label(node)}' ({node.op_type}): attribute '{a.name}'"
+            if a.type == onnx.AttributeProto.UNDEFINED:
+                raise ModelFormatError(f"{where} has no type (AttributeProto.type UNDEFINED)")
+            try:
+                v = onnx.helper.get_attribute_value(a)
+                if isinstance(v, bytes):
+                    v = v.decode("utf-8")
+                elif isinstance(v, list) and v and isinstance(v[0], bytes):
+                    v = [s.decode("utf-8") for s in v]
+            except (ValueError, TypeError, UnicodeDecodeError) as e:
+                raise ModelFormatError(f"{where}: {e}") from e
+            if isinstance(v, onnx.TensorProto):
+                v = tensor_array(v, where)
+            elif isinstance(v, list) and v and isinstance(v[0], onnx.TensorProto):
+                v = [tensor_array(t, where) for t in v]
             out[a.name] = v
         return out
 
@@ -181,6 +191,23 @@ class ConvertContext:
             if name:
                 src, dst = body.tensors[body.outputs[k]], self.desc(name)
                 dst.dtype, dst.kind = src.dtype, src.kind
+
+
+def tensor_array(proto: onnx.TensorProto, where: str) -> np.ndarray:
+    """The contents of a ``TensorProto`` as an ndarray. ``ModelFormatError`` naming ``where``
+    for data that do not fit the declared shape and dtype (short ``raw_data``, wrong counts),
+    and for data kept in an external file: ``to_net`` loads those from a model's path; given
+    bytes or a ``ModelProto``, there is no folder to look in (ONNX would read the current one)."""
+    if external_data_helper.uses_external_data(proto):
+        location = next((e.value for e in proto.external_data if e.key == "location"), "?")
+        raise ModelFormatError(
+            f"{where}: tensor '{proto.name}' keeps its data in the external file '{location}'; "
+            "convert the model from its path (the file is looked for beside it)"
+        )
+    try:
+        return numpy_helper.to_array(proto)
+    except (ValueError, TypeError, IndexError, KeyError, OverflowError, MemoryError, onnx.checker.ValidationError) as e:
+        raise ModelFormatError(f"{where}: tensor '{proto.name}' {list(proto.dims)} is malformed: {e}") from e
 
 
 def label(node: onnx.NodeProto) -> str:
@@ -294,14 +321,25 @@ def _check_attributes(model: onnx.ModelProto, opset: int) -> None:
     for n in _all_nodes(model.graph):
         if n.domain not in ("", "ai.onnx"):
             continue
-        schema = onnx.defs.get_schema(n.op_type, opset)
+        try:
+            schema = onnx.defs.get_schema(n.op_type, opset)
+        except onnx.defs.SchemaError:
+            raise ModelFormatError(
+                f"node '{label(n)}' ({n.op_type}): {n.op_type} does not exist at the model's opset {opset}"
+                f"{_first_opset(n.op_type)}"
+            ) from None
         unknown = sorted({a.name for a in n.attribute} - set(schema.attributes))
         if unknown:
-            label = n.name or (n.output[0] if n.output else n.op_type)
             raise ModelFormatError(
-                f"node '{label}' ({n.op_type}): attribute(s) {unknown} are not "
+                f"node '{label(n)}' ({n.op_type}): attribute(s) {unknown} are not "
                 f"defined by {n.op_type}-{schema.since_version}, the version of opset {opset}"
             )
+
+
+def _first_opset(op_type: str) -> str:
+    """`` (it first appears in opset N)`` for an ONNX op type, or ``""``."""
+    versions = [s.since_version for s in onnx.defs.get_all_schemas_with_history() if s.name == op_type]
+    return f" (it first appears in opset {min(versions)})" if versions else ""
 
 
 def import_onnx(model: onnx.ModelProto) -> Net:
@@ -348,6 +386,18 @@ _DTYPES = {
 }
 
 
+def convert_node(converter, node: onnx.NodeProto, ctx: ConvertContext) -> None:
+    """Apply ``converter`` to ``node``. ``ModelFormatError`` naming the node for a node without
+    outputs, and for what a converter function raises on a node it cannot make sense of
+    (inputs missing, attribute values of the wrong kind or size)."""
+    if not any(node.output):
+        raise ModelFormatError(f"node '{label(node)}' ({node.op_type}) has no outputs")
+    try:
+        converter(node, ctx)
+    except (ValueError, TypeError, IndexError, KeyError, ZeroDivisionError, OverflowError, AttributeError) as e:
+        raise ModelFormatError(f"node '{label(node)}' ({node.op_type}): cannot convert it: {type(e).__name__}: {e}") from e
+
+
 def convert_graph(ctx: ConvertContext, g: onnx.GraphProto, fallback=(), extra: list[TensorDesc] = ()) -> None:
     """Convert graph ``g`` into ``ctx.graph``: initializers, declared inputs, ``extra`` inputs
     (a body's captured values), every node, the outputs; value_info marks sequences.
@@ -357,7 +407,7 @@ def convert_graph(ctx: ConvertContext, g: onnx.GraphProto, fallback=(), extra: l
     """
     table = converters()
     for init in list(g.initializer):
-        arr = numpy_helper.to_array(init)
+        arr = tensor_array(init, f"graph '{g.name}': initializer '{init.name}'")
         if arr.dtype not in _DTYPES:
             raise ModelFormatError(f"initializer '{init.name}': dtype {arr.dtype} is not supported")
         ctx.const(arr, init.name)
@@ -373,7 +423,7 @@ def convert_graph(ctx: ConvertContext, g: onnx.GraphProto, fallback=(), extra: l
     for d in extra:
         ctx.input(d.name, d.dtype, d.shape, d.kind)
     for node in g.node:
-        table[node.op_type](node, ctx)
+        convert_node(table[node.op_type], node, ctx)
     for vi in g.value_info:
         if vi.type.WhichOneof("value") == "sequence_type" and vi.name in ctx.index and ctx.value(vi.name) is None:
             _, dt, _ = value_type(vi, f"value '{vi.name}'")

@@ -14,6 +14,7 @@ the entry-point group ``mnnpy.backends`` (value: ``module:RuntimeClass``).
 from __future__ import annotations
 
 import importlib
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,7 +49,8 @@ class TensorInfo:
 
     @property
     def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        """Bytes of the tensor (exact: Python integers)."""
+        return math.prod(self.shape) * self.dtype.itemsize
 
 
 @dataclass

@@ -18,9 +18,6 @@ import time
 import numpy as np
 
 from mnnpy.errors import LoopTimeoutError, ShapeError
-from mnnpy.limits import PHYSICAL_BYTES
-
-SCAN_MEMORY_FRACTION = 0.5  # of physical memory: the most a Loop's scan outputs may hold
 
 
 def run_body(body, values: list, context) -> list:
@@ -58,12 +55,19 @@ def run_loop(runner, info, inputs: list, context) -> list:
     condition holds (when given). Outputs: the final carried values, then each scan output
     stacked on a new axis 0 (0 iterations: empty, shaped from the body's plan). Raises
     ``LoopTimeoutError`` past ``context.loop_timeout`` and ``ShapeError`` when the scan
-    outputs would exceed ``SCAN_MEMORY_FRACTION`` of physical memory."""
+    outputs and their stacked copies would pass the session's memory limit with what its
+    plans hold (``runner.budget``)."""
     op, body = info.op, runner.body(info.index, "body")
     try:
         return _loop(op, body, info, inputs, context)
     except MemoryError as e:
         raise ShapeError(f"Loop '{op.name}' needs more memory than this machine has: {e}") from None
+
+
+def _check_scans(budget, held: int, what: str) -> None:
+    """``ShapeError`` (naming ``what``) when scan outputs of ``held`` bytes, and the stacked
+    copy that ends the op, do not fit the session's ``budget`` beside its plans."""
+    budget.check(2 * held, f"{what}: its scan outputs ({held} bytes so far) and their stacked copy")
 
 
 def _loop(op, body, info, inputs: list, context) -> list:
@@ -87,6 +91,7 @@ def _loop(op, body, info, inputs: list, context) -> list:
                     + (" (an enclosing loop's limit)" if outer is not None and outer < deadline else "")
                 )
             keep, carried, held = _iterate(op, body, i, keep, carried, captured, scans, held, context)
+            _check_scans(body.budget, held, f"Loop '{op.name}' at iteration {i}")
             i += 1
     finally:
         context.deadline = outer
@@ -95,15 +100,12 @@ def _loop(op, body, info, inputs: list, context) -> list:
 
 
 def _iterate(op, body, i: int, keep: bool, carried: list, captured: list, scans: list, held: int, context):
-    """Iteration ``i``: ``(cond, carried, bytes the scan outputs hold)`` after it; raises
-    ``ShapeError`` once the scan outputs pass ``SCAN_MEMORY_FRACTION`` of physical memory."""
+    """Iteration ``i``: ``(cond, carried, bytes the scan outputs hold)`` after it."""
     n_carried = len(carried)
     outs = run_body(body, [np.array(i, np.int64), np.array(keep), *carried, *captured], context)
     for scan, v in zip(scans, outs[1 + n_carried :]):
         scan.append(v)
         held += np.asarray(v).nbytes
-    if held > SCAN_MEMORY_FRACTION * PHYSICAL_BYTES:
-        raise ShapeError(f"Loop '{op.name}': its scan outputs pass {held} bytes at iteration {i}, half this machine's memory")
     return _flag(outs[0], f"Loop '{op.name}' body: cond_out"), outs[1 : 1 + n_carried], held
 
 
@@ -139,7 +141,8 @@ def run_scan(runner, info, inputs: list, context) -> list:
     ``(states..., slices..., captured...)`` and gets ``(states..., scan outputs...)``; the
     outputs are the final states, then each scan output's slices stacked along
     ``scan_output_axes`` (in reverse where ``scan_output_directions`` is 1); scan inputs of
-    length 0 give the initial states and empty scan outputs."""
+    length 0 give the initial states and empty scan outputs. ``ShapeError`` when the scan
+    outputs would pass the session's memory limit (as ``run_loop``)."""
     a, op, body = info.attrs, info.op, runner.body(info.index, "body")
     m = a["num_scan_inputs"]
     n = len(inputs) - m - a["captures"]
@@ -151,12 +154,15 @@ def run_scan(runner, info, inputs: list, context) -> list:
     steps = lengths.pop()
     in_dirs = a["scan_input_directions"] or [0] * m
     scans: list[list] = [[] for _ in range(len(op.outputs) - n)]
+    held = 0
     for t in range(steps):
         slices = [np.take(x, steps - 1 - t if d else t, axis=ax) for x, ax, d in zip(xs, axes, in_dirs)]
         outs = run_body(body, [*states, *slices, *captured], context)
         states = outs[:n]
         for scan, v in zip(scans, outs[n:]):
             scan.append(np.asarray(v))
+            held += scan[-1].nbytes
+        _check_scans(body.budget, held, f"Scan '{op.name}' at step {t}")
     out_axes = a["scan_output_axes"] or [0] * len(scans)
     out_dirs = a["scan_output_directions"] or [0] * len(scans)
     if steps == 0:  # empty scan outputs, shaped from the body's plan for one step's inputs

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from mnnpy import limits
 from mnnpy.backend import Backend, OpInfo
 from mnnpy.errors import ShapeError
 from mnnpy.ir import Graph, Net
@@ -48,12 +49,18 @@ class GraphRunner:
 
     ``evaluate`` computes small ops at resize (``CPUBackend.evaluate``); ``cpu`` runs the
     host kernels of dynamic ops that are not control flow (``CPUBackend.run_host``).
+    ``budget``: the session's ``limits.MemoryBudget``, shared with every body's runner
+    (default: one of ``limits.default_memory_limit()`` bytes); past its limit it may drop
+    cached plans that are not in use (``drop_unused``).
     """
 
-    def __init__(self, net: Net, graph: Graph, backends: list[Backend]):
+    def __init__(self, net: Net, graph: Graph, backends: list[Backend], budget: limits.MemoryBudget | None = None):
         self.net, self.graph, self.backends = net, graph, backends
+        self.budget = budget or limits.MemoryBudget(limits.default_memory_limit())
         self.cpu = next(b for b in backends if b.name == "cpu")
-        self.planner = Planner(graph, backends, self.cpu.evaluate, self._host)
+        self.planner = Planner(graph, backends, self.cpu.evaluate, self._host, self.budget)
+        self.budget.add_reclaimer(self.drop_unused)
+        self._running = 0  # run() calls in progress (their segments are in use)
         self.value_inputs = sorted(value_inputs(graph))
         self._plans: dict[int, OrderedDict[tuple, Plan]] = {}  # segment start -> key -> plan
         self.plan: Plan | None = None  # the first segment of the last run or resize
@@ -99,6 +106,18 @@ class GraphRunner:
         out.update((t, list(a)) for t, a in arrays.items() if isinstance(a, list))
         return out
 
+    def drop_unused(self) -> None:
+        """Forget every cached plan not in use, so that its memory can go (the budget's
+        reclaimer): while this runner runs, all but the segments of the run in progress."""
+        keep = {id(p) for p in self.segments} if self._running else set()
+        for cache in self._plans.values():
+            for key in [k for k, p in cache.items() if id(p) not in keep]:
+                del cache[key]
+        if self.plan is not None and id(self.plan) not in keep:
+            self.plan = None
+        if not self._running:
+            self.segments = []
+
     def cached(self) -> bool:
         """Whether any plan is held (the current one or a cached one)."""
         return self.plan is not None or any(self._plans.values())
@@ -113,25 +132,29 @@ class GraphRunner:
     def run(self, arrays: dict[int, Any], wanted: list[int], context: RunContext) -> dict[int, Any]:
         """Tensor -> value of each ``wanted`` tensor after running the graph on ``arrays``
         (graph input tensor -> ndarray, or list for a sequence), segment after segment."""
-        plan = self.plan
-        if plan is None or plan.key != self.key(arrays):
+        if self.plan is None or self.plan.key != self.key(arrays):
             shapes = {t: shape_of(a) for t, a in arrays.items()}
             dtypes = {t: dtype_of(a, self.graph.tensors[t].dtype) for t, a in arrays.items()}
-            plan = self.plan = self.plan_for(shapes, self.values_of(arrays), 0, dtypes)
+            self.plan = self.plan_for(shapes, self.values_of(arrays), 0, dtypes)  # no reference to the old one kept here
+        plan = self.plan
         self.segments = [plan]
         results: dict[int, Any] = {}
-        while True:
-            plan.write(arrays)
-            with np.errstate(all="ignore"):  # NaN/inf propagate silently, as in onnxruntime
-                plan.execute(arrays, context)
-            for t in wanted:
-                if t not in results and (t in plan.sizes.shapes or t in plan.results):
-                    results[t] = plan.read(t, arrays)
-            barrier = plan.sizes.barrier
-            if barrier is None or barrier >= len(self.graph.ops):
-                return results
-            plan, arrays = self._next_segment(plan, arrays)
-            self.segments.append(plan)
+        self._running += 1
+        try:
+            while True:
+                plan.write(arrays)
+                with np.errstate(all="ignore"):  # NaN/inf propagate silently, as in onnxruntime
+                    plan.execute(arrays, context)
+                for t in wanted:
+                    if t not in results and (t in plan.sizes.shapes or t in plan.results):
+                        results[t] = plan.read(t, arrays)
+                barrier = plan.sizes.barrier
+                if barrier is None or barrier >= len(self.graph.ops):
+                    return results
+                plan, arrays = self._next_segment(plan, arrays)
+                self.segments.append(plan)
+        finally:
+            self._running -= 1
 
     def _next_segment(self, plan: Plan, arrays: dict[int, Any]) -> tuple[Plan, dict[int, Any]]:
         """After a segment: the rest of the graph, planned with what it computed (what the
@@ -168,7 +191,7 @@ class GraphRunner:
         key = (op_index, attr)
         if key not in self._bodies:
             ref = self.graph.ops[op_index].resolved[attr]
-            self._bodies[key] = GraphRunner(self.net, self.net.graphs[ref.index], self.backends)
+            self._bodies[key] = GraphRunner(self.net, self.net.graphs[ref.index], self.backends, self.budget)
         return self._bodies[key]
 
     def bodies(self) -> dict[tuple[int, str], GraphRunner]:

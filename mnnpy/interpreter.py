@@ -16,6 +16,7 @@ from mnnpy.backend import BackendConfig, backend_availability, backend_in_auto, 
 from mnnpy.errors import BackendUnavailableError, InputError
 from mnnpy.io_desc import IODesc
 from mnnpy.ir import Net
+from mnnpy.limits import checked_limit
 from mnnpy.ops import resolve_attrs
 from mnnpy.session import Session
 
@@ -51,11 +52,15 @@ class Interpreter:
         g = self.net.main
         return [IODesc(g.tensors[t].name, g.tensors[t].shape, g.tensors[t].dtype, g.tensors[t].kind) for t in g.outputs]
 
-    def unplanned_session(self, backend: str | Sequence[str] = "cpu", config: BackendConfig | None = None) -> Session:
+    def unplanned_session(
+        self, backend: str | Sequence[str] = "cpu", config: BackendConfig | None = None, memory_limit: int | None = None
+    ) -> Session:
         """A Session that has planned nothing yet, not even for static shapes: for describing
         schedules (``session.partitions(shapes)``, ``mnnpy info --partitions``) without
         allocating memory or preparing Executions. ``run``/``resize`` plan as usual."""
-        return Session(self.net, [get_runtime(n).create_backend(config or BackendConfig()) for n in resolve_backends(backend)])
+        limit = checked_limit(memory_limit)
+        backends = [get_runtime(n).create_backend(config or BackendConfig()) for n in resolve_backends(backend)]
+        return Session(self.net, backends, limit)
 
     def create_session(
         self,
@@ -63,6 +68,7 @@ class Interpreter:
         precision: str = "normal",
         num_threads: int | None = None,
         tuning: str = "none",
+        memory_limit: int | None = None,
     ) -> Session:
         """A Session on ``backend``: a name, a preference list (``["opencl", "cpu"]``) or ``"auto"``.
 
@@ -70,8 +76,13 @@ class Interpreter:
         the CPU backend always computes in fp32). ``num_threads``: CPU threads (BLAS
         and the backend's pool; process-wide for BLAS). ``tuning``: GPU work-group
         auto-tuning at resize, "none" (defaults), "fast" (a few candidates) or "wide"
-        (every candidate); results persist in the Runtime's tuning cache. Raises
-        ``BackendUnavailableError`` for a named backend that cannot run here.
+        (every candidate); results persist in the Runtime's tuning cache. ``memory_limit``:
+        the bytes the session's plans may hold together (arenas of every backend, constant
+        copies, scratch and workspaces, Loop outputs); default ``limits.DEFAULT_FRACTION`` of
+        the memory available now. Every size is checked against it before anything is
+        allocated (``ShapeError`` naming the op, its shapes and the bytes asked for). Raises
+        ``BackendUnavailableError`` for a named backend that cannot run here, ``InputError``
+        for a bad option.
         """
         if tuning not in TUNING:
             raise InputError(f"tuning must be one of {TUNING}, got {tuning!r}")
@@ -81,7 +92,8 @@ class Interpreter:
             not isinstance(num_threads, int) or isinstance(num_threads, bool) or not 1 <= num_threads <= MAX_THREADS
         ):
             raise InputError(f"num_threads must be an int in 1..{MAX_THREADS}, got {num_threads!r}")
-        session = self.unplanned_session(backend, BackendConfig(precision=precision, num_threads=num_threads, tuning=tuning))
+        config = BackendConfig(precision=precision, num_threads=num_threads, tuning=tuning)
+        session = self.unplanned_session(backend, config, memory_limit)
         fixed = {d.name: d.shape for d in session.inputs}
         if all(s is not None and all(isinstance(x, int) and x >= 0 for x in s) for s in fixed.values()):
             session.resize(fixed)  # static shapes: plan now, as MNN's createSession does

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import stat
 
 import numpy as np
 
@@ -55,13 +56,22 @@ def load(source: str | os.PathLike | bytes | bytearray | memoryview) -> Net:
 
 
 def _map_file(path: str | os.PathLike, where: str) -> mmap.mmap | bytes:
-    """The file's bytes, memory-mapped read-only (``b""`` for an empty file)."""
+    """The file's bytes, memory-mapped read-only (``b""`` for an empty file). ``ModelFormatError``
+    for a path that cannot be opened (also one with a NUL byte) and for anything but a regular
+    file (a device such as ``/dev/zero``, a pipe: opened without blocking, never read)."""
     try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except (OSError, ValueError) as e:
+        raise ModelFormatError(f"{where}: cannot read model file: {e}") from e
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ModelFormatError(f"{where}: cannot read model file: not a regular file")
+        return mmap.mmap(fd, 0, access=mmap.ACCESS_READ) if info.st_size else b""
     except OSError as e:
         raise ModelFormatError(f"{where}: cannot read model file: {e}") from e
+    finally:
+        os.close(fd)
 
 
 def _aligned_copy(data) -> memoryview:

@@ -9,6 +9,12 @@
 4. per partition a ``PartitionStep``: its border copies and one Execution per op, each
    ``on_resize``d, then ``Backend.on_resize_partition`` (a recording backend records it).
 
+Limits before memory (``mnnpy.limits``): a plan is made inside a ``PlanCharge`` of the
+session's ``MemoryBudget``. The SizeComputer checks every tensor against the memory limit;
+the sum of every backend's arena is charged before the first is allocated; constant copies,
+scratch and workspaces are charged by the backends as they make them, each op's under its
+name. A plan keeps its bytes in the budget while it lives; past the limit, ``ShapeError``.
+
 A segment that ends with a dynamic op (``OpSchema.dynamic``: control flow, sequence ops)
 gets a ``HostStep`` after its partitions: the op runs on the host, on its inputs read back,
 and its outputs (ndarrays, or lists for sequences) are known only then.
@@ -27,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from mnnpy import limits
 from mnnpy.backend import Backend, Execution, OpInfo
 from mnnpy.ir import Graph
 from mnnpy.memory_planner import MemoryPlan, plan_memory, tensor_lifetimes
@@ -141,17 +148,32 @@ class Plan:
 class Planner:
     """Plans ``graph`` on ``backends`` (preference order, CPU last). ``evaluate`` computes a
     small op at resize (``CPUBackend.evaluate``; see ``compute_sizes``); ``host(info)``
-    gives the function that runs a dynamic op on the host (``HostStep.run``)."""
+    gives the function that runs a dynamic op on the host (``HostStep.run``); ``budget``:
+    the session's memory budget (default: one of ``limits.default_memory_limit()`` bytes)."""
 
-    def __init__(self, graph: Graph, backends: list[Backend], evaluate: Evaluate, host: Callable[[OpInfo], Callable]):
+    def __init__(
+        self,
+        graph: Graph,
+        backends: list[Backend],
+        evaluate: Evaluate,
+        host: Callable[[OpInfo], Callable],
+        budget: limits.MemoryBudget | None = None,
+    ):
         self.graph = graph
         self.backends = backends
         self.evaluate = evaluate
         self.host = host
+        self.budget = budget or limits.MemoryBudget(limits.default_memory_limit())
 
     def infer(self, shapes: dict[int, tuple[int, ...]], values=None, start: int = 0, dtypes=None) -> SizeResult:
-        """SizeComputer for these input shapes (tensor -> shape); raises ``ShapeError``."""
-        return compute_sizes(self.graph, shapes, self.evaluate, values, start, dtypes)
+        """SizeComputer for these input shapes (tensor -> shape), within the budget's limit;
+        raises ``ShapeError``."""
+        current = limits.current()
+        charge = (
+            current if current is not None and current.budget is self.budget else self.budget.plan(f"graph '{self.graph.name}'")
+        )
+        with limits.planning(charge):
+            return compute_sizes(self.graph, shapes, self.evaluate, values, start, dtypes)
 
     def schedule(self, sizes: SizeResult) -> Schedule:
         """The Schedule of ``sizes``' run-time ops (no memory, no Executions)."""
@@ -166,7 +188,15 @@ class Planner:
     def plan(self, key: tuple, shapes: dict[int, tuple[int, ...]], values=None, start: int = 0, dtypes=None) -> Plan:
         """The whole plan (module docstring) for inputs ``shapes``, known ``values`` of value
         inputs, from op ``start``; ``dtypes`` of inputs that are not graph inputs. Raises
-        ``ShapeError``, ``UnsupportedOperatorError`` or a backend's error."""
+        ``ShapeError`` (also for memory beyond the budget's limit: nothing is allocated
+        then), ``UnsupportedOperatorError`` or a backend's error."""
+        charge = self.budget.plan(f"graph '{self.graph.name}'")
+        with limits.planning(charge):
+            plan = self._plan(key, shapes, values, start, dtypes)
+        charge.keep(plan)
+        return plan
+
+    def _plan(self, key: tuple, shapes: dict[int, tuple[int, ...]], values, start: int, dtypes) -> Plan:
         sizes = self.infer(shapes, values, start, dtypes)
         infos = {i: sizes.op_info(i) for i in sizes.runtime_ops}
         schedule = build_schedule(list(infos.values()), self.backends)
@@ -200,17 +230,21 @@ class Planner:
         return frozenset(t for t in later if (t in sizes.shapes or t in made) and g.tensors[t].data is None)
 
     def _memory(self, sizes: SizeResult, schedule: Schedule, inputs, exports) -> tuple[list[MemoryPlan], list[dict]]:
-        """Lifetimes per backend -> arena offsets -> one handle per tensor it holds."""
+        """Lifetimes per backend -> arena offsets -> one handle per tensor it holds. Every
+        backend's arena is charged (their sum) before the first is allocated."""
         held = tensor_lifetimes(
             self.graph, schedule, set(sizes.values), inputs, exports, lambda b, op: self.backends[b].can_alias(op)
         )
-        memory, handles = [], []
-        for backend, h in zip(self.backends, held):
-            plan = plan_memory(h.lifetimes(lambda t: sizes.tensor(t).nbytes))
+        memory = [plan_memory(h.lifetimes(lambda t: sizes.tensor(t).nbytes)) for h in held]
+        arenas = [(b.name, m.arena_bytes) for b, m in zip(self.backends, memory) if m.arena_bytes]
+        if arenas:
+            listed = " + ".join(f"{name} {limits.gib(n)}" for name, n in arenas)
+            limits.charge(sum(n for _, n in arenas), f"the arenas of the memory plan ({listed})")
+        handles = []
+        for backend, h, plan in zip(self.backends, held, memory):
             backend.allocate_arena(plan.arena_bytes)
             handle = {t: backend.acquire(sizes.tensor(t), plan.offsets[h.root(t)]) for t in h.first}
             handle.update((t, backend.acquire_constant(sizes.tensor(t))) for t in h.constants)
-            memory.append(plan)
             handles.append(handle)
         return memory, handles
 
@@ -241,12 +275,15 @@ class Planner:
         backend, h = self.backends[part.backend], handles[part.backend]
         copies = [(self.backends[schedule.home[t]], handles[schedule.home[t]][t], h[t]) for t in part.copies_in]
         runs = []
+        charge = limits.current()
         for i in part.ops:
             op = self.graph.ops[i]
-            exe = backend.create_execution(infos[i])
-            ins = [h[t] if t >= 0 else None for t in op.inputs]
-            outs = [h[t] if t >= 0 else None for t in op.outputs]
-            exe.on_resize(ins, outs)
+            shapes = [t.shape if t is not None else None for t in infos[i].inputs]
+            with charge.at(f"{op.type} '{op.name}' with input shapes {shapes} on {backend.name}"):
+                exe = backend.create_execution(infos[i])
+                ins = [h[t] if t >= 0 else None for t in op.inputs]
+                outs = [h[t] if t >= 0 else None for t in op.outputs]
+                exe.on_resize(ins, outs)
             runs.append((exe, ins, outs))
         step = PartitionStep(backend, list(part.ops), copies, runs, [h[t] for t in ups], [h[t] for t in downs])
         backend.on_resize_partition(step)

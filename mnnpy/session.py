@@ -24,6 +24,7 @@ from mnnpy.errors import InputError, ShapeError
 from mnnpy.graph_runner import LOOP_TIMEOUT_S, MAX_LOOP_TIMEOUT_S, RESIZE_CACHE, GraphRunner, RunContext, shape_of
 from mnnpy.io_desc import IODesc
 from mnnpy.ir import Graph, Net
+from mnnpy.limits import MemoryBudget, checked_limit
 
 __all__ = ["RESIZE_CACHE", "Session"]
 
@@ -31,17 +32,20 @@ __all__ = ["RESIZE_CACHE", "Session"]
 class Session:
     """A model prepared for ``run`` on ``backends`` (preference order, CPU last).
 
-    Created by ``Interpreter.create_session``. Threads: a Session may be shared by threads;
+    Created by ``Interpreter.create_session``. ``memory_limit`` (bytes; default
+    ``limits.default_memory_limit()``, a fraction of the memory available now): what its plans
+    may hold together (``budget``), checked before anything is allocated. Threads: a Session may be shared by threads;
     ``run`` and ``resize`` hold one lock per Session, so its runs happen one at a time (the
     plan, its arenas and the backends' staging are reused by every run). Input validation
     happens before the lock. For runs in parallel, create one Session per thread.
     """
 
-    def __init__(self, net: Net, backends: list[Backend]):
+    def __init__(self, net: Net, backends: list[Backend], memory_limit: int | None = None):
         self.net = net
         self.graph: Graph = net.main
         self.backends = backends
-        self.runner = GraphRunner(net, self.graph, backends)
+        self.budget = MemoryBudget(checked_limit(memory_limit))
+        self.runner = GraphRunner(net, self.graph, backends, self.budget)
         self._lock = threading.Lock()
         g = self.graph
         self._input_index = {g.tensors[t].name: t for t in g.inputs}
@@ -163,7 +167,8 @@ class Session:
         (s, default 2, at most 15: NNAPI's): how long each Loop may run before
         ``LoopTimeoutError``. Raises ``InputError`` (wrong name, missing input, wrong
         rank/dtype/shape, a bad ``loop_timeout``), ``ShapeError`` (shapes the model cannot
-        take) or ``LoopTimeoutError``.
+        take, or memory beyond the session's limit; also when the machine runs out of memory
+        during the run: NumPy's ``MemoryError``) or ``LoopTimeoutError``.
         """
         arrays = self._check_feeds(feeds)
         wanted = self._wanted_outputs(output_names)
@@ -172,7 +177,11 @@ class Session:
             runner = self.runner
             if runner.plan is None or runner.plan.key != runner.key(arrays):
                 self._check_shapes({self.graph.tensors[t].name: a.shape for t, a in arrays.items() if not isinstance(a, list)})
-            results = runner.run(arrays, wanted, context)
+            try:
+                results = runner.run(arrays, wanted, context)
+            except MemoryError as e:
+                shapes = {self.graph.tensors[t].name: shape_of(a) for t, a in arrays.items()}
+                raise ShapeError(f"input shapes {shapes}: the run ran out of memory: {e or 'MemoryError'}") from None
             self._output_shapes = {self.graph.tensors[t].name: shape_of(results[t]) for t in wanted}
             return {self.graph.tensors[t].name: results[t] for t in wanted}
 

@@ -10,11 +10,13 @@ way). Ops folded this way are left out of the run-time schedule.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from mnnpy import limits
 from mnnpy.backend import OpInfo, TensorInfo
 from mnnpy.errors import ShapeError
 from mnnpy.ir import Graph
@@ -76,7 +78,9 @@ def compute_sizes(
     session runs what comes before, then resizes the rest with the values computed), or
     after a dynamic op (``OpSchema.dynamic``: control flow, sequence ops), whose outputs'
     shapes only its run gives (``dynamic``; ``barrier`` is the op after it). A sequence
-    input's shape is ``()`` (its value is a list). Raises ``ShapeError`` naming the op.
+    input's shape is ``()`` (its value is a list). Every input and output is checked
+    (``limits.check_tensor``: rank, exact bytes within the current plan's memory limit).
+    Raises ``ShapeError`` naming the op, its input shapes and the bytes asked for.
     """
     r = SizeResult(graph)
     for t, desc in enumerate(graph.tensors):
@@ -85,6 +89,7 @@ def compute_sizes(
     for t, shape in input_shapes.items():
         r.shapes[t] = tuple(int(d) for d in shape)
         r.dtypes[t] = (input_dtypes or {}).get(t, graph.tensors[t].dtype)
+        limits.check_tensor(r.shapes[t], r.dtypes[t], f"input '{graph.tensors[t].name}'")
     for t, value in (input_values or {}).items():
         r.values[t] = value
     for i in range(start, len(graph.ops)):
@@ -131,6 +136,7 @@ def _infer(r: SizeResult, i: int, dynamic: bool = False) -> ShapeContext:
             r.shapes[t], r.dtypes[t] = tuple(int(d) for d in outs[k][0]), np.dtype(outs[k][1])
             if any(d < 0 for d in r.shapes[t]):
                 raise ShapeError(f"{op.type} '{op.name}': negative output dim {r.shapes[t]}")
+            limits.check_tensor(r.shapes[t], r.dtypes[t], f"{op.type} '{op.name}' with input shapes {shapes}")
     if ctx.geometry:
         r.geometry[i] = ctx.geometry
     r.mflops[i] = ctx.schema.mflops(ctx, [r.shapes.get(t, ()) if t >= 0 else () for t in op.outputs])
@@ -151,7 +157,7 @@ def _fold(r: SizeResult, i: int, ctx: ShapeContext, evaluate: Evaluate) -> bool:
             r.values[t] = np.asarray(ctx.out_values[k]).astype(r.dtypes[t], copy=False).reshape(r.shapes[t])
         return True
     known = all(v is not None for t, v in zip(op.inputs, ctx.values) if t >= 0)
-    if not (known and op.inputs and sum(int(np.prod(r.shapes[t])) for _, t in live) <= FOLD_LIMIT):
+    if not (known and op.inputs and sum(math.prod(r.shapes[t]) for _, t in live) <= FOLD_LIMIT):
         return False
     for t, v in zip(op.outputs, evaluate(r.op_info(i))):
         if t >= 0:

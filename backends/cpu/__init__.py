@@ -19,7 +19,7 @@ import numpy as np
 from mnnpy.backend import Backend, BackendConfig, Execution, OpInfo, Runtime, TensorInfo
 from mnnpy.backends.cpu.blas import BlasThreads
 from mnnpy.backends.cpu.registry import executions
-from mnnpy.backends.cpu.scratch import SharedBuffer, Workspace, scratch
+from mnnpy.backends.cpu.scratch import SharedBuffer, Workspace, filled
 from mnnpy.errors import UnsupportedOperatorError
 from mnnpy.memory_planner import ALIGN
 
@@ -50,7 +50,7 @@ class CPUBackend(Backend):
         return None if cls is None else cls(self, info)
 
     def allocate_arena(self, nbytes: int) -> None:
-        raw = scratch(nbytes + ALIGN, np.uint8)  # pages mapped now, not during the first run
+        raw = filled(nbytes + ALIGN, np.uint8)  # pages mapped now, not during the first run (charged by the planner)
         skip = (-raw.ctypes.data) % ALIGN
         self.arena = raw[skip : skip + nbytes]
 

@@ -3,6 +3,9 @@
 ``np.empty``/``np.zeros`` only reserve address space; the pages are mapped on first
 write, which would make the first run pay for every page of every buffer. Writing the
 buffer once here keeps "the first run costs what the hundredth does".
+
+Every scratch buffer is charged to the plan being made first (``mnnpy.limits.charge``):
+past the session's memory limit, ``ShapeError`` naming the op, before anything is taken.
 """
 
 from __future__ import annotations
@@ -11,21 +14,36 @@ import math
 
 import numpy as np
 
-from mnnpy.limits import PHYSICAL_BYTES
+from mnnpy import limits
 
 
-def scratch(shape, dtype, fill=0) -> np.ndarray:
-    """A new ``shape``/``dtype`` array filled with ``fill`` (pages mapped now).
-
-    Raises ``MemoryError`` naming the size when it exceeds the machine's physical memory
-    (writing it would get the process killed rather than fail cleanly).
-    """
-    nbytes = math.prod(int(d) for d in np.atleast_1d(shape)) * np.dtype(dtype).itemsize
-    if nbytes > PHYSICAL_BYTES:
-        raise MemoryError(f"a buffer of {nbytes / 2**30:.1f} GiB exceeds this machine's {PHYSICAL_BYTES / 2**30:.1f} GiB")
+def filled(shape, dtype, fill=0) -> np.ndarray:
+    """A new ``shape``/``dtype`` array filled with ``fill`` (pages mapped now), not charged:
+    for memory the planner charged already (the arena)."""
     a = np.empty(shape, dtype)
     a.fill(fill)
     return a
+
+
+TAP_BYTES = 1024  # host bytes one kernel tap's views and slices take in a direct kernel (pooling: ~0.9 KB)
+
+
+def charge_taps(taps: int, what: str) -> None:
+    """Charge the bookkeeping of a direct kernel that keeps views per kernel tap (``taps`` of
+    them, ``TAP_BYTES`` each) before it is built: a kernel shape from the model can ask for
+    millions of taps. Raises ``ShapeError`` past the memory limit."""
+    limits.charge(int(taps) * TAP_BYTES, f"{what}: the views of {int(taps)} kernel taps")
+
+
+def scratch(shape, dtype, fill=0) -> np.ndarray:
+    """A new ``shape``/``dtype`` array filled with ``fill`` (pages mapped now), charged to the
+    plan being made. Raises ``ShapeError`` naming its bytes when it would pass the memory
+    limit (writing it could get the process killed rather than fail cleanly)."""
+    dims = tuple(int(d) for d in shape) if isinstance(shape, (tuple, list, np.ndarray)) else (int(shape),)
+    limits.charge(
+        math.prod(int(d) for d in dims) * np.dtype(dtype).itemsize, f"a CPU scratch buffer {tuple(dims)} {np.dtype(dtype)}"
+    )
+    return filled(shape, dtype, fill)
 
 
 ALIGN = 64

@@ -28,12 +28,14 @@ What the base does, so that each backend only says how:
 
 from __future__ import annotations
 
+import math
 import weakref
 from typing import Any
 
 import numpy as np
 
 from mnnpy.backend import Backend, BackendConfig, Execution, OpInfo, TensorInfo
+from mnnpy.backends.gpu.checks import int32_check
 from mnnpy.backends.gpu.dtypes import names
 from mnnpy.errors import BackendUnavailableError
 from mnnpy.fork_guard import ForkGuard
@@ -53,7 +55,7 @@ class GPUTensor:
     @property
     def size(self) -> int:
         """Number of elements."""
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     @property
     def nbytes(self) -> int:
@@ -107,7 +109,7 @@ class GPUBackend(Backend):
     def size_limit(self, t: TensorInfo) -> str | None:
         """Why one tensor is too large for this device (the words after "an input"), else
         None. Default: more elements than 32-bit indices reach (``max_elements``)."""
-        if int(np.prod(t.shape, dtype=np.int64)) > self.max_elements:
+        if math.prod(t.shape) > self.max_elements:
             return f"has more than {self.max_elements} elements"
         return None
 
@@ -133,8 +135,8 @@ class GPUBackend(Backend):
     def supports(self, info: OpInfo) -> tuple[bool, str]:
         """A registered Execution, inputs computed at run time of the dtypes it takes
         (``input_dtypes``; values known at resize may have any) and that the device holds
-        (``dtype_limit``), every input within ``size_limit``, then the Execution class's
-        ``check``."""
+        (``dtype_limit``), every input within ``size_limit``, every dim and geometry integer
+        within 32 bits (``int32_check``), then the Execution class's ``check``."""
         cls = self.executions().get(info.type)
         if cls is None:
             return False, f"no {self.display} execution for {info.type}"
@@ -146,6 +148,9 @@ class GPUBackend(Backend):
             return False, f"dtype {', '.join(bad)} ({self.display} runs {info.type} on {names(takes)} only)"
         why = self._dtype_refused(run_time) or self._too_large(inputs, "an input")
         if why:
+            return False, why
+        ok, why = int32_check(info, self.display)
+        if not ok:
             return False, why
         check = getattr(cls, "check", None)
         return check(info) if check else (True, "")

@@ -7,11 +7,48 @@ backend's display name ("OpenCL", "Vulkan") used in the reasons. Rules: ONNX ope
 
 from __future__ import annotations
 
+import dataclasses
+import numbers
+
 import numpy as np
 
 from mnnpy.backends.gpu.dtypes import F32, names
-from mnnpy.backends.gpu.layout import broadcast_strides
+from mnnpy.backends.gpu.layout import broadcast_strides, slice_ranges
 from mnnpy.ops.activation import ACTIVATIONS, GPU, gpu_scalars
+
+INT32_MAX = 2**31 - 1  # kernel arguments and push constants are 32-bit signed integers
+
+
+def _too_wide(value) -> int | None:
+    """The first integer in ``value`` (nested tuples, lists, dicts, dataclasses such as
+    ``Window``) outside the signed 32-bit range, else None. Arrays, floats and slices
+    (clamped by the kernels' own geometry) are not looked into."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, (tuple, list)):
+            stack.extend(v)
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+        elif dataclasses.is_dataclass(v) and not isinstance(v, type):
+            stack.extend(getattr(v, f.name) for f in dataclasses.fields(v))
+        elif isinstance(v, numbers.Integral) and not isinstance(v, bool) and not -INT32_MAX - 1 <= int(v) <= INT32_MAX:
+            return int(v)
+    return None
+
+
+def int32_check(info, backend: str) -> tuple[bool, str]:
+    """Every dim of the op's tensors and every integer of its derived geometry (pads,
+    strides, dilations, kernel and output sizes...) fits a 32-bit kernel argument (OpenCL
+    ``int``, a Vulkan push constant); otherwise the op falls back to the CPU."""
+    tensors = [t for t in (*info.inputs, *info.outputs) if t is not None]
+    big = _too_wide([t.shape for t in tensors])
+    if big is not None:
+        return False, f"dim {big} does not fit a 32-bit index ({backend} kernels take 32-bit sizes)"
+    big = _too_wide(info.geometry)
+    if big is not None:
+        return False, f"{info.type} geometry value {big} does not fit a 32-bit kernel argument ({backend})"
+    return True, ""
 
 
 def unary_check(info, backend: str) -> tuple[bool, str]:
@@ -48,9 +85,14 @@ def binary_check(info, backend: str, max_rank: int) -> tuple[bool, str]:
 
 
 def slice_check(info, backend: str) -> tuple[bool, str]:
-    """Slice's starts/ends/axes/steps must be known at resize."""
+    """Slice's starts/ends/axes/steps must be known at resize, and the clamped ranges
+    (``slice_ranges``) fit 32-bit kernel arguments."""
     if any(t.value is None for t in info.present()[1:]):
         return False, f"Slice starts/ends/axes/steps computed at run time ({backend} takes values known at resize)"
+    values = [t.value if t is not None else None for t in (*info.inputs[1:], None, None)][:4]
+    big = _too_wide(slice_ranges(values, info.inputs[0].shape))
+    if big is not None:
+        return False, f"Slice start or step {big} does not fit a 32-bit kernel argument ({backend})"
     return True, ""
 
 

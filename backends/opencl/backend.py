@@ -15,11 +15,13 @@ their twin buffer and a cast kernel (``to_storage`` / ``from_storage`` of ``elem
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections.abc import Sequence
 
 import numpy as np
 
+from mnnpy import limits
 from mnnpy.backend import BackendConfig, TensorInfo
 from mnnpy.backends.gpu.backend import GPUBackend
 from mnnpy.backends.opencl.device import FORK
@@ -135,7 +137,9 @@ class OpenCLBackend(GPUBackend):
         """Float32 device memory of its own for one op's intermediate results (two-pass
         reductions) or a border twin; nothing uploaded."""
         shape = tuple(int(d) for d in shape)
-        return CLTensor(buffer(self.runtime, 4 * int(np.prod(shape, dtype=np.int64)), "scratch"), 0, shape, np.float32)
+        nbytes = 4 * math.prod(shape)
+        limits.charge(nbytes, f"OpenCL scratch {shape} float32")
+        return CLTensor(buffer(self.runtime, nbytes, "scratch"), 0, shape, np.float32)
 
     def new_twin(self, t: CLTensor) -> CLTensor:
         """A float32 buffer of its own with ``t``'s shape (``scratch``)."""

@@ -4,7 +4,8 @@ Each resize gets one READ_WRITE arena buffer laid out by the memory planner; con
 re-laid weights get their own READ_ONLY buffers, filled once at resize; scratch (border
 twins, two-pass partial results) gets READ_WRITE buffers of its own. OpenCL has no empty
 buffers: an empty one takes 4 bytes. Every buffer is checked against the device's
-``CL_DEVICE_MAX_MEM_ALLOC_SIZE`` first (``check_allocation``).
+``CL_DEVICE_MAX_MEM_ALLOC_SIZE`` first (``check_allocation``), and charged to the session's
+memory limit (the arena by the planner, constants and scratch here and in the backend).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from mnnpy import limits
 from mnnpy.backends.gpu.backend import GPUTensor
 from mnnpy.errors import ShapeError
 
@@ -49,8 +51,10 @@ def buffer(rt, nbytes: int, what: str):
 
 
 def read_only(rt, value: np.ndarray) -> CLTensor:
-    """A READ_ONLY buffer holding ``value`` (C-contiguous), as a handle of its shape and dtype."""
+    """A READ_ONLY buffer holding ``value`` (C-contiguous), as a handle of its shape and dtype;
+    charged to the plan being made (``mnnpy.limits.charge``: ``ShapeError`` past the limit)."""
     mf = rt.cl.mem_flags
+    limits.charge(value.nbytes, f"an OpenCL constant {value.shape} {value.dtype}")
     if value.nbytes:
         check_allocation(rt, value.nbytes, "a constant")
         buf = rt.cl.Buffer(rt.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=value)

@@ -24,6 +24,7 @@ earlier input shape reuses its recording.
 
 from __future__ import annotations
 
+import math
 import struct
 import warnings
 import weakref
@@ -113,7 +114,7 @@ class VulkanBackend(GPUBackend):
     def size_limit(self, t: TensorInfo) -> str | None:
         """A tensor (float32-sized: fp16 storage stages borders as float32) beyond one
         descriptor's range, or beyond 32-bit element indices."""
-        if t.nbytes > self._limit or int(np.prod(t.shape, dtype=np.int64)) > self.max_elements:
+        if t.nbytes > self._limit or math.prod(t.shape) > self.max_elements:
             return f"is larger than the device's storage-buffer range ({self._limit} bytes)"
         return None
 

@@ -7,7 +7,9 @@ then every constant at an offset aligned to ``CONSTANT_ALIGN`` bytes. The stagin
 holds one slot per tensor that the session uploads or downloads at run. Both are created
 by ``ResizeMemory.materialize`` at the end of a resize; until then handles carry offsets
 only. Objects are destroyed when the ``ResizeMemory`` is garbage collected (the session
-keeps a few resizes; their handles keep their memory alive).
+keeps a few resizes; their handles keep their memory alive). Constants, scratch and staging
+slots are charged to the session's memory limit as they are placed (``mnnpy.limits``; the
+arena by the planner).
 
 Source: Vulkan 1.3 specification, "Memory Allocation" (``vkAllocateMemory``, host access
 to mapped memory, coherence) and "Resource Creation" (buffers, memory requirements).
@@ -20,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from mnnpy import limits
 from mnnpy.backends.gpu.backend import GPUTensor
 
 CONSTANT_ALIGN = 256  # the largest minStorageBufferOffsetAlignment the specification allows
@@ -110,6 +113,7 @@ class ResizeMemory:
     def constant(self, value: np.ndarray) -> VkTensor:
         """A handle for ``value``, placed after the arena; its bytes are uploaded by ``materialize``."""
         value = np.ascontiguousarray(value)
+        limits.charge(value.nbytes, f"a Vulkan constant {value.shape} {value.dtype}")
         t = VkTensor(self, self.top, value.shape, value.dtype)
         self.top = _align(self.top + max(value.nbytes, 1), CONSTANT_ALIGN)
         self.constants.append((t, value))
@@ -119,12 +123,14 @@ class ResizeMemory:
         """A handle for device memory of this resize placed after the arena, like a constant,
         but with no contents uploaded."""
         t = VkTensor(self, self.top, shape, dtype)
+        limits.charge(t.nbytes, f"Vulkan scratch {t.shape} {t.dtype}")
         self.top = _align(self.top + max(t.nbytes, 1), CONSTANT_ALIGN)
         return t
 
     def stage(self, t: VkTensor) -> None:
         """Give ``t`` a staging slot (once; empty tensors need none)."""
         if t.staging is None and t.nbytes:
+            limits.charge(t.nbytes, f"a Vulkan staging slot {t.shape} {t.dtype}")
             t.staging = self.staging_bytes
             self.staging_bytes = _align(self.staging_bytes + t.nbytes, STAGING_ALIGN)
             self.staged.append(t)

@@ -38,11 +38,24 @@ def _conv_feeding(v: GraphView, t: int, types=CONVS):
     conv = v.producer(t)
     if conv is None or conv.type not in types or conv.outputs[0] != t or conv.attrs.get("activation"):
         return None
-    w = v.const(conv.inputs[1])
+    w = v.const(conv.inputs[1]) if len(conv.inputs) > 1 else None
     has_b = len(conv.inputs) > 2 and conv.inputs[2] >= 0
-    if w is None or w.dtype != np.float32 or (has_b and v.const(conv.inputs[2]) is None):
+    if not _weights_ok(conv, w) or (has_b and _bias(v, conv, _out_channels(conv, w)) is None):
         return None
     return conv
+
+
+def _weights_ok(conv, w: np.ndarray | None) -> bool:
+    """Whether ``w`` is a float32 constant a conv of ``conv``'s type and group can have
+    (``(M, C/G, k...)``; ConvTranspose ``(C, M/G, k...)`` with ``G`` dividing ``C``) and at
+    least one output channel; a malformed conv is left alone (the loader or the shape
+    function names what is wrong)."""
+    if w is None or w.dtype != np.float32 or w.ndim < 3:
+        return False
+    g = conv.attrs.get("group", 1)
+    if isinstance(g, bool) or not isinstance(g, (int, np.integer)) or g < 1:
+        return False
+    return _out_channels(conv, w) > 0 and (conv.type == "Conv" or w.shape[0] % g == 0)
 
 
 def _out_channels(conv, w: np.ndarray) -> int:
@@ -60,9 +73,15 @@ def _scale_weights(conv, w: np.ndarray, s: np.ndarray) -> np.ndarray:
     return ws.reshape(w.shape).astype(w.dtype)
 
 
-def _bias(v: GraphView, conv, m: int) -> np.ndarray:
-    b = v.const(conv.inputs[2]) if len(conv.inputs) > 2 and conv.inputs[2] >= 0 else None
-    return np.zeros(m, np.float64) if b is None else b.astype(np.float64)
+def _bias(v: GraphView, conv, m: int) -> np.ndarray | None:
+    """The conv's bias as ``(m,)`` float64 (zeros without one); ``None`` when it is not a
+    float constant of ``m`` elements (nothing is folded then)."""
+    if not (len(conv.inputs) > 2 and conv.inputs[2] >= 0):
+        return np.zeros(m, np.float64)
+    b = v.const(conv.inputs[2])
+    if b is None or b.dtype.kind != "f" or b.shape != (m,):
+        return None
+    return b.astype(np.float64)
 
 
 def _rewrite(v: GraphView, conv, w_new: np.ndarray | None, b_new: np.ndarray, folded) -> None:
@@ -164,11 +183,7 @@ def fold_affine_into_next(graph: Graph, keep_names=frozenset()) -> int:
         if conv.type != "Conv" or conv.attrs.get("activation") or len(conv.inputs) < 2:
             continue
         w = v.const(conv.inputs[1])
-        if (
-            w is None
-            or w.dtype != np.float32
-            or (len(conv.inputs) > 2 and conv.inputs[2] >= 0 and v.const(conv.inputs[2]) is None)
-        ):
+        if not _weights_ok(conv, w) or _bias(v, conv, w.shape[0]) is None:
             continue
         while (step := _scalar_step(v, conv.inputs[0])) is not None:
             op, x, kind, value = step

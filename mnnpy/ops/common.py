@@ -4,17 +4,29 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from mnnpy.ops.geometry import Window
 
 
+def broadcast_shape(*shapes) -> tuple[int, ...] | None:
+    """Multidirectional (numpy) broadcast of ``shapes`` (ONNX Broadcasting.md) in Python
+    integers (dims of any size: NumPy's ``broadcast_shapes`` fails where the product passes
+    int64), or ``None`` when they do not broadcast."""
+    rank = max((len(s) for s in shapes), default=0)
+    out = []
+    for i in range(-rank, 0):
+        dims = {int(s[i]) for s in shapes if len(s) >= -i} - {1}
+        if len(dims) > 1:
+            return None
+        out.append(dims.pop() if dims else 1)
+    return tuple(out)
+
+
 def broadcast(ctx, shapes) -> tuple[int, ...]:
-    """Multidirectional (numpy) broadcast of ``shapes`` (ONNX Broadcasting.md); ``ctx.fail`` on mismatch."""
-    try:
-        return tuple(int(d) for d in np.broadcast_shapes(*shapes))
-    except ValueError:
+    """``broadcast_shape`` of ``shapes``; ``ctx.fail`` on mismatch."""
+    out = broadcast_shape(*shapes)
+    if out is None:
         ctx.fail("shapes are not broadcastable (ONNX multidirectional broadcasting)")
+    return out
 
 
 def norm_axis(ctx, axis: int, rank: int, what: str = "axis") -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mnnpy.ops.common import norm_axis
+from mnnpy.ops.common import broadcast_shape, norm_axis
 from mnnpy.ops.flops import numel, per_input_element
 from mnnpy.ops.registry import Attr, In, op_schema
 
@@ -61,9 +61,8 @@ def matmul(ctx):
     b2 = tuple(b) + (1,) if len(b) == 1 else tuple(b)
     if a2[-1] != b2[-2]:
         ctx.fail(f"inner dims differ: {a2[-1]} vs {b2[-2]}")
-    try:
-        batch = np.broadcast_shapes(a2[:-2], b2[:-2])
-    except ValueError:
+    batch = broadcast_shape(a2[:-2], b2[:-2])
+    if batch is None:
         ctx.fail("batch dims are not broadcastable")
     out = tuple(batch) + (a2[-2], b2[-1])
     if len(a) == 1:

@@ -199,6 +199,14 @@ class ShapeContext:
         """Record derived geometry (``OpInfo.geometry``) under the given names."""
         self.geometry.update(facts)
 
+    def check_output(self, shape, dtype) -> int:
+        """Bytes of an output of ``shape``/``dtype``, checked before a shape function computes
+        anything that large (``limits.check_tensor``: rank, bytes within the memory limit of the
+        plan being made); raises ``ShapeError`` naming the op and its input shapes."""
+        from mnnpy.limits import check_tensor
+
+        return check_tensor(shape, dtype, f"{self.op.type} '{self.op.name}' with input shapes {self.shapes}")
+
     def fail(self, rule: str):
         """Raise ``ShapeError`` naming the op, its input shapes and the broken rule."""
         raise ShapeError(f"{self.op.type} '{self.op.name}' with input shapes {self.shapes}: {rule}")

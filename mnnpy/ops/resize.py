@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import math
 
+from mnnpy import limits
 from mnnpy.ops.common import norm_axis
 from mnnpy.ops.flops import numel
 from mnnpy.ops.geometry import ResizeGeometry, source_coords
 from mnnpy.ops.registry import Attr, In, op_schema
 
+# bytes per output index along a resized axis for its tables: the float32 source coordinate,
+# then per tap (cubic: 4) an int64 input index and a float64 weight, and float64 temporaries
+TABLE_BYTES = 72
 COORD_MODES = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric", "tf_crop_and_resize")
 
 
@@ -79,14 +83,15 @@ def resize(ctx):
     """Resize: nearest/linear/cubic interpolation on any axes; see ``resize_scales_sizes``.
 
     Geometry ``resize``: a ``ResizeGeometry`` (scales, sizes, roi, and the source
-    coordinates of every axis that moves)."""
+    coordinates of every axis that moves). The output's size is checked, and the tables'
+    charged (``TABLE_BYTES`` per index of a moved axis), before they are computed."""
     scales, sizes = resize_scales_sizes(ctx)
     x, ctm = ctx.shapes[0], ctx.attrs["coordinate_transformation_mode"]
     roi = resize_roi(ctx)
-    coords = {}
-    for ax in range(len(x)):
-        if sizes[ax] != x[ax] or scales[ax] != 1 or roi[ax] != (0.0, 1.0):
-            coords[ax] = source_coords(ctm, sizes[ax], x[ax], scales[ax], roi[ax])
+    ctx.check_output(sizes, ctx.dtypes[0])  # before the coordinate tables, one entry per output index
+    moved = [ax for ax in range(len(x)) if sizes[ax] != x[ax] or scales[ax] != 1 or roi[ax] != (0.0, 1.0)]
+    limits.charge(TABLE_BYTES * sum(sizes[ax] for ax in moved), f"Resize '{ctx.op.name}': its coordinate tables")
+    coords = {ax: source_coords(ctm, sizes[ax], x[ax], scales[ax], roi[ax]) for ax in moved}
     ctx.derive(resize=ResizeGeometry(tuple(scales), tuple(sizes), tuple(roi), coords))
     return [(tuple(sizes), ctx.dtypes[0])]
 

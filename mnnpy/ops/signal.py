@@ -4,7 +4,9 @@ MelWeightMatrix.
 
 Complex tensors are real tensors with a trailing dimension of 2 (real, imaginary); a
 real signal has a trailing dimension of 1. Windows and MelWeightMatrix depend only on
-their (scalar) inputs, which are value inputs: their outputs are computed at resize.
+their (scalar) inputs, which are value inputs: their shape functions publish outputs of up
+to ``SMALL`` elements (computed at resize, folded by the converter); larger ones are
+computed by the kernel, after the SizeComputer checked their size against the memory limit.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import numpy as np
 from mnnpy import dtypes
 from mnnpy.errors import ModelFormatError
 from mnnpy.ops.flops import numel, per_element
+from mnnpy.ops.movement import SMALL
 from mnnpy.ops.registry import Attr, In, op_schema
 
 
@@ -62,7 +65,8 @@ def _window(ctx):
     if size < 0:
         ctx.fail(f"size {size} must be non-negative")
     dt = _out_dtype(ctx)
-    ctx.set_value(0, window(ctx.op.type, size, ctx.attrs["periodic"], dt))
+    if size <= SMALL:  # larger windows are computed by the kernel, once their size is checked
+        ctx.set_value(0, window(ctx.op.type, size, ctx.attrs["periodic"], dt))
     return [((size,), dt)]
 
 
@@ -218,6 +222,7 @@ def mel_weight_matrix_shape(ctx):
     if nmel < 1 or dft_len < 1 or rate <= 0:
         ctx.fail("num_mel_bins, dft_length and sample_rate must be positive")
     dt = _out_dtype(ctx)
-    m = mel_weight_matrix(*vals, dt)
-    ctx.set_value(0, m)
-    return [(m.shape, dt)]
+    shape = (dft_len // 2 + 1, nmel)
+    if math.prod(shape) <= SMALL:  # larger matrices are computed by the kernel, once their size is checked
+        ctx.set_value(0, mel_weight_matrix(*vals, dt))
+    return [(shape, dt)]

@@ -30,7 +30,7 @@ from mnnpy.backends.cpu.ops.depthwise import SHORT_MAPS, _Depthwise, _DepthwiseR
 from mnnpy.backends.cpu.ops.windows import box_complement, view_as
 from mnnpy.backends.cpu.parallel import parallel, workers
 from mnnpy.backends.cpu.registry import cpu_execution
-from mnnpy.backends.cpu.scratch import scratch
+from mnnpy.backends.cpu.scratch import charge_taps, scratch
 from mnnpy.ops.geometry import tap_slices
 
 
@@ -184,6 +184,7 @@ class Conv(Execution):
         self.empty = y.size == 0
         if self.empty:
             return
+        charge_taps(math.prod(w.shape[2:]) * n, "CPU Conv")
         pointwise = all(k == 1 for k in w.shape[2:]) and all(s == 1 for s in strides) and not any(pads)
         if pointwise:
             self.kernel = _Pointwise(self, x, w, y, g)

@@ -12,7 +12,7 @@ from mnnpy.backends.cpu.blas import MatMul
 from mnnpy.backends.cpu.ops.activation import bias_activation
 from mnnpy.backends.cpu.ops.windows import view_as
 from mnnpy.backends.cpu.registry import cpu_execution
-from mnnpy.backends.cpu.scratch import scratch
+from mnnpy.backends.cpu.scratch import charge_taps, scratch
 from mnnpy.ops.geometry import tap_range
 
 
@@ -37,6 +37,7 @@ class ConvTranspose(Execution):
         self.empty = y.size == 0
         if self.empty:
             return
+        charge_taps(math.prod(kernel), "CPU ConvTranspose")
         ins, outs, kk, ll = x.shape[2:], y.shape[2:], math.prod(kernel), math.prod(x.shape[2:])
         self.wt = scratch((g, mg * kk, cg), x.dtype)
         self.cols = self.ws.take((n, g, mg * kk, ll), x.dtype)

@@ -10,11 +10,14 @@ saturation to the output dtype (onnxruntime's order).
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 
+from mnnpy import limits
 from mnnpy.backend import Execution
 from mnnpy.backends.cpu.registry import cpu_execution
+from mnnpy.backends.cpu.scratch import charge_taps, scratch
 
 F64 = np.dtype(np.float64)
 
@@ -49,18 +52,23 @@ def _requantise(y: np.ndarray, acc: np.ndarray, multiplier, zero_point) -> None:
 
 
 class _ConvF64:
-    """``conv(x, w)`` in float64 over explicit zero padding: one tensordot per kernel tap and group."""
+    """``conv(x, w)`` in float64 over explicit zero padding: one tensordot per kernel tap and
+    group. Its taps, the padded float64 input each run makes and the accumulator are charged
+    to the plan at resize."""
 
     def __init__(self, exe, x_shape, w_shape, y_shape):
         out, strides, dil, pads = exe.geometry["window"].unpack()
         n = len(out)
         self.g = exe.attrs["group"]
         self.pad = [(0, 0), (0, 0)] + [(pads[i], pads[n + i]) for i in range(n)]
+        padded = (*x_shape[:2], *(d + b + e for d, (b, e) in zip(x_shape[2:], self.pad[2:])))
+        limits.charge(math.prod(padded) * F64.itemsize, f"{exe.op.type}: the padded float64 input {padded}")
+        charge_taps(math.prod(w_shape[2:]), f"CPU {exe.op.type}")
         self.taps = []
         for tap in itertools.product(*(range(k) for k in w_shape[2:])):
             sl = tuple(slice(t * d, t * d + s * (o - 1) + 1, s) for t, d, s, o in zip(tap, dil, strides, out))
             self.taps.append((tap, sl))
-        self.acc = np.empty(y_shape, F64)
+        self.acc = scratch(y_shape, F64)
 
     def __call__(self, x: np.ndarray, w: np.ndarray) -> np.ndarray:
         xp = np.pad(x, self.pad)

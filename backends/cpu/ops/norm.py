@@ -16,7 +16,7 @@ import numpy as np
 from mnnpy.backend import Execution
 from mnnpy.backends.cpu.ops.windows import view_as
 from mnnpy.backends.cpu.registry import cpu_execution
-from mnnpy.backends.cpu.scratch import scratch
+from mnnpy.backends.cpu.scratch import charge_taps, scratch
 from mnnpy.ops.geometry import tap_slices
 
 
@@ -279,6 +279,7 @@ class LpPool(Execution):
         if self.empty:
             return
         nc = x.shape[0] * x.shape[1]
+        charge_taps(math.prod(k), "CPU LpPool")
         self.xp = scratch((nc, *spatial), x.dtype)
         self.x3 = view_as(x, (nc, *spatial))
         self.y3 = view_as(y, (nc, *out))

@@ -17,7 +17,7 @@ from mnnpy.backend import Execution
 from mnnpy.backends.cpu.ops.windows import view_as
 from mnnpy.backends.cpu.parallel import parallel, split, workers
 from mnnpy.backends.cpu.registry import cpu_execution
-from mnnpy.backends.cpu.scratch import scratch
+from mnnpy.backends.cpu.scratch import charge_taps, scratch
 from mnnpy.ops.geometry import tap_slices
 
 
@@ -34,6 +34,13 @@ def _window_counts(in_size, out_size, k, s, d, pb, pe, include_pad) -> np.ndarra
     lo, hi = (-pb, in_size + pe) if include_pad else (0, in_size)
     pos = np.arange(out_size)[:, None] * s + np.arange(k)[None, :] * d - pb
     return ((pos >= lo) & (pos < hi)).sum(axis=1)
+
+
+def _index_copy(flat: np.ndarray) -> np.ndarray:
+    """A contiguous copy of one tap's input indices, charged to the plan (one per tap)."""
+    out = scratch(flat.shape, flat.dtype)
+    np.copyto(out, flat)
+    return out
 
 
 @cpu_execution("MaxPool", "AveragePool")
@@ -57,6 +64,7 @@ class Pool(Execution):
         if self.empty:
             return
         nc = x.shape[0] * x.shape[1]
+        charge_taps(math.prod(k), f"CPU {self.op.type}")
         x3, y3 = view_as(x, (nc, *spatial)), view_as(y, (nc, *out))
         taps = []
         for tap in itertools.product(*[range(t) for t in k]):
@@ -83,7 +91,7 @@ class Pool(Execution):
             for o, i in taps:
                 extra = ()
                 if ind is not None:
-                    extra = (ind3[r + o], np.ascontiguousarray(flat[i]), self.mask[r + o])
+                    extra = (ind3[r + o], _index_copy(flat[i]), self.mask[r + o])
                 pairs.append((y3[r + o], x3[r + i]) + extra)
             rng = (y3[r], pairs, ind3[r] if ind is not None else None, self.base[c0:c1] if ind is not None else None)
             self.ranges.append(rng)

@@ -26,6 +26,7 @@ import numpy as np
 from mnnpy.backend import Execution
 from mnnpy.backends.cpu.ops.windows import view_as
 from mnnpy.backends.cpu.registry import cpu_execution
+from mnnpy.backends.cpu.scratch import scratch
 from mnnpy.ops.geometry import interp_taps, nearest_index
 
 
@@ -87,7 +88,7 @@ class Resize(Execution):
         a0 = min(idx)
         outer = math.prod(x.shape[:a0])
         x2, y2 = view_as(x, (outer, -1)), view_as(y, (outer, -1))
-        flat = np.zeros(y.shape[a0:], np.int64)
+        flat = scratch(y.shape[a0:], np.int64)
         stride = 1
         for ax in range(x.ndim - 1, a0 - 1, -1):
             i = idx.get(ax, np.arange(x.shape[ax]))

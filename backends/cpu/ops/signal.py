@@ -12,6 +12,7 @@ import numpy as np
 
 from mnnpy.backend import Execution
 from mnnpy.backends.cpu.registry import cpu_execution
+from mnnpy.backends.cpu.scratch import scratch
 from mnnpy.ops.signal import mel_weight_matrix, window
 
 
@@ -34,7 +35,8 @@ class Window(Execution):
     """``Y = window(size)`` (ONNX reference formulas)."""
 
     def on_resize(self, inputs, outputs):
-        self.y = window(self.op.type, outputs[0].shape[0], self.attrs["periodic"], outputs[0].dtype)
+        self.y = scratch(outputs[0].shape, outputs[0].dtype)  # charged to the plan
+        np.copyto(self.y, window(self.op.type, outputs[0].shape[0], self.attrs["periodic"], outputs[0].dtype))
 
     def on_execute(self, inputs, outputs):
         np.copyto(outputs[0], self.y)
