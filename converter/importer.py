@@ -275,6 +275,19 @@ def _all_nodes(graph: onnx.GraphProto):
                     yield from _all_nodes(g)
 
 
+def _check_names(graph: onnx.GraphProto) -> None:
+    """Every name and op type of ``graph`` and its subgraphs must be text: protobuf hands a
+    string field that is not valid UTF-8 over as ``bytes``. Raises ``ModelFormatError``."""
+    for g in [graph, *(a.g for n in _all_nodes(graph) for a in n.attribute if a.type == onnx.AttributeProto.GRAPH)]:
+        values = [*g.input, *g.output, *g.value_info]
+        names = [g.name, *(v.name for v in values), *(t.name for t in g.initializer)]
+        for n in g.node:
+            names += [n.op_type, n.domain, n.name, *n.input, *n.output, *(a.name for a in n.attribute)]
+        bad = next((x for x in names if not isinstance(x, str)), None)
+        if bad is not None:
+            raise ModelFormatError(f"ONNX graph '{g.name!r}': name or op type {bad!r} is not UTF-8 text")
+
+
 def value_type(vi: onnx.ValueInfoProto, where: str) -> tuple[str, np.dtype | None, tuple | None]:
     """``(kind, dtype, shape)`` of a declared value: ``"tensor"`` or ``"sequence"`` (of tensors:
     dtype and shape are the elements'); dtype ``None`` when undeclared, shape ``None`` when the
@@ -350,6 +363,7 @@ def import_onnx(model: onnx.ModelProto) -> Net:
     newest = onnx.defs.onnx_opset_version()
     if not 1 <= opset <= newest:
         raise ModelFormatError(f"ONNX opset {opset} not supported (supported: {MIN_OPSET}..{newest})")
+    _check_names(model.graph)
     table = converters()
     if opset < MIN_OPSET:
         _check_old_opset(model, opset)

@@ -8,7 +8,9 @@
 ``converter``: bytes -> ``onnx.ModelProto`` (undecodable protobufs are skipped) -> ``convert``
 -> the same. Any exception other than ``mnnpy.MnnpyError`` is a finding: libFuzzer stops and
 writes the input to ``crash-<hash>`` in the working folder (``-artifact_prefix=``). A run
-longer than ``--timeout`` s (hang) or above ``--rss-mb`` MB of memory is a finding too.
+longer than ``--timeout`` s (hang) or above ``--rss-mb`` MB of memory is a finding too:
+sessions get ``memory_limit=MEMORY_LIMIT`` (1 GiB) and the converter's constant folding the
+same budget, so no input may take more.
 The seed corpus is written by code (``seed_corpus``): small valid models of the op families,
 control flow included. Needs the optional ``atheris`` package (``pip install -e ".[fuzz]"``).
 """
@@ -24,6 +26,7 @@ import numpy as np
 
 MAX_INPUT_ELEMENTS = 1 << 12  # elements of one fuzzed model's input: dynamic dims are 2, big inputs skipped
 LOOP_TIMEOUT_S = 0.2  # per Loop, so that an endless loop is a LoopTimeoutError, not a hang
+MEMORY_LIMIT = 1 << 30  # bytes: the sessions' memory_limit and the converter's folding budget
 
 
 def _inputs(interp) -> dict | None:
@@ -46,7 +49,7 @@ def exercise(model, backend: str = "cpu") -> None:
     import mnnpy
 
     interp = mnnpy.Interpreter(model)
-    session = interp.create_session(backend=backend)
+    session = interp.create_session(backend=backend, memory_limit=MEMORY_LIMIT)
     feeds = _inputs(interp)
     if feeds is not None:
         session.run(feeds, loop_timeout=LOOP_TIMEOUT_S)
@@ -69,6 +72,7 @@ def converter_target(data: bytes, backend: str = "cpu") -> None:
     from google.protobuf.message import DecodeError
 
     import mnnpy
+    from mnnpy import limits
     from mnnpy.converter import convert
 
     try:
@@ -76,7 +80,9 @@ def converter_target(data: bytes, backend: str = "cpu") -> None:
     except (DecodeError, ValueError, RuntimeError):
         return  # not a protobuf: nothing of mnnpy's ran
     try:
-        exercise(convert(model), backend)
+        with limits.planning(limits.MemoryBudget(MEMORY_LIMIT).plan("converting the fuzzed model")):
+            data = convert(model)  # constant folding charged to MEMORY_LIMIT
+        exercise(data, backend)
     except mnnpy.MnnpyError:
         pass
 
@@ -249,7 +255,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", default="cpu", help="backend the sessions use (default cpu)")
     p.add_argument("--timeout", type=int, default=10, help="seconds one input may take (default 10): longer is a hang")
     p.add_argument("--replay", nargs="+", metavar="FILE", help="run these saved inputs once each and report")
-    p.add_argument("--rss-mb", type=int, default=4096, help="memory limit of the process, MB (default 4096)")
+    p.add_argument("--rss-mb", type=int, default=3072, help="RSS limit of the process, MB (default 3072)")
     return p
 
 
