@@ -41,6 +41,7 @@ UNREPRESENTABLE = "is not representable in numpy"  # the reason given for such d
 CPU_COLUMNS = (PASSED, FAILED, EXPECTED_FAIL, NOT_IMPLEMENTED)
 GPU_COLUMNS = (ON_GPU, WITH_FALLBACK, CPU_ONLY, FAILED, EXPECTED_FAIL, NOT_IMPLEMENTED)
 REASON_CHARS = 110  # a fallback reason in a table cell, cut to this
+TOP_REASONS = 15  # fallback reasons listed per GPU backend
 
 
 def results(backend: str) -> dict[str, list[Outcome]]:
@@ -188,6 +189,25 @@ def section(backend: str, res: dict[str, list[Outcome]]) -> list[str]:
         counts = [_count(outs, s) for s in GPU_COLUMNS]
         device, cpu = (sum(getattr(o.placement, k) for o in outs if o.status in PASSES) for k in ("device", "cpu"))
         lines.append(_row(op, len(outs), gpu_status(outs), *counts, f"{device} / {cpu}", _why(outs)))
+    return [*lines, "", *fallbacks(backend, res)]
+
+
+def fallbacks(backend: str, res: dict[str, list[Outcome]]) -> list[str]:
+    """The ``TOP_REASONS`` most common fallback reasons over the cases that passed on
+    ``backend``: per reason, the passing cases with an op it sent to the CPU and those ops."""
+    cases, ops = Counter(), Counter()
+    for o in _passes(res):
+        cases.update(o.placement.reasons.keys())
+        ops.update(o.placement.reasons)
+    lines = [
+        f"What keeps passing cases off {backend}: the {TOP_REASONS} most common fallback reasons of "
+        f"{len(cases)}, by the passing cases they touch (a case with ops on the CPU for several reasons counts "
+        "under each).",
+        "",
+        *_header("fallback reason", "cases", "ops on the CPU"),
+    ]
+    top = sorted(cases.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_REASONS]
+    lines += [_row(_cell(reason), n, ops[reason]) for reason, n in top]
     return [*lines, ""]
 
 
@@ -227,7 +247,12 @@ def _why(outs: list[Outcome]) -> str:
     if not reasons:
         passed = [o.placement for o in outs if o.status in PASSES]
         return NOTHING_RAN if passed and not any(p.device or p.cpu for p in passed) else ""
-    text = reasons.most_common(1)[0][0].replace("|", "/").replace("\n", " ")
+    return _cell(reasons.most_common(1)[0][0])
+
+
+def _cell(text: str) -> str:
+    """``text`` safe in a table cell: no ``|`` or newline, cut to ``REASON_CHARS``."""
+    text = text.replace("|", "/").replace("\n", " ")
     return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 3] + "..."
 
 

@@ -10,23 +10,31 @@ depends on the device).
 import difflib
 import importlib.util
 import io
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from mnnpy.backend import backend_availability
-from tests.conformance.conformance import STATUSES
+from tests.conformance.conformance import CPU_ONLY, FAILED, ON_GPU, STATUSES, WITH_FALLBACK, Outcome
+from tests.conformance.placement import Placement
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load():
+    """``tools/conformance_report.py`` as a module."""
+    spec = importlib.util.spec_from_file_location("conformance_report", ROOT / "tools" / "conformance_report.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 @pytest.fixture(scope="module")
 def tool():
     """``tools/conformance_report.py`` as a module; skips where a backend it covers is unusable
     or its devices are not the ones the committed report was measured on."""
-    spec = importlib.util.spec_from_file_location("conformance_report", ROOT / "tools" / "conformance_report.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _load()
     for backend in module.BACKENDS:
         ok, why = backend_availability(backend)
         if not ok:
@@ -55,3 +63,20 @@ def test_cases_listing(tool):
     assert conv["cpu"][3] == "passed"
     for backend in tool.BACKENDS[1:]:
         assert conv[backend][3:6] == ["passed on the GPU", "1", "0"]
+
+
+def test_fallback_reasons_count_cases_once():
+    """A reason counts once per passing case it touches (its ops all count); failed cases and
+    cases without fallback add nothing; reasons are ordered by cases, then by name."""
+    erf, where = Counter({"no execution for Erf": 2}), Counter({"no execution for Where": 1})
+    res = {
+        "Erf": [Outcome(WITH_FALLBACK, placement=Placement(device=1, cpu=2, reasons=erf))],
+        "Where": [
+            Outcome(CPU_ONLY, placement=Placement(cpu=1, reasons=where)),
+            Outcome(CPU_ONLY, placement=Placement(cpu=1, reasons=where)),
+            Outcome(FAILED, placement=Placement(cpu=3, reasons=erf)),
+        ],
+        "Relu": [Outcome(ON_GPU, placement=Placement(device=1))],
+    }
+    rows = [line for line in _load().fallbacks("opencl", res) if line.startswith("| no")]
+    assert rows == ["| no execution for Where | 2 | 2 |", "| no execution for Erf | 1 | 2 |"]
