@@ -173,7 +173,9 @@ def section(backend: str, res: dict[str, list[Outcome]]) -> list[str]:
     on_device = sorted(c.name for c, o in _failures(backend) if o.placement.device)
     lines += [
         f"- of the cases that passed: every op on the GPU {_share(t[ON_GPU], passed)}, with fallback "
-        f"{_share(t[WITH_FALLBACK], passed)}, no op on the GPU {_share(t[CPU_ONLY], passed)}",
+        f"{_share(t[WITH_FALLBACK], passed)}, no op on the GPU {_share(t[CPU_ONLY], passed)}, of which "
+        f"{sum(not (o.placement.device or o.placement.cpu) for o in _passes(res))} ran no op at all (every value "
+        "computed while planning or at conversion)",
         f"- ops run in the cases that passed: {ops['device']} on {backend}, {ops['cpu']} on the CPU "
         f"({ops['resize']} more computed while planning)",
         f"- failures and expected failures that ran ops on {backend} (the others fail before running, or on the "
