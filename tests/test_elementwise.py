@@ -337,6 +337,17 @@ def test_pow_negative_base_integer_exponent(rng, backend):
     check_backend(*_binary("Pow", a, b), ELEMENTWISE, backend)
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("backend", gpu_backends())
+def test_pow_integer_constant_exponent(backend, dtype):
+    """A float32 base with an integer constant exponent (ONNX's Pow T1) falls back to the CPU:
+    the kernels read the exponent as float32 (they gave 1.0 for every element before)."""
+    a = np.array([1.0, 2.0, 3.0, -1.5], np.float32)
+    model = make_model([helper.make_node("Pow", ["a", "b"], ["c"])], {"a": a}, ["c"], {"b": np.array([4, 5, 6, 3], dtype)})
+    session = check_backend(model, {"a": a}, ELEMENTWISE, backend, on_device=False)
+    assert "Pow of float32 and " + np.dtype(dtype).name in session.partitions()
+
+
 # -- shapes, chains, partition borders ------------------------------------------------------
 
 

@@ -1,13 +1,18 @@
-"""Write ``docs/conformance.md``: per backend, per ONNX op, the node-test outcomes.
+"""Write ``docs/conformance.md``: per backend, per ONNX op, the node-test outcomes, and for the
+GPU backends where the ops of each passing case ran.
 
-Run: ``python tools/conformance_report.py`` (rewrites the file) or ``--check`` (exit 1
-when the committed file is not what the current code produces; a test runs this).
-Outcomes: passed / failed / expected-fail (listed with its reason per backend) / not
-implemented (no converter for the op).
+Run: ``python tools/conformance_report.py`` (rewrites the file), ``--check`` (exit 1 when the
+committed file is not what the current code produces; ``tests/conformance/test_report.py``
+checks the same in the test process, reusing the node tests' outcomes) or ``--cases``
+(prints one CSV line per case and backend instead: case, op, backend, status, ops on the
+device, on the CPU, at resize, the most common fallback reason). Statuses and how a GPU
+backend runs a case: ``tests/conformance/conformance.py``.
 """
 
 from __future__ import annotations
 
+import argparse
+import csv
 import pathlib
 import sys
 from collections import Counter
@@ -15,37 +20,61 @@ from collections import Counter
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.conformance.conformance import implemented_ops, outcome  # noqa: E402
+from tests.conformance.conformance import (  # noqa: E402
+    CPU_ONLY,
+    EXPECTED_FAIL,
+    FAILED,
+    NOT_IMPLEMENTED,
+    ON_GPU,
+    PASSED,
+    PASSES,
+    WITH_FALLBACK,
+    Outcome,
+    implemented_ops,
+    outcome,
+)
 from tests.conformance.node_cases import all_cases, cases_by_op  # noqa: E402
 
-BACKENDS = ("cpu",)
+BACKENDS = ("cpu", "opencl", "vulkan")
 TARGET = ROOT / "docs" / "conformance.md"
-STATUSES = ("passed", "failed", "expected-fail", "not implemented")
-
-
 UNREPRESENTABLE = "is not representable in numpy"  # the reason given for such dtypes
+CPU_COLUMNS = (PASSED, FAILED, EXPECTED_FAIL, NOT_IMPLEMENTED)
+GPU_COLUMNS = (ON_GPU, WITH_FALLBACK, CPU_ONLY, FAILED, EXPECTED_FAIL, NOT_IMPLEMENTED)
+REASON_CHARS = 110  # a fallback reason in a table cell, cut to this
+TOP_REASONS = 15  # fallback reasons listed per GPU backend
 
 
-def results(backend: str) -> tuple[dict[str, Counter], int]:
-    """(op -> Counter of statuses over its cases on ``backend``, number of expected failures
-    due to dtypes numpy cannot represent)."""
+def results(backend: str) -> dict[str, list[Outcome]]:
+    """op -> the ``Outcome`` of each of its cases on ``backend`` (``not implemented`` where the
+    converter lacks the op), ops in name order."""
     ops = implemented_ops()
-    out: dict[str, Counter] = {}
-    unrepresentable = 0
-    for op, cases in sorted(cases_by_op().items()):
-        counts = Counter()
-        for case in cases:
-            status, detail = outcome(case, backend) if op in ops else ("not implemented", "")
-            counts[status] += 1
-            unrepresentable += status == "expected-fail" and UNREPRESENTABLE in detail
-        out[op] = counts
-    return out, unrepresentable
+    return {
+        op: [outcome(c, backend) if op in ops else Outcome(NOT_IMPLEMENTED) for c in cases]
+        for op, cases in sorted(cases_by_op().items())
+    }
+
+
+def device_line(backend: str) -> str:
+    """The device a GPU backend runs on here (OpenCL: device name and version; Vulkan: device
+    name and API version), or why it cannot run here."""
+    from mnnpy.backend import backend_availability, get_runtime
+
+    ok, why = backend_availability(backend)
+    if not ok:
+        return f"unavailable ({why})"
+    rt = get_runtime(backend)
+    if backend == "opencl":
+        return f"{rt.device.name} ({rt.device.version})"
+    from mnnpy.backends.vulkan.device import version_string
+
+    return f"{rt.info.name} (Vulkan {version_string(rt.info.api_version)})"
 
 
 def render() -> str:
     """The whole report as Markdown."""
     import onnx
 
+    per_backend = {b: results(b) for b in BACKENDS}
     lines = [
         "# ONNX conformance",
         "",
@@ -54,37 +83,206 @@ def render() -> str:
         "`python tools/conformance_report.py`; a test checks that it is current. Expected failures",
         "and their reasons: `tests/conformance/<backend>_expected_failures.json`.",
         "",
+        "The CPU backend runs each case as ONNX gives it. A GPU backend runs it with the inputs the",
+        "case feeds a fixed value made constants (initializers), except the data the graph computes",
+        "on (the first input of each node): a Conv's weights, a Clip's bounds, a Gather's indices",
+        "become constants, as in a real model; the expected outputs are the same. A GPU backend",
+        "falls back to the CPU for what it does not take, and a case counts for it by where its ops",
+        "ran (the session's plans after the run): **on the GPU** (every op that ran, on the GPU),",
+        "**with fallback** (some ops on the CPU), **CPU only** (no op on the GPU: not a GPU pass).",
+        "Ops computed while planning (shape computations, small ops on values known at resize) and",
+        "control-flow ops themselves (run on the host; their bodies' ops count) are not counted.",
+        "",
+        "Measured on: " + "; ".join(f"{b}: {device_line(b)}" for b in BACKENDS if b != "cpu") + ".",
+        "",
+        *summary(per_backend),
     ]
-    for backend in BACKENDS:
-        res, unrepresentable = results(backend)
-        total = sum((c for c in res.values()), Counter())
-        implemented = sum(1 for c in res.values() if not c["not implemented"])
-        selected = total["passed"] + total["failed"] + total["expected-fail"]
-        rate = 100.0 * total["passed"] / selected if selected else 0.0
-        judged = selected - unrepresentable
-        rate_judged = 100.0 * total["passed"] / judged if judged else 0.0
-        lines += [
-            f"## Backend `{backend}`",
-            "",
-            f"- ops implemented: {implemented} of the {len(res)} ops the node tests cover",
-            f"- cases of implemented ops: {selected}: passed {total['passed']} ({rate:.1f}%), failed {total['failed']}, "
-            f"expected-fail {total['expected-fail']}",
-            f"- the same without the {unrepresentable} cases whose dtypes numpy cannot represent (bfloat16, float8, "
-            f"int4, ...): passed {total['passed']} of {judged} ({rate_judged:.1f}%)",
-            f"- cases of ops not implemented: {total['not implemented']}",
-            "",
-            "| op | cases | passed | failed | expected-fail | not implemented |",
-            "| --- | --- | --- | --- | --- | --- |",
-        ]
-        for op, c in res.items():
-            lines.append(f"| {op} | {sum(c.values())} | " + " | ".join(str(c[s]) for s in STATUSES) + " |")
-        lines.append("")
+    for backend, res in per_backend.items():
+        lines += section(backend, res)
     return "\n".join(lines)
 
 
+def _totals(res: dict[str, list[Outcome]]) -> Counter:
+    return Counter(o.status for outs in res.values() for o in outs)
+
+
+def summary(per_backend: dict[str, dict[str, list[Outcome]]]) -> list[str]:
+    """The summary table: one row per backend."""
+    lines = [
+        "## Summary",
+        "",
+        *_header(
+            "backend", "cases of implemented ops", "passed", "on the GPU", "with fallback", "CPU only", FAILED, EXPECTED_FAIL
+        ),
+    ]
+    for backend, res in per_backend.items():
+        t = _totals(res)
+        selected = sum(t.values()) - t[NOT_IMPLEMENTED]
+        passed = sum(t[s] for s in PASSES)
+        gpu = [_share(t[s], selected) for s in (ON_GPU, WITH_FALLBACK, CPU_ONLY)] if backend != "cpu" else ["-"] * 3
+        lines.append(_row(backend, selected, _share(passed, selected), *gpu, t[FAILED], t[EXPECTED_FAIL]))
+    not_impl = per_backend["cpu"]
+    n_ops = sum(1 for outs in not_impl.values() if outs[0].status == NOT_IMPLEMENTED)
+    lines += ["", f"Not implemented (no converter function): {_totals(not_impl)[NOT_IMPLEMENTED]} cases of {n_ops} ops.", ""]
+    return lines
+
+
+def _row(*cells) -> str:
+    """A Markdown table row (an empty cell stays empty)."""
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def _header(*names: str) -> list[str]:
+    """A Markdown table's header and rule lines."""
+    return [_row(*names), _row(*["---"] * len(names))]
+
+
+def _share(n: int, total: int) -> str:
+    """``"n (p%)"``: ``n`` and its share of ``total`` (just ``n`` for a total of 0)."""
+    return f"{n}{_percent(n, total)}"
+
+
+def _percent(n: int, total: int) -> str:
+    return f" ({100.0 * n / total:.1f}%)" if total else ""
+
+
+def section(backend: str, res: dict[str, list[Outcome]]) -> list[str]:
+    """One backend's section: its counts and the per-op table."""
+    t = _totals(res)
+    selected = sum(t.values()) - t[NOT_IMPLEMENTED]
+    passed = sum(t[s] for s in PASSES)
+    unrepresentable = sum(o.status == EXPECTED_FAIL and UNREPRESENTABLE in o.detail for outs in res.values() for o in outs)
+    implemented = sum(1 for outs in res.values() if outs[0].status != NOT_IMPLEMENTED)
+    lines = [
+        f"## Backend `{backend}`",
+        "",
+        f"- ops implemented: {implemented} of the {len(res)} ops the node tests cover",
+        f"- cases of implemented ops: {selected}: passed {_share(passed, selected)}, failed {t[FAILED]}, "
+        f"expected-fail {t[EXPECTED_FAIL]}",
+        f"- the same without the {unrepresentable} cases whose dtypes numpy cannot represent (bfloat16, float8, "
+        f"int4, ...): passed {passed} of {selected - unrepresentable}"
+        f"{_percent(passed, selected - unrepresentable)}",
+    ]
+    if backend == "cpu":
+        lines += ["", *_header("op", "cases", *CPU_COLUMNS)]
+        lines += [_row(op, len(outs), *(_count(outs, s) for s in CPU_COLUMNS)) for op, outs in res.items()]
+        return [*lines, ""]
+    ops = Counter()
+    for o in _passes(res):
+        ops.update(device=o.placement.device, cpu=o.placement.cpu, resize=o.placement.resize)
+    on_device = sorted(c.name for c, o in _failures(backend) if o.placement.device)
+    lines += [
+        f"- of the cases that passed: every op on the GPU {_share(t[ON_GPU], passed)}, with fallback "
+        f"{_share(t[WITH_FALLBACK], passed)}, no op on the GPU {_share(t[CPU_ONLY], passed)}, of which "
+        f"{sum(not (o.placement.device or o.placement.cpu) for o in _passes(res))} ran no op at all (every value "
+        "computed while planning or at conversion)",
+        f"- ops run in the cases that passed: {ops['device']} on {backend}, {ops['cpu']} on the CPU "
+        f"({ops['resize']} more computed while planning)",
+        f"- failures and expected failures that ran ops on {backend} (the others fail before running, or on the "
+        f"CPU): {len(on_device)}" + (f": {', '.join(on_device)}" if on_device else ""),
+        "",
+        "GPU status: **GPU** (every case that passed ran all its ops on the GPU), **partly** (some did or",
+        "some of their ops did), **CPU** (no op of a passing case on the GPU), **-** (no case passed).",
+        "Ops GPU / CPU: ops run in the cases that passed. Why: the most common reason an op fell back.",
+        "",
+        *_header("op", "cases", "GPU status", *GPU_COLUMNS, "ops GPU / CPU", "why"),
+    ]
+    for op, outs in res.items():
+        counts = [_count(outs, s) for s in GPU_COLUMNS]
+        device, cpu = (sum(getattr(o.placement, k) for o in outs if o.status in PASSES) for k in ("device", "cpu"))
+        lines.append(_row(op, len(outs), gpu_status(outs), *counts, f"{device} / {cpu}", _why(outs)))
+    return [*lines, "", *fallbacks(backend, res)]
+
+
+def fallbacks(backend: str, res: dict[str, list[Outcome]]) -> list[str]:
+    """The ``TOP_REASONS`` most common fallback reasons over the cases that passed on
+    ``backend``: per reason, the passing cases with an op it sent to the CPU and those ops."""
+    cases, ops = Counter(), Counter()
+    for o in _passes(res):
+        cases.update(o.placement.reasons.keys())
+        ops.update(o.placement.reasons)
+    lines = [
+        f"What keeps passing cases off {backend}: the {TOP_REASONS} most common fallback reasons of "
+        f"{len(cases)}, by the passing cases they touch (a case with ops on the CPU for several reasons counts "
+        "under each).",
+        "",
+        *_header("fallback reason", "cases", "ops on the CPU"),
+    ]
+    top = sorted(cases.items(), key=lambda kv: (-kv[1], kv[0]))[:TOP_REASONS]
+    lines += [_row(_cell(reason), n, ops[reason]) for reason, n in top]
+    return [*lines, ""]
+
+
+def _passes(res: dict[str, list[Outcome]]) -> list[Outcome]:
+    """The outcomes of the cases that passed."""
+    return [o for outs in res.values() for o in outs if o.status in PASSES]
+
+
+def _failures(backend: str) -> list[tuple]:
+    """``(case, outcome)`` of each selected case that failed or is expected to fail on ``backend``."""
+    ops = implemented_ops()
+    pairs = [(c, outcome(c, backend)) for op, cases in cases_by_op().items() if op in ops for c in cases]
+    return [(c, o) for c, o in pairs if o.status in (FAILED, EXPECTED_FAIL)]
+
+
+def _count(outs: list[Outcome], status: str) -> int:
+    return sum(o.status == status for o in outs)
+
+
+def gpu_status(outs: list[Outcome]) -> str:
+    """An op's GPU-run status over its cases' outcomes: ``GPU``, ``partly``, ``CPU`` or ``-``."""
+    passed = Counter(o.status for o in outs if o.status in PASSES)
+    if not passed:
+        return "-"
+    if passed[ON_GPU] == sum(passed.values()):
+        return "GPU"
+    return "partly" if passed[ON_GPU] or passed[WITH_FALLBACK] else "CPU"
+
+
+NOTHING_RAN = "no op ran: all computed while planning or at conversion"
+
+
+def _why(outs: list[Outcome]) -> str:
+    """The most common fallback reason over ``outs`` (table-safe, cut to ``REASON_CHARS``), or
+    ``NOTHING_RAN`` where cases passed without running an op."""
+    reasons = sum((o.placement.reasons for o in outs if o.status in PASSES), Counter())
+    if not reasons:
+        passed = [o.placement for o in outs if o.status in PASSES]
+        return NOTHING_RAN if passed and not any(p.device or p.cpu for p in passed) else ""
+    return _cell(reasons.most_common(1)[0][0])
+
+
+def _cell(text: str) -> str:
+    """``text`` safe in a table cell: no ``|`` or newline, cut to ``REASON_CHARS``."""
+    text = text.replace("|", "/").replace("\n", " ")
+    return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 3] + "..."
+
+
+def write_cases(out) -> None:
+    """Every case on every backend as CSV (see the module docstring)."""
+    w = csv.writer(out)
+    w.writerow(["case", "op", "backend", "status", "device_ops", "cpu_ops", "resize_ops", "reason"])
+    ops = implemented_ops()
+    for op, cases in sorted(cases_by_op().items()):
+        for backend in BACKENDS:
+            for case in cases:
+                o = outcome(case, backend) if op in ops else Outcome(NOT_IMPLEMENTED)
+                p = o.placement
+                why = p.reasons.most_common(1)[0][0] if p.reasons else o.detail
+                w.writerow([case.name, op, backend, o.status, p.device, p.cpu, p.resize, why])
+
+
 def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--check", action="store_true", help="exit 1 when docs/conformance.md is not current")
+    mode.add_argument("--cases", action="store_true", help="print every case's outcome and placement as CSV")
+    args = parser.parse_args(argv)
+    if args.cases:
+        write_cases(sys.stdout)
+        return 0
     text = render()
-    if "--check" in argv:
+    if args.check:
         return 0 if TARGET.exists() and TARGET.read_text() == text else 1
     TARGET.parent.mkdir(exist_ok=True)
     TARGET.write_text(text)

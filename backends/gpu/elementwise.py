@@ -62,11 +62,21 @@ def divisor_check(info, backend: str) -> tuple[bool, str]:
     return True, ""
 
 
-class BinaryBase(GPUExecution):
-    """``C = A op B`` of ``BINARY_OPS`` in the dtypes of ``BINARY_DTYPES``, broadcasting within
-    ``MAX_RANK`` merged dims."""
+def operand_dtype_check(info, backend: str) -> tuple[bool, str]:
+    """A and B of one dtype, a constant operand too: the kernels read B in A's dtype (the
+    backend's dtype gate lets constants of any dtype through). ONNX gives the two one type
+    everywhere but Pow, whose exponent may be of another (operators.md #Pow, T1)."""
+    a, b = info.inputs[0], info.inputs[1]
+    if a.dtype != b.dtype:
+        return False, f"{info.type} of {a.dtype} and {b.dtype} ({backend} takes operands of one dtype)"
+    return True, ""
 
-    check = checked_by(partial(binary_check, max_rank=MAX_RANK), divisor_check)
+
+class BinaryBase(GPUExecution):
+    """``C = A op B`` of ``BINARY_OPS`` in the dtypes of ``BINARY_DTYPES``, A and B of one dtype,
+    broadcasting within ``MAX_RANK`` merged dims."""
+
+    check = checked_by(partial(binary_check, max_rank=MAX_RANK), operand_dtype_check, divisor_check)
 
     @classmethod
     def input_dtypes(cls, op_type: str) -> tuple:

@@ -1,7 +1,10 @@
-"""ONNX backend node tests on mnnpy's OpenCL backend (the CPU runs the ops it lacks).
+"""ONNX backend node tests on mnnpy's OpenCL backend.
 
-Expected failures, each with its reason: ``opencl_expected_failures.json``. Skipped, with
-the reason, where no OpenCL device is usable.
+Each case runs with the inputs it feeds a fixed value as constants (weights, bounds, indices:
+``node_cases.with_constant_inputs``) and the CPU running the ops OpenCL lacks; it passes when
+its outputs match, and ``docs/conformance.md`` counts it for OpenCL only by where its ops ran
+(``conformance.outcome``). Expected failures, each with its reason:
+``opencl_expected_failures.json``. Skipped, with the reason, where OpenCL is unusable.
 """
 
 import pytest

@@ -1,8 +1,10 @@
-"""ONNX backend node tests on mnnpy's Vulkan backend (the CPU runs the ops it lacks).
+"""ONNX backend node tests on mnnpy's Vulkan backend.
 
-Expected failures, each with its reason: ``vulkan_expected_failures.json`` (the CPU's: every
-op this backend lacks falls back to the CPU). Skipped, with the reason, where Vulkan is
-unusable.
+Each case runs with the inputs it feeds a fixed value as constants (weights, bounds, indices:
+``node_cases.with_constant_inputs``) and the CPU running the ops Vulkan lacks; it passes when
+its outputs match, and ``docs/conformance.md`` counts it for Vulkan only by where its ops ran
+(``conformance.outcome``). Expected failures, each with its reason:
+``vulkan_expected_failures.json``. Skipped, with the reason, where Vulkan is unusable.
 """
 
 import pytest
