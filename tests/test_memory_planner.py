@@ -152,3 +152,61 @@ def test_reshape_chain_lifetimes_in_linear_time():
     took = time.perf_counter() - start
     assert took < 10, f"{took:.1f} s"
     assert set(held.alias.values()) == {0} and lifetimes == [Lifetime(0, 64, -1, n + 1)]
+
+
+# -- arenas follow the plans kept (issue 12 defect 7) ----------------------------------------
+
+SHAPE_CHANGES = """
+import sys
+import numpy as np
+import mnnpy
+from onnx import helper
+from mnnpy.converter import convert
+from mnnpy.graph_runner import RESIZE_CACHE
+from tests.oracle import make_model
+
+
+def rss_mb():
+    try:
+        import psutil
+
+        return psutil.Process().memory_info().rss / 2**20
+    except ImportError:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
+
+
+rng = np.random.default_rng(0)
+c = 16
+inits = {f"w{i}": rng.standard_normal((c, c, 3, 3)).astype(np.float32) for i in range(3)}
+nodes = [helper.make_node("Conv", ["x" if i == 0 else f"c{i - 1}", f"w{i}"], [f"c{i}"], pads=[1, 1, 1, 1]) for i in range(3)]
+m = make_model(nodes, {"x": np.zeros((1, c, 8, 8), np.float32)}, ["c2"], inits)
+for d, name in zip(m.graph.input[0].type.tensor_type.shape.dim[2:], "hw"):
+    d.dim_param = name
+s = mnnpy.Interpreter(convert(m)).create_session(backend="cpu")
+small = [64 + 8 * k for k in range(RESIZE_CACHE)]
+for h in small:
+    s.run({"x": np.ones((1, c, h, h), np.float32)})
+base = rss_mb()
+big = rng.permutation(np.arange(300, 460, 8))[:20 - RESIZE_CACHE]  # planes of 0.35-0.85 MB per channel
+for h in [*big, *small]:  # 20 shape changes, the last RESIZE_CACHE small again
+    s.run({"x": np.ones((1, c, h, h), np.float32)})
+print(f"{base:.0f} {rss_mb():.0f}")
+"""
+
+
+def test_memory_follows_the_plans_kept():
+    """20 shape changes, the last four (as many as the plan cache keeps) small again: the
+    process's RSS returns to within 64 MB of what the four small plans held before (it stayed
+    ~600 MB higher: evicted plans freed only by the cycle collector, their pages kept by
+    glibc's heap). In a child process: a fresh heap, RSS from psutil or /proc."""
+    import os
+    import subprocess
+    import sys
+
+    if not os.path.exists("/proc/self/status"):
+        pytest.skip("RSS from /proc (Linux)")
+    r = subprocess.run([sys.executable, "-c", SHAPE_CHANGES], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    base, end = map(float, r.stdout.split())
+    assert end - base < 64, f"RSS {base:.0f} MB with the four small plans, {end:.0f} MB after 20 shape changes"
