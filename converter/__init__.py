@@ -18,6 +18,7 @@ from mnnpy import model_file
 from mnnpy.converter.importer import import_onnx
 from mnnpy.converter.optimize import optimize
 from mnnpy.errors import InputError, ModelFormatError
+from mnnpy.files import atomic_write
 from mnnpy.ir import Net
 from mnnpy.ops import get_schema
 
@@ -126,10 +127,11 @@ def serialize(net: Net) -> bytes:
 
 
 def write(data: bytes, output: str | os.PathLike) -> None:
-    """Write ``data`` to the file ``output``; ``InputError`` ("cannot write <path>: <reason>") on failure."""
+    """Write ``data`` to the file ``output`` atomically (a temporary file beside it renamed over
+    it, ``mnnpy.files.atomic_write``: a process that has the old file loaded keeps it whole);
+    ``InputError`` ("cannot write <path>: <reason>") on failure."""
     try:
-        with open(output, "wb") as f:
-            f.write(data)
+        atomic_write(output, data, private=False, devices_in_place=True)
     except OSError as e:
         raise InputError(f"cannot write {os.fspath(output)}: {e.strerror or e}") from e
 

@@ -412,6 +412,25 @@ def convert_node(converter, node: onnx.NodeProto, ctx: ConvertContext) -> None:
         raise ModelFormatError(f"node '{label(node)}' ({node.op_type}): cannot convert it: {type(e).__name__}: {e}") from e
 
 
+def _check_single_writer(g: onnx.GraphProto) -> None:
+    """``ModelFormatError`` where two nodes of graph ``g`` write the same value, or a node
+    writes one of ``g``'s inputs or initializers (ONNX IR.md, "Names Within a Graph": every
+    name is assigned once; the onnx checker and onnxruntime refuse such graphs, whereas
+    converting them made the last writer win)."""
+    writer = {i.name: f"graph input '{i.name}'" for i in g.input}
+    writer.update({i.name: f"initializer '{i.name}'" for i in g.initializer})
+    for node in g.node:
+        for name in node.output:
+            if not name:
+                continue
+            if name in writer:
+                raise ModelFormatError(
+                    f"graph '{g.name}': node '{label(node)}' ({node.op_type}) writes '{name}', "
+                    f"which {writer[name]} already defines (each value has one writer)"
+                )
+            writer[name] = f"node '{label(node)}' ({node.op_type})"
+
+
 def convert_graph(ctx: ConvertContext, g: onnx.GraphProto, fallback=(), extra: list[TensorDesc] = ()) -> None:
     """Convert graph ``g`` into ``ctx.graph``: initializers, declared inputs, ``extra`` inputs
     (a body's captured values), every node, the outputs; value_info marks sequences.
@@ -436,6 +455,7 @@ def convert_graph(ctx: ConvertContext, g: onnx.GraphProto, fallback=(), extra: l
         ctx.input(vi.name, dt, shape, kind)
     for d in extra:
         ctx.input(d.name, d.dtype, d.shape, d.kind)
+    _check_single_writer(g)
     for node in g.node:
         convert_node(table[node.op_type], node, ctx)
     for vi in g.value_info:

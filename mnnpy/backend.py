@@ -183,6 +183,10 @@ class Backend:
         """Allocate the pooled memory (bytes) that dynamic tensors live in."""
         raise NotImplementedError
 
+    def on_plans_evicted(self) -> None:
+        """Called after a session dropped cached plans (their arenas and Executions are
+        unreferenced and collected by then): give back memory that only they used."""
+
     def acquire(self, tensor: TensorInfo, offset: int) -> Any:
         """The handle of dynamic ``tensor`` at byte ``offset`` of the arena."""
         raise NotImplementedError

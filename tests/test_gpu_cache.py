@@ -7,12 +7,15 @@ is tested in tests/test_opencl_cache.py and tests/test_vulkan_cache.py."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from onnx import helper
 
 from mnnpy import cache_file
 from tests.backend_compare import backend_cases, compare, gpu_backends
+from tests.fifo import within
 from tests.oracle import ELEMENTWISE, make_model, rand
 
 SOURCE = "__kernel void axpb(__global float *x, float a, int n) { int i = get_global_id(0); if (i < n) x[i] = a * x[i] + B; }"
@@ -198,3 +201,15 @@ def test_oversized_file_not_read(cache, backend, monkeypatch):
     c = cache.load()
     assert c.stats["rejected"] == 1 and f"larger than {MAX_FILE[backend]}" in c.last_rejection
     cache.run(c)
+
+
+@pytest.mark.parametrize("backend", gpu_backends())
+def test_named_pipe_rejected_without_blocking(cache, backend):
+    """Defect 3 of issue 12: a FIFO in place of the entry blocked ``open`` forever."""
+    path, _ = cache.write()
+    path.unlink()
+    os.mkfifo(path)
+    c = within(20, cache.load, path)
+    assert c.stats["rejected"] == 1 and cache.hits(c) == 0 and "named pipe" in c.last_rejection
+    cache.rebuilt(c, path)
+    assert path.is_file()

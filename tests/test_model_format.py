@@ -314,3 +314,52 @@ def test_generated_code_is_fresh():
     script = os.path.join(ROOT, "mnnpy", "schema", "regenerate.py")
     r = subprocess.run([sys.executable, script, "--check"], capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode == 0, f"model_generated.py is stale; run python {script}\n{r.stdout}{r.stderr}"
+
+
+# -- a vector length edited to millions (issue 12 defect 3) -----------------------------------
+
+
+def _vector_length_at(data: bytes, arr: np.ndarray) -> int:
+    """File offset of the u32 length in front of vector ``arr`` (a view of ``data``)."""
+    return arr.__array_interface__["data"][0] - np.frombuffer(data, np.uint8).__array_interface__["data"][0] - 4
+
+
+@pytest.mark.parametrize(
+    "field", ["op Inputs", "op Outputs", "graph Outputs", "attribute Ints", "attribute Floats", "tensor Shape"]
+)
+def test_edited_vector_length_loads_in_bounded_time(field):
+    """One vector's length set to the most elements the rest of a 16 MB file could hold
+    (up to 4 million): read one Python call per element, that took seconds (73 s for a 54 MB
+    model); now one NumPy view, so loading answers (a ModelFormatError, or garbage values that
+    later checks refuse or keep) within a second."""
+    import struct
+    import time
+
+    from mnnpy.schema import model_generated as fb
+
+    w, big = np.ones((4, 3, 3, 3), np.float32), np.zeros(1 << 22, np.float32)  # a 16 MB constant
+    attrs = {"pads": [1, 1, 1, 1], "activation": "LeakyRelu", "activation_params": [0.1]}
+    tensors = [TensorDesc("x", F32, (1, 3, 8, 8)), TensorDesc("w", F32, w.shape, w), TensorDesc("y", F32, None)]
+    g = Graph("main", [*tensors, TensorDesc("big", F32, big.shape, big)], [Op("Conv", "c", [0, 1], [2], attrs)], [0], [2])
+    data = bytearray(model_file.serialize(Net(graphs=[g])))
+    buf = bytes(data)  # the vectors below are views of it
+    fg = fb.Model.GetRootAs(buf, 0).Graphs(0)
+    op = fg.Ops(0)
+    named = {op.Attributes(i).Name().decode(): op.Attributes(i) for i in range(op.AttributesLength())}
+    if field == "tensor Shape":  # a vector of Dim tables: its length is bounded by NumPy's rank
+        tab = fg.Tensors(0)._tab
+        at, elem = tab.Vector(tab.Offset(8)) - 4, 4
+    else:
+        arr = {
+            "op Inputs": op.InputsAsNumpy,
+            "op Outputs": op.OutputsAsNumpy,
+            "graph Outputs": fg.OutputsAsNumpy,
+            "attribute Ints": named["pads"].IntsAsNumpy,
+            "attribute Floats": named["activation_params"].FloatsAsNumpy,
+        }[field]()
+        at, elem = _vector_length_at(buf, arr), arr.itemsize
+    assert struct.unpack_from("<I", data, at)[0] == {"op Inputs": 2, "attribute Ints": 4, "tensor Shape": 4}.get(field, 1)
+    struct.pack_into("<I", data, at, (len(data) - at - 4) // elem)
+    t0 = time.perf_counter()
+    loads_or_format_error(bytes(data))
+    assert time.perf_counter() - t0 < 1.0

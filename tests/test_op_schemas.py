@@ -159,3 +159,40 @@ def test_flops_rule_runs_on_a_node_test(case):
         s.run({n: as_array(v) for n, v in zip(names, inputs)})
     for op, v in _plans_mflops(s).items():
         assert np.isfinite(v) and v >= 0, (op, v)
+
+
+@pytest.mark.parametrize("shape", [(3,), (1, 1), (2, 1), (0,)])
+def test_clip_bounds_must_be_scalars(shape):
+    """A 1-D min of three elements clipped element by element; onnxruntime refuses (clip.cc:
+    ``min should be a scalar``), so does the shape function (``ShapeError`` naming min)."""
+    x = rand(np.random.default_rng(0), 2, 3)
+    m = make_model([helper.make_node("Clip", ["x", "lo"], ["y"])], {"x": x}, ["y"], {"lo": np.zeros(shape, np.float32)})
+    with pytest.raises(mnnpy.ShapeError, match=r"Clip .*min must be a scalar .*got shape"):
+        mnnpy.Interpreter(convert(m)).create_session(backend="cpu").run({"x": x})
+
+
+@pytest.mark.parametrize("shape", [(), (1,)])
+def test_clip_bounds_of_one_element_are_taken(shape):
+    x = rand(np.random.default_rng(0), 2, 3)
+    m = make_model([helper.make_node("Clip", ["x", "lo"], ["y"])], {"x": x}, ["y"], {"lo": np.zeros(shape, np.float32)})
+    (y,) = mnnpy.Interpreter(convert(m)).create_session(backend="cpu").run({"x": x}).values()
+    np.testing.assert_array_equal(y, np.maximum(x, 0))
+
+
+@pytest.mark.parametrize(
+    "act,params",
+    [("LeakyRelu", []), ("LeakyRelu", [0.1, 0.2]), ("Clip", [0.0]), ("HardSigmoid", [0.2]), ("Relu", [1.0]), ("", [1.0])],
+)
+def test_conv_activation_params_checked_at_load(act, params):
+    """Missing or extra ``activation_params`` for the fused activation: ``ModelFormatError`` at
+    load (from a file and from a Net in memory), not a ``ValueError`` on every CPU run."""
+    from mnnpy import model_file
+    from tests.test_conv import fused_conv_net
+
+    w, b = np.ones((2, 3, 1, 1), np.float32), np.zeros(2, np.float32)
+    net = fused_conv_net((1, 3, 4, 4), w, b, {}, act, params)
+    rule = f"activation '{act}' takes \\d activation_params, got {len(params)}"
+    with pytest.raises(mnnpy.ModelFormatError, match=rule):
+        model_file.load(model_file.serialize(net))
+    with pytest.raises(mnnpy.ModelFormatError, match=rule):
+        mnnpy.Interpreter(fused_conv_net((1, 3, 4, 4), w, b, {}, act, params)).create_session(backend="cpu")

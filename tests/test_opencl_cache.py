@@ -62,11 +62,15 @@ def test_memory_then_disk_hit(rt, folder):
     c = ProgramCache(rt)
     p1 = c.get("t.cl", SOURCE, ["-D B=1.0f"])
     assert c.get("t.cl", SOURCE, ["-D B=1.0f"]) is p1
-    assert c.stats == dict(memory_hits=1, disk_hits=0, built=1, rejected=0, written=1, evicted=0)
+    assert c.stats == dict(memory_hits=1, disk_hits=0, built=1, rejected=0, written=1, evicted=0, probed=0)
     assert _entry(c).is_file() and len(os.listdir(folder)) == 1
     c2 = ProgramCache(rt)
     _run(rt, c2.get("t.cl", SOURCE, ["-D B=1.0f"]))
     assert c2.stats["disk_hits"] == 1 and c2.stats["built"] == 0 and c2.last_rejection is None
+    assert c2.stats["probed"] == 1 and pc.unpack(_entry(c).read_bytes(), c.key(SOURCE, ["-D B=1.0f"]))[0] == 1
+    c3 = ProgramCache(rt)  # marked probed: loaded without a child process
+    _run(rt, c3.get("t.cl", SOURCE, ["-D B=1.0f"]))
+    assert c3.stats["disk_hits"] == 1 and c3.stats["probed"] == 0
     # other options, another entry
     _run(rt, c2.get("t.cl", SOURCE, ["-D B=3.0f"]), 3.0)
     assert c2.stats["built"] == 1 and len(os.listdir(folder)) == 2
@@ -193,3 +197,89 @@ def test_least_recently_used_entries_evicted(rt, folder, monkeypatch):
     pc.ProgramCache(rt, folder).get("a.cl", sources[0], [])  # a disk hit: entry 0 is now the newest
     cache.get("c.cl", sources[2], [])
     assert [p.exists() for p in paths] == [True, False, True] and cache.stats["evicted"] == 1
+
+
+# -- entries the driver crashes on or that hold another program (issue 12 defect 6) ------------
+
+TRUNCATED = """
+import sys
+import numpy as np
+from mnnpy.backend import get_runtime
+from mnnpy.backends.opencl import program as pc
+
+rt = get_runtime("opencl")
+src = "__kernel void axpb(__global float *x, float a, int n) { x[get_global_id(0)] = a; }"
+c = pc.ProgramCache(rt)
+key = c.key(src, [])
+binary = c.get("t.cl", src, []).get_info(rt.cl.program_info.BINARIES)[0]
+for n in (100, len(binary) // 2, len(binary) - 8):  # hash-consistent entries of a truncated binary
+    c.path(key).write_bytes(pc.pack(key, bytes(binary[:n])))
+    c2 = pc.ProgramCache(rt)
+    rt.cl.Kernel(c2.get("t.cl", src, []), "axpb")
+    assert c2.stats["rejected"] == 1 and c2.stats["built"] == 1, c2.stats
+    assert "binary does not build in a child process" in c2.last_rejection, c2.last_rejection
+    assert pc.unpack(c.path(key).read_bytes(), key)[1:] != bytes(binary[:n])  # rebuilt and written
+print("survived", c2.last_rejection)
+"""
+
+
+def test_truncated_binary_cannot_take_the_process_down(folder):
+    """PoCL segfaults or aborts building a truncated binary: an entry holding one (hash
+    and key right) is built in a child process first, which dies instead; the entry is
+    deleted and the program rebuilt. Run in a child of the test to see a crash as one."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ, **{pc.CACHE_ENV: str(folder)})
+    r = subprocess.run([sys.executable, "-c", TRUNCATED], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "survived" in r.stdout, (r.returncode, r.stdout, r.stderr[-2000:])
+    assert "died loading it (killed by SIG" in r.stdout
+
+
+def test_binary_of_another_program_is_replaced(rt, folder):
+    """A valid binary of another program under this key (hash and key right): its kernel is
+    missing (pyopencl's LogicError on every run before); the entry is deleted, the program
+    rebuilt from source and written, and the kernel runs."""
+    c = ProgramCache(rt)
+    other = "__kernel void other(__global float *x) { x[0] = 1; }"
+    binary = c.get("o.cl", other, []).get_info(rt.cl.program_info.BINARIES)[0]
+    key = c.key(SOURCE, ["-D B=1.0f"])
+    _entry(c).write_bytes(pc.pack(key, bytes(binary)))
+    c2 = ProgramCache(rt)
+    k = c2.kernel("t.cl", SOURCE, ["-D B=1.0f"], "axpb")
+    assert c2.stats["rejected"] == 1 and "no kernel 'axpb' in the cached binary" in c2.last_rejection
+    assert c2.stats["built"] == 1 and c2.stats["written"] == 1 and k.function_name == "axpb"
+    _run(rt, c2.get("t.cl", SOURCE, ["-D B=1.0f"]))
+    c3 = ProgramCache(rt)
+    assert c3.kernel("t.cl", SOURCE, ["-D B=1.0f"], "axpb").function_name == "axpb" and c3.stats["disk_hits"] == 1
+    with pytest.raises(rt.cl.LogicError):  # a kernel the source lacks: pyopencl's error, entry kept
+        ProgramCache(rt).kernel("t.cl", SOURCE, ["-D B=1.0f"], "missing")
+    assert _entry(c).is_file()
+
+
+def test_entry_of_format_1_is_rebuilt(rt, folder):
+    c = ProgramCache(rt)
+    key = c.key(SOURCE, ["-D B=1.0f"])
+    binary = c.get("t.cl", SOURCE, ["-D B=1.0f"]).get_info(rt.cl.program_info.BINARIES)[0]
+    _entry(c).write_bytes(pc.cache_file.pack(pc.MAGIC, 1, key, bytes(binary)))
+    c2 = ProgramCache(rt)
+    _run(rt, c2.get("t.cl", SOURCE, ["-D B=1.0f"]))
+    assert c2.stats["rejected"] == 1 and "format 1, expected 2" in c2.last_rejection and c2.stats["built"] == 1
+
+
+def test_sessions_survive_entries_of_other_programs(rt, folder, monkeypatch, rng):
+    """Every entry a session wrote replaced by a consistent entry of another program's binary
+    (each key kept): a new session rebuilds them and gives the same outputs."""
+    x = rand(rng, 13, 7, 31)
+    model = make_model([helper.make_node("Add", ["x", "x"], ["a"]), helper.make_node("Sigmoid", ["a"], ["y"])], {"x": x}, ["y"])
+    monkeypatch.setattr(rt, "programs", ProgramCache(rt))
+    compare(model, {"x": x}, ELEMENTWISE)
+    other = rt.programs.get("o.cl", "__kernel void other(__global float *x) { x[0] = 1; }", [])
+    binary = bytes(other.get_info(rt.cl.program_info.BINARIES)[0])
+    for f in folder.glob("*" + pc.SUFFIX):  # other's own entry is rewritten as it was
+        data = f.read_bytes()
+        (klen,) = pc._HEAD.unpack_from(data)[2:]
+        f.write_bytes(pc.pack(data[pc._HEAD.size : pc._HEAD.size + klen].decode(), binary))
+    monkeypatch.setattr(rt, "programs", ProgramCache(rt))
+    compare(model, {"x": x}, ELEMENTWISE)
+    assert rt.programs.stats["rejected"] >= 1 and "no kernel" in rt.programs.last_rejection

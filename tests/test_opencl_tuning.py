@@ -7,6 +7,7 @@ the process-wide Runtime with ``monkeypatch``, which restores it).
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from onnx import helper
 
 from mnnpy.backend import backend_availability, get_runtime
 from tests.backend_compare import compare
+from tests.fifo import within
 from tests.oracle import ELEMENTWISE, make_model, rand
 
 _OK, _WHY = backend_availability("opencl")
@@ -191,6 +193,18 @@ def test_tampered_file_discarded_and_retuned(rt, folder, tamper):
     new = _doc(folder)  # rewritten, valid
     assert new["sha256"] == tuning._digest(new["entries"]) and new["entries"][key]["local"] == list(la2.local)
     assert Tuner(rt)._load()[key]["local"] == list(la2.local)
+
+
+def test_named_pipe_tuning_file_discarded(rt, folder):
+    """Defect 3 of issue 12: a FIFO named ``tuning.json`` blocked session creation forever."""
+    la, buf, x, limit = _launch(rt, (61, 13))
+    folder.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(folder / tuning.FILE)
+    t = Tuner(rt)
+    within(20, lambda: t.tune(la, "fast", limit), folder / tuning.FILE)
+    assert t.stats["rejected"] == 1 and "named pipe" in t.last_rejection and t.stats["tuned"] == 1
+    _result(rt, la, buf, x)
+    assert (folder / tuning.FILE).is_file() and Tuner(rt)._load()
 
 
 def test_keeps_other_processes_entries(rt, folder):

@@ -19,7 +19,7 @@ import numpy as np
 from mnnpy.backend import Backend, BackendConfig, Execution, OpInfo, Runtime, TensorInfo
 from mnnpy.backends.cpu.blas import BlasThreads
 from mnnpy.backends.cpu.registry import executions
-from mnnpy.backends.cpu.scratch import SharedBuffer, Workspace, filled
+from mnnpy.backends.cpu.scratch import SharedBuffer, Workspace, _aligned, filled, give_back_freed
 from mnnpy.errors import UnsupportedOperatorError
 from mnnpy.memory_planner import ALIGN
 
@@ -50,9 +50,13 @@ class CPUBackend(Backend):
         return None if cls is None else cls(self, info)
 
     def allocate_arena(self, nbytes: int) -> None:
-        raw = filled(nbytes + ALIGN, np.uint8)  # pages mapped now, not during the first run (charged by the planner)
-        skip = (-raw.ctypes.data) % ALIGN
-        self.arena = raw[skip : skip + nbytes]
+        self.arena = _aligned(filled(nbytes + ALIGN, np.uint8), nbytes)  # pages mapped now (charged by the planner)
+
+    def on_plans_evicted(self) -> None:
+        """The temporaries' buffer is kept only while kept plans use it; freed heap pages go
+        back to the system (``give_back_freed``): memory follows the plans kept."""
+        self._temporaries.release()
+        give_back_freed()
 
     def acquire(self, tensor: TensorInfo, offset: int) -> np.ndarray:
         view = self.arena[offset : offset + tensor.nbytes]

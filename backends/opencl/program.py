@@ -6,12 +6,18 @@ memory only. One file per key (device name, driver version, platform version, sh
 the source, build options), named by the sha256 of the key text. A file is::
 
     b"MNNPYCLB" | format u32 | key length u32 | key (utf-8) | payload length u64
-    | sha256(everything before it + payload) (32 bytes) | payload (the device binary)
+    | sha256(everything before it + payload) (32 bytes) | payload
+
+    payload = probed u8 (1: a child process built it) | the device binary
 
 ``get`` reads a file's bytes once and checks magic, format, key, length and hash on those
 very bytes before the payload goes to ``clCreateProgramWithBinary`` (time-of-check/time-of-use
-safe). Any mismatch, or a binary the driver will not build, deletes the file; the program
-is then built from source and written afresh (temporary file + ``os.replace``, atomic).
+safe). A binary not yet marked probed is first built in a child process (``probe.py``: a
+binary the driver crashes on, such as a truncated one, must not take the caller down), then
+marked. Any mismatch, a binary the driver will not build (any exception, or the child's
+death), or a program without a kernel asked of it (``kernel``: another program's binary)
+deletes the file; the program is then built from source and written afresh (temporary
+file + ``os.replace``, atomic).
 A disk hit refreshes the file's modification time; after each write, files beyond
 ``MAX_ENTRIES`` are deleted, least recently used first (the folder stays bounded as sources,
 options and drivers change). The hash detects corruption and accidental edits; it is not a
@@ -38,7 +44,7 @@ from mnnpy.cache_file import atomic_write  # a module global: tests replace it h
 
 CACHE_ENV = "MNNPY_OPENCL_CACHE"
 MAGIC = b"MNNPYCLB"
-FORMAT = 1
+FORMAT = 2  # 2: the payload starts with the probed flag (entries of format 1 are rebuilt)
 SUFFIX = ".clbin"
 MAX_FILE = cache_file.MAX_FILE  # bytes (256 MiB): a larger file is not read (no unbounded allocation)
 MAX_ENTRIES = 1000  # program binaries kept in the folder: beyond it, the least recently used are deleted
@@ -66,9 +72,10 @@ def device_identity(device) -> str:
     return f"{device.name}|{device.driver_version}|{device.platform.version}"
 
 
-def pack(key: str, payload: bytes) -> bytes:
-    """The file content for ``key`` and ``payload`` (format above, ``mnnpy.cache_file``)."""
-    return cache_file.pack(MAGIC, FORMAT, key, payload)
+def pack(key: str, binary: bytes, probed: bool = False) -> bytes:
+    """The file content for ``key`` and a device ``binary`` (format above, ``mnnpy.cache_file``);
+    ``probed``: a child process built this binary (``probe.py``), so readers load it directly."""
+    return cache_file.pack(MAGIC, FORMAT, key, bytes([probed]) + binary)
 
 
 def unpack(data: bytes, key: str) -> bytes:
@@ -78,19 +85,24 @@ def unpack(data: bytes, key: str) -> bytes:
 
 class ProgramCache(DiskCache):
     """``get(file, source, options) -> cl.Program``, built once per (source, options) per process
-    and reloaded from a verified device binary on disk across processes.
+    and reloaded from a verified device binary on disk across processes; ``kernel`` also
+    creates one of its kernels.
 
     ``stats``: ``memory_hits``, ``disk_hits``, ``built`` (from source), ``rejected`` (disk entries
-    discarded), ``written``, ``evicted`` (deleted beyond ``MAX_ENTRIES``); ``last_rejection``:
-    why the last entry was discarded (None if none); ``directory``: the disk cache folder,
-    None when off or unusable."""
+    discarded), ``written``, ``evicted`` (deleted beyond ``MAX_ENTRIES``), ``probed`` (binaries
+    built in a child process first); ``last_rejection``: why the last entry was discarded
+    (None if none); ``directory``: the disk cache folder, None when off or unusable."""
 
     def __init__(self, runtime, directory: Path | None | bool = True):
         self.runtime = runtime
         self.directory = usable_directory(cache_directory() if directory is True else directory or None)
         self.identity = device_identity(runtime.device)
-        super().__init__("OpenCL program cache", ("memory_hits", "disk_hits", "built", "rejected", "written", "evicted"))
+        super().__init__(
+            "OpenCL program cache", ("memory_hits", "disk_hits", "built", "rejected", "written", "evicted", "probed")
+        )
         self._built: dict[tuple[str, tuple[str, ...]], object] = {}
+        self._from_disk: set[tuple[str, tuple[str, ...]]] = set()  # programs loaded from a binary
+        self._prober = None  # probe.Prober, started at the first binary not yet probed
         self._lock = threading.RLock()
 
     def key(self, source: str, options: list[str]) -> str:
@@ -115,13 +127,35 @@ class ProgramCache(DiskCache):
             key = self.key(source, list(options))
             path = self.path(key)
             prg = self._load(path, key, options) if path is not None else None
-            if prg is None:
+            if prg is not None:
+                self._from_disk.add(mem)
+            else:
                 prg = self.runtime.cl.Program(self.runtime.context, source).build(options=list(options), cache_dir=False)
                 self.stats["built"] += 1
                 if path is not None:
                     self._store(path, key, prg, file)
             self._built[mem] = prg
             return prg
+
+    def kernel(self, file: str, source: str, options: list[str], name: str):
+        """A new ``cl.Kernel`` ``name`` of ``get(file, source, options)``. Where a program loaded
+        from disk lacks it (``clCreateKernel`` fails: the entry held another program's binary),
+        the entry is deleted and the program built from source, once; a program built from
+        source that lacks it raises pyopencl's error as it is."""
+        cl = self.runtime.cl
+        prg = self.get(file, source, options)
+        try:
+            return cl.Kernel(prg, name)
+        except Exception as e:  # cl.LogicError INVALID_KERNEL_NAME
+            mem = (source, tuple(options))
+            with self._lock:
+                if mem not in self._from_disk:
+                    raise
+                self._from_disk.discard(mem)
+                self._built.pop(mem, None)
+                key = self.key(source, list(options))
+                self.reject(self.path(key), f"no kernel '{name}' in the cached binary ({type(e).__name__})")
+            return cl.Kernel(self.get(file, source, options), name)
 
     def _load(self, path: Path, key: str, options: list[str]):
         """The program built from the verified entry at ``path``, or None (entry discarded if bad)."""
@@ -131,10 +165,24 @@ class ProgramCache(DiskCache):
             if data is None:
                 return None
             payload = unpack(data, key)
+            probed, binary = payload[0], payload[1:]
         except (OSError, ValueError) as e:
             return self.reject(path, str(e))
+        if probed != 1:
+            if self._prober is None:
+                from mnnpy.backends.opencl.probe import Prober
+
+                self._prober = Prober(self.runtime)
+            self.stats["probed"] += 1
+            why = self._prober.check(binary, list(options))
+            if why is not None:
+                return self.reject(path, f"binary does not build in a child process: {why}")
+            try:
+                atomic_write(path, pack(key, binary, probed=True))
+            except OSError:  # read-only folder: probed again next time
+                pass
         try:
-            prg = cl.Program(self.runtime.context, [self.runtime.device], [payload]).build(options=list(options))
+            prg = cl.Program(self.runtime.context, [self.runtime.device], [binary]).build(options=list(options))
         except Exception as e:  # cl.Error: the driver refuses the binary
             return self.reject(path, f"binary does not build: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
         self.stats["disk_hits"] += 1
@@ -166,6 +214,9 @@ class ProgramCache(DiskCache):
             binaries = prg.get_info(self.runtime.cl.program_info.BINARIES)
             if not binaries or not binaries[0]:
                 return
+            sizes = prg.get_info(self.runtime.cl.program_info.BINARY_SIZES)
+            if len(binaries[0]) != sizes[0]:  # a binary shorter than the driver says is not stored
+                raise ValueError(f"the driver returned {len(binaries[0])} bytes of a {sizes[0]}-byte binary")
             atomic_write(path, pack(key, bytes(binaries[0])))
             self.stats["written"] += 1
             self._evict()

@@ -107,12 +107,16 @@ class OpenCLRuntime(Runtime):
         """The built program of ``shaders/opencl/<file>`` (``common.h`` and the generated
         activations prepended) with build ``options``; cached in memory and as a binary on
         disk (``ProgramCache``)."""
-        source = self._prelude + "\n#line 1\n" + _shader_dir().joinpath(file).read_text()
-        return self.programs.get(file, source, list(options))
+        return self.programs.get(file, self.source(file), list(options))
 
     def kernel(self, file: str, name: str, options: Sequence[str] = ()):
-        """A new ``cl.Kernel`` (own argument slots) of ``name`` in ``file`` built with ``options``."""
-        return self.cl.Kernel(self.program(file, options), name)
+        """A new ``cl.Kernel`` (own argument slots) of ``name`` in ``file`` built with ``options``
+        (``ProgramCache.kernel``: a cached binary without that kernel is replaced)."""
+        return self.programs.kernel(file, self.source(file), list(options), name)
+
+    def source(self, file: str) -> str:
+        """The source of ``shaders/opencl/<file>``: ``common.h`` and the generated activations first."""
+        return self._prelude + "\n#line 1\n" + _shader_dir().joinpath(file).read_text()
 
     def create_backend(self, config: BackendConfig):
         """A new ``OpenCLBackend`` for one session."""

@@ -29,6 +29,7 @@ a test; then ``python tools/ops_doc.py`` and ``python shaders/vulkan/build.py``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -210,9 +211,9 @@ def _unary(ctx):
     if kinds is not None and ctx.dtypes[0].kind not in kinds:
         what = "a float" if kinds == "f" else "a numeric"
         ctx.fail(f"input must be {what} tensor, got {ctx.dtypes[0]}")
-    for i in (1, 2):
-        if ctx.has(i) and len(ctx.shapes[i]) > 1:
-            ctx.fail("min and max must be scalars")
+    for i, name in ((1, "min"), (2, "max")):  # onnxruntime's rule (clip.cc: IsScalar): one element, rank 0 or 1
+        if ctx.has(i) and (len(ctx.shapes[i]) > 1 or math.prod(ctx.shapes[i]) != 1):
+            ctx.fail(f"{name} must be a scalar (rank 0, or one element), got shape {tuple(ctx.shapes[i])}")
     return [(ctx.shapes[0], ctx.dtypes[0])]
 
 

@@ -53,6 +53,19 @@ def conv_transpose_flops(ctx, outs) -> float:
     return 2 * numel(ctx.shapes[0]) * numel(ctx.shapes[1][1:]) + ctx.has(2) * numel(outs[0])
 
 
+def check_activation(attrs) -> str | None:
+    """The broken rule, or ``None``: ``activation_params`` holds exactly the scalars of the
+    fused ``activation`` (``Activation.scalars``: 2 for Clip and HardSigmoid, 1 for LeakyRelu,
+    none for the others and for no activation). Missing or extra parameters made the CPU
+    raise ``ValueError`` on every run while the GPUs read other numbers."""
+    act, params = attrs["activation"], list(attrs["activation_params"])
+    entry = ACTIVATIONS.get(act)
+    want = 0 if entry is None else 2 if entry.bounds else len(entry.attrs)
+    if len(params) != want:
+        return f"activation '{act}' takes {want} activation_params, got {len(params)}"
+    return None
+
+
 @op_schema(
     "Conv",
     ["X", "W", In("B", optional=True)],
@@ -63,6 +76,7 @@ def conv_transpose_flops(ctx, outs) -> float:
     },
     same_rank=(0, 1),
     flops=conv_flops,
+    check_attrs=check_activation,
 )
 def conv(ctx):
     """Conv: ``Y[n, m] = B[m] + sum_c,k X_pad[n, g*C/G + c, s*o + d*k] * W[m, c, k]``; fused activation after."""

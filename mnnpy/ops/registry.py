@@ -66,7 +66,10 @@ class OpSchema:
       the host at run time, and the rest of the graph is planned with its outputs' shapes;
     - ``flops(ctx, out_shapes)``: the op's floating-point operations (a count; ``mflops``
       gives MFLOPs) from its input shapes and attributes (``ctx``) and its output shapes
-      (``mnnpy.ops.flops`` has the rules; its docstring is the rule in words).
+      (``mnnpy.ops.flops`` has the rules; its docstring is the rule in words);
+    - ``check_attrs(attrs)``: rules between the resolved attributes that hold whatever the
+      shapes (Conv: ``activation_params`` fits ``activation``); returns the broken rule in
+      words, or ``None``. Checked at load by ``resolve_attrs`` (``ModelFormatError``).
     """
 
     type: str
@@ -82,6 +85,7 @@ class OpSchema:
     same_rank: tuple[int, ...] = ()
     flops: FlopsRule | None = None
     dynamic: bool = False
+    check_attrs: Callable[[dict[str, Any]], str | None] | None = None
 
     def mflops(self, ctx: ShapeContext, out_shapes: Sequence[tuple[int, ...]]) -> float:
         """MFLOPs of one op: ``flops(ctx, out_shapes) / 1e6``."""
@@ -124,6 +128,9 @@ class OpSchema:
                 raise ModelFormatError(f"{where}: {self.type} requires attribute '{name}'")
             else:
                 out[name] = spec.default
+        broken = self.check_attrs(out) if self.check_attrs is not None else None
+        if broken:
+            raise ModelFormatError(f"{where}: {broken}")
         return out
 
     def check_arity(self, n_in: int, n_out: int, where: str) -> None:
@@ -229,6 +236,7 @@ def op_schema(
     flops: FlopsRule | None = None,
     doc: str | None = None,
     dynamic: bool = False,
+    check_attrs: Callable[[dict[str, Any]], str | None] | None = None,
 ):
     """Decorator registering ``infer`` as the shape function of a new op schema.
 
@@ -261,6 +269,7 @@ def op_schema(
                 same_rank=tuple(same_rank),
                 flops=flops,
                 dynamic=dynamic,
+                check_attrs=check_attrs,
             ),
         )
         return infer

@@ -11,7 +11,11 @@ chosen at resize:
 * depthwise (2-D, ``G == C == M``): ``depthwise.py`` (a sum over kernel taps);
 * kn2row (2-D, stride 1, ``M <= C/2``): one GEMM for every tap, shifted sums of its rows;
 * general: im2col into the shared workspace (each tap one strided copy plus zero fills
-  where it reads padding; a row of ones carries the bias) and one matmul per group.
+  where it reads padding; a row of ones carries the bias) and one matmul per group;
+* more than ``MAX_TAP_LOOP`` kernel taps (any group count, any rank): ``_Windowed``, the same
+  im2col gathered from a strided window view of the zero-padded input in one copy per chunk
+  of output rows, so no Python loop runs over the taps (the loops above cost microseconds per
+  tap: a 4000x4000 kernel took 99 s per run) and the column buffer stays bounded.
 
 ConvTranspose is in ``conv_transpose.py``; window geometry from the shape function (``mnnpy.ops.geometry.Window``).
 """
@@ -32,6 +36,9 @@ from mnnpy.backends.cpu.parallel import parallel, workers
 from mnnpy.backends.cpu.registry import cpu_execution
 from mnnpy.backends.cpu.scratch import charge_taps, scratch
 from mnnpy.ops.geometry import tap_slices
+
+MAX_TAP_LOOP = 256  # kernel taps up to which a kernel may loop over taps in Python (16x16)
+CHUNK_BYTES = 1 << 25  # bytes of _Windowed's column buffer, unless one output row needs more
 
 
 class _Pointwise:
@@ -170,6 +177,59 @@ class _Kn2row:
             np.copyto(self.y, self.crop)
 
 
+class _Windowed:
+    """Large kernels: im2col without a loop over taps. The input, zero-padded once per run
+    into a buffer made at resize, is viewed as windows ``(N, G, C/G, *O, *K)`` (a strided view:
+    stride ``s`` over positions, dilation ``d`` within a window, no copy); per chunk of
+    ``R`` rows of the first output axis, one copy gathers them into the column buffer
+    ``(N, G, C/G * prod(K), R * prod(O[1:]))`` (at most ``CHUNK_BYTES``, one row at least)
+    and one matmul per group ``W (G, M/G, C/G * prod(K))`` @ columns writes those output rows.
+    """
+
+    fused_bias = False
+
+    def __init__(self, exe, x, w, y, out, strides, dil, pads):
+        n, c, m, g = x.shape[0], x.shape[1], w.shape[0], exe.attrs["group"]
+        cg, kernel, nd = c // g, tuple(w.shape[2:]), len(out)
+        kk, rest = math.prod(kernel), math.prod(out[1:])
+        self.w = scratch((g, m // g, cg * kk), x.dtype)
+        self.fill = None
+        src = x
+        if any(pads):
+            padded = scratch((n, c, *[s + pads[i] + pads[i + nd] for i, s in enumerate(x.shape[2:])]), x.dtype)
+            inner = padded[(slice(None), slice(None), *[slice(pads[i], pads[i] + s) for i, s in enumerate(x.shape[2:])])]
+            self.fill, src = (inner, x), padded
+        extent = tuple((k - 1) * d + 1 for k, d in zip(kernel, dil))
+        win = np.lib.stride_tricks.sliding_window_view(src, extent, axis=tuple(range(2, 2 + nd)))
+        win = win[(slice(None), slice(None), *[slice(None, None, st) for st in strides], *[slice(None, None, d) for d in dil])]
+        win = win[(slice(None), slice(None), *[slice(0, o) for o in out])].reshape(n, g, cg, *out, *kernel)
+        # -> (N, G, C/G, *K, *O): the column order (c, k) of the weights, positions last
+        win = np.moveaxis(win, tuple(range(3, 3 + nd)), tuple(range(3 + nd, 3 + 2 * nd)))
+        per_row = n * c * kk * rest * x.dtype.itemsize
+        rows = max(1, min(out[0], CHUNK_BYTES // max(per_row, 1)))
+        flat = exe.ws.take(n * g * cg * kk * rows * rest, x.dtype)
+        yg = view_as(y, (n, g, m // g, *out))
+        self.chunks = []  # per chunk: (columns in window layout, their window view, the product)
+        for r0 in range(0, out[0], rows):
+            r = min(rows, out[0] - r0)
+            cols = flat[: n * g * cg * kk * r * rest].reshape(n, g, cg * kk, r * rest)
+            dst = cols.reshape(n, g, cg, *kernel, r, *out[1:])
+            ys = view_as(yg[:, :, :, r0 : r0 + r], (n, g, m // g, r * rest))
+            self.chunks.append(
+                (dst, win[(Ellipsis, slice(r0, r0 + r), *[slice(None)] * (nd - 1))], MatMul(exe.backend, self.w, cols, ys))
+            )
+
+    def prepare(self, w, b):
+        np.copyto(self.w, w.reshape(self.w.shape))
+
+    def run(self, exe):
+        if self.fill is not None:
+            np.copyto(*self.fill)
+        for dst, src, mm in self.chunks:
+            np.copyto(dst, src)
+            mm()
+
+
 @cpu_execution("Conv")
 class Conv(Execution):
     """Conv with optional bias and fused activation, ``X: (N, C, *S) -> Y: (N, M, *O)``; see module doc."""
@@ -188,6 +248,8 @@ class Conv(Execution):
         pointwise = all(k == 1 for k in w.shape[2:]) and all(s == 1 for s in strides) and not any(pads)
         if pointwise:
             self.kernel = _Pointwise(self, x, w, y, g)
+        elif math.prod(w.shape[2:]) > MAX_TAP_LOOP:
+            self.kernel = _Windowed(self, x, w, y, out, strides, dil, pads)
         elif x.ndim == 4 and g == c == m and all(s == 1 for s in strides) and out[0] < SHORT_MAPS * (out[0] + w.shape[2] - 1):
             self.kernel = _DepthwiseRows(self, x, w, y, b, out, strides, dil, pads)
         elif x.ndim == 4 and g == c == m:
