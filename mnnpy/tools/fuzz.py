@@ -37,7 +37,7 @@ def _inputs(interp) -> dict | None:
     for d in interp.inputs:
         if d.kind != "tensor":
             return None
-        shape = tuple(s if isinstance(s, int) and s >= 0 else 2 for s in (d.shape or (2,)))
+        shape = tuple(s if isinstance(s, int) and s >= 0 else 2 for s in (d.shape if d.shape is not None else (2,)))
         if int(np.prod(shape, dtype=np.float64)) > MAX_INPUT_ELEMENTS:
             return None
         feeds[d.name] = np.zeros(shape, d.dtype)
@@ -94,25 +94,79 @@ def converter_target(data: bytes, backend: str = "cpu") -> None:
         pass
 
 
+def _model(nodes, inputs, outputs, inits=(), opset=17):
+    """An ONNX model of one graph: ``inputs`` as (name, elem type, shape), ``outputs`` as
+    (name, elem type), ``inits`` as (name, array)."""
+    from onnx import helper, numpy_helper
+
+    graph = helper.make_graph(
+        nodes,
+        "seed",
+        [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
+        [helper.make_tensor_value_info(n, t, None) for n, t in outputs],
+        [numpy_helper.from_array(np.asarray(v), k) for k, v in inits],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+
+
 def seed_models() -> dict[str, object]:
     """Small valid ONNX models (name -> ``onnx.ModelProto``) covering the op families: conv and
-    pooling, gemm, elementwise with broadcasting, movement, normalisation, resize, control flow."""
-    from onnx import TensorProto, helper, numpy_helper
+    pooling, gemm, elementwise with broadcasting, movement, resize, control flow (If, Loop)."""
+    return {**_dense_seeds(), **_control_flow_seeds()}
+
+
+def _dense_seeds() -> dict[str, object]:
+    from onnx import TensorProto, helper
 
     f32 = TensorProto.FLOAT
     rng = np.random.default_rng(0)
-
-    def model(nodes, inputs, outputs, inits=(), opset=17):
-        graph = helper.make_graph(
-            nodes,
-            "seed",
-            [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
-            [helper.make_tensor_value_info(n, t, None) for n, t in outputs],
-            [numpy_helper.from_array(np.asarray(v), k) for k, v in inits],
-        )
-        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
-
     w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    return {
+        "conv": _model(
+            [
+                helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], strides=[2, 1]),
+                helper.make_node("MaxPool", ["c"], ["y"], kernel_shape=[2, 2]),
+            ],
+            [("x", f32, [1, 3, 7, 6])],
+            [("y", f32)],
+            [("w", w)],
+        ),
+        "gemm": _model(
+            [helper.make_node("Gemm", ["x", "b"], ["y"], transB=1), helper.make_node("Softmax", ["y"], ["z"])],
+            [("x", f32, [2, 5])],
+            [("z", f32)],
+            [("b", rng.standard_normal((3, 5)).astype(np.float32))],
+        ),
+        "elementwise": _model(
+            [helper.make_node("Mul", ["x", "s"], ["m"]), helper.make_node("Sigmoid", ["m"], ["y"])],
+            [("x", f32, [2, 3, 4])],
+            [("y", f32)],
+            [("s", np.ones((3, 1), np.float32))],
+        ),
+        "movement": _model(
+            [
+                helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0, 2]),
+                helper.make_node("Reshape", ["t", "shape"], ["r"]),
+                helper.make_node("Concat", ["r", "r"], ["y"], axis=0),
+            ],
+            [("x", f32, [2, 3, 4])],
+            [("y", f32)],
+            [("shape", np.array([6, 4], np.int64))],
+        ),
+        "resize": _model(
+            [helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="linear")],
+            [("x", f32, [1, 1, 3, 4])],
+            [("y", f32)],
+            [("scales", np.array([1, 1, 2, 1.5], np.float32))],
+            opset=13,
+        ),
+    }
+
+
+def _control_flow_seeds() -> dict[str, object]:
+    from onnx import TensorProto, helper
+
+    f32 = TensorProto.FLOAT
     branch = helper.make_graph([helper.make_node("Relu", ["x"], ["t"])], "b", [], [helper.make_tensor_value_info("t", f32, None)])
     other = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "e", [], [helper.make_tensor_value_info("e", f32, None)])
     body = helper.make_graph(
@@ -126,50 +180,12 @@ def seed_models() -> dict[str, object]:
         [helper.make_tensor_value_info("c2", TensorProto.BOOL, []), helper.make_tensor_value_info("v2", f32, [2])],
     )
     return {
-        "conv": model(
-            [
-                helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], strides=[2, 1]),
-                helper.make_node("MaxPool", ["c"], ["y"], kernel_shape=[2, 2]),
-            ],
-            [("x", f32, [1, 3, 7, 6])],
-            [("y", f32)],
-            [("w", w)],
-        ),
-        "gemm": model(
-            [helper.make_node("Gemm", ["x", "b"], ["y"], transB=1), helper.make_node("Softmax", ["y"], ["z"])],
-            [("x", f32, [2, 5])],
-            [("z", f32)],
-            [("b", rng.standard_normal((3, 5)).astype(np.float32))],
-        ),
-        "elementwise": model(
-            [helper.make_node("Mul", ["x", "s"], ["m"]), helper.make_node("Sigmoid", ["m"], ["y"])],
-            [("x", f32, [2, 3, 4])],
-            [("y", f32)],
-            [("s", np.ones((3, 1), np.float32))],
-        ),
-        "movement": model(
-            [
-                helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0, 2]),
-                helper.make_node("Reshape", ["t", "shape"], ["r"]),
-                helper.make_node("Concat", ["r", "r"], ["y"], axis=0),
-            ],
-            [("x", f32, [2, 3, 4])],
-            [("y", f32)],
-            [("shape", np.array([6, 4], np.int64))],
-        ),
-        "resize": model(
-            [helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="linear")],
-            [("x", f32, [1, 1, 3, 4])],
-            [("y", f32)],
-            [("scales", np.array([1, 1, 2, 1.5], np.float32))],
-            opset=13,
-        ),
-        "if": model(
+        "if": _model(
             [helper.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=other)],
             [("c", TensorProto.BOOL, []), ("x", f32, [3])],
             [("y", f32)],
         ),
-        "loop": model(
+        "loop": _model(
             [helper.make_node("Loop", ["M", "", "v0"], ["v"], body=body)],
             [("M", TensorProto.INT64, []), ("v0", f32, [2])],
             [("v", f32)],
@@ -244,9 +260,10 @@ def main(argv=None) -> int:
         "-max_len=65536",
         *[f for f in extra if f != "--"],
     ]
-    import mnnpy.backends.cpu.ops  # noqa: F401 - loaded now, so that they are instrumented
-    import mnnpy.converter  # noqa: F401
+    from mnnpy.converter import convert
 
+    for m in seed_models().values():  # loads the kernels the seeds reach, so that they are instrumented
+        exercise(convert(m), backend)
     atheris.instrument_all()  # coverage of every loaded function guides the mutations
     atheris.Setup(flags, lambda data: target(data, backend))
     atheris.Fuzz()
