@@ -21,6 +21,7 @@ import numpy as np
 
 from mnnpy.backend import Backend
 from mnnpy.errors import InputError, ShapeError
+from mnnpy.exit_gate import GATE
 from mnnpy.graph_runner import LOOP_TIMEOUT_S, MAX_LOOP_TIMEOUT_S, RESIZE_CACHE, GraphRunner, RunContext, shape_of
 from mnnpy.io_desc import IODesc
 from mnnpy.ir import Graph, Net
@@ -134,7 +135,7 @@ class Session:
         a Reshape's target shape fed as an input) is only checked here: it is planned at
         ``run``, when those contents are known.
         """
-        with self._lock:
+        with GATE.entered(), self._lock:
             checked = self._check_shapes(shapes)
             if not self.runner.value_inputs:
                 self.runner.plan = self.runner.plan_for(checked)
@@ -168,7 +169,7 @@ class Session:
         arrays = self._check_feeds(feeds)
         wanted = self._wanted_outputs(output_names)
         context = RunContext(_checked_timeout(loop_timeout))
-        with self._lock:
+        with GATE.entered(), self._lock:  # a run in flight at interpreter exit ends first (mnnpy.exit_gate)
             runner = self.runner
             if runner.plan is None or runner.plan.key != runner.key(arrays):
                 self._check_shapes({self.graph.tensors[t].name: a.shape for t, a in arrays.items() if not isinstance(a, list)})
