@@ -35,7 +35,9 @@ class Session:
     Created by ``Interpreter.create_session``. Threads: a Session may be shared by threads;
     ``run`` and ``resize`` hold one lock per Session, so its runs happen one at a time (the
     plan, its arenas and the backends' staging are reused by every run). Input validation
-    happens before the lock. For runs in parallel, create one Session per thread.
+    happens before the lock. For runs in parallel, create one Session per thread. At
+    interpreter exit, runs in flight on other threads finish first and no new one starts
+    (``mnnpy.exit_gate``).
     """
 
     def __init__(self, net: Net, backends: list[Backend]):
