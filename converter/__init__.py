@@ -8,6 +8,7 @@ Conv, dead-code elimination) -> write (``mnnpy.model_file``, then loaded back to
 from __future__ import annotations
 
 import os
+import time
 
 import onnx
 
@@ -17,6 +18,9 @@ from mnnpy.converter.importer import import_onnx
 from mnnpy.converter.optimize import optimize
 from mnnpy.errors import InputError, ModelFormatError
 from mnnpy.ir import Net
+from mnnpy.log import get_logger
+
+_log = get_logger("convert")
 
 PRODUCER = "mnnpy.converter"
 
@@ -32,9 +36,11 @@ def to_net(model: str | os.PathLike | bytes | onnx.ModelProto, optimize_graph: b
             raise ModelFormatError(f"cannot read ONNX model: {e}") from e
         except Exception as e:  # protobuf's DecodeError and friends
             raise ModelFormatError(f"not a valid ONNX model: {type(e).__name__}: {e}") from e
+    t0 = time.perf_counter()
     net = import_onnx(proto)
     if optimize_graph:
         optimize(net)
+    _log.info("%d ONNX nodes -> %d ops in %.1f ms", len(proto.graph.node), len(net.main.ops), (time.perf_counter() - t0) * 1e3)
     net.producer_name = PRODUCER
     net.producer_version = mnnpy.__version__
     return net

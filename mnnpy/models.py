@@ -44,6 +44,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mnnpy.errors import MnnpyError
+from mnnpy.log import get_logger
+
+_log = get_logger("cache")
 
 
 @dataclass(frozen=True)
@@ -282,7 +285,9 @@ def converted_path(onnx_path: Path) -> Path:
 
     target = onnx_path.with_name(f"{onnx_path.stem}.{converter_fingerprint()}.mnnpy")
     if _cached_conversion_ok(target):
+        _log.debug("converted model %s: hit", target)
         return target
+    _log.info("converted model %s: miss, converting %s", target, onnx_path)
     data = convert(str(onnx_path))
     _write_atomic(target, data)
     _write_atomic(_sidecar(target), hashlib.sha256(data).hexdigest().encode("ascii") + b"\n")
