@@ -12,9 +12,9 @@
 - ``large_input``: with ``create_session(memory_limit=...)``, the largest input that the
   limit admits (found by bisection) runs and is right, a larger one raises ``ShapeError``;
   skipped where ``create_session`` has no ``memory_limit``.
-- ``loop_timeout``: Loops of 2^62 iterations run in 4 threads at once (a session each), each ending
-  with ``LoopTimeoutError`` within ``LOOP_SLACK_S`` of its ``loop_timeout``; the run after
-  each gives the right output.
+- ``loop_timeout``: Loops of 2^62 iterations run in 4 threads at once (a session each), each
+  ending with ``LoopTimeoutError``, not before its ``loop_timeout`` and within
+  ``LOOP_SLACK_S`` after it; the run after each gives the right output.
 - ``exit_mid_run``: processes that end in the middle of runs (``os._exit`` from a timer,
   ``SIGKILL`` from outside, the interpreter exiting while a daemon thread runs, ``SIGKILL``
   while preparing with a fresh disk cache) end as they should, and the next process on the
@@ -58,7 +58,9 @@ RESIZE_SHAPES = [(1, 3, 32, 32), (1, 3, 64, 48), (2, 3, 40, 40), (1, 3, 128, 128
 LARGE_LIMIT = 256 << 20  # bytes: the memory_limit of large_input
 LARGE_WIDTH = 4096  # elements per row of large_input's input (N, LARGE_WIDTH)
 LOOP_LIMIT_S = 0.2  # loop_timeout of loop_timeout's endless Loops, s
-LOOP_SLACK_S = 0.5  # s a timed-out Loop may end after its limit (one iteration, the host's scheduling)
+LOOP_SLACK_S = 2.0  # s a timed-out Loop may end after its limit: 4 threads share the GIL and, here, 2
+# cores with other work (0.53 s seen under load on the CPU backend); a stuck Loop shows as far more.
+# One Loop's time-out accuracy alone is bench/bench_loop.py's figure
 EXIT_SHAPE = (1, 3, 128, 128)  # exit_mid_run's input: a run of some milliseconds
 VICTIM_TIMEOUT_S = 30.0  # seconds a process of exit_mid_run may take to start running or to end
 
@@ -374,6 +376,7 @@ def loop_timeout(ctx: StressContext) -> str:
 
     run_threads(work, k)
     worst = max(late)
+    assert min(late) >= 0, f"a Loop timed out {-min(late):.3f} s before its {LOOP_LIMIT_S} s limit"
     assert worst <= LOOP_SLACK_S, f"a Loop ended {worst:.2f} s after its {LOOP_LIMIT_S} s time-out (more than {LOOP_SLACK_S} s)"
     spread = f"+{min(late) * 1e3:.0f} to +{worst * 1e3:.0f} ms"
     return f"{k * runs} Loops in {k} threads timed out {spread} after their {LOOP_LIMIT_S} s limit; each next run right"
