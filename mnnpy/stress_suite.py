@@ -483,11 +483,12 @@ def exit_mid_run(ctx: StressContext) -> str:
 
 # ------------------------------------------------------------------------------ real models
 def _onnxruntime(onnx_path):
-    """An onnxruntime CPU session of ``onnx_path``, or None where onnxruntime is not installed."""
+    """An onnxruntime CPU session of ``onnx_path``, or None where onnxruntime is not installed;
+    without its memory arena, which would grow in the RSS that the tests measure."""
     from mnnpy.apps.reference import onnxruntime_session
 
     try:
-        return onnxruntime_session(onnx_path)
+        return onnxruntime_session(onnx_path, memory_arena=False)
     except BackendUnavailableError:
         return None
 
