@@ -19,6 +19,10 @@
   ``SIGKILL`` from outside, the interpreter exiting while a daemon thread runs, ``SIGKILL``
   while preparing with a fresh disk cache) end as they should, and the next process on the
   same caches computes the right output.
+- ``concurrent_processes``: ``PROCESSES`` processes create tuned sessions at once on one fresh
+  disk cache (OpenCL programs and tuning, Vulkan pipelines) and are right; the next process
+  finds every file intact (nothing discarded) and compiles and tunes nothing (``mnnpy.cache``'s
+  log messages).
 - ``ppocr_det``, ``ppocr_rec``, ``ppocr_cls``, ``silero_vad``: the real models
   (``mnnpy.models``) run repeatedly at several shapes (silero: a stream of chunks with its
   state fed back) against onnxruntime where it is installed (else the CPU backend, for a GPU
@@ -35,6 +39,7 @@ import ctypes
 import functools
 import gc
 import inspect
+import logging
 import multiprocessing
 import os
 import threading
@@ -62,6 +67,7 @@ LOOP_SLACK_S = 2.0  # s a timed-out Loop may end after its limit: 4 threads shar
 # cores with other work (0.53 s seen under load on the CPU backend); a stuck Loop shows as far more.
 # One Loop's time-out accuracy alone is bench/bench_loop.py's figure
 EXIT_SHAPE = (1, 3, 128, 128)  # exit_mid_run's input: a run of some milliseconds
+PROCESSES = 4  # concurrent_processes' processes started at once
 VICTIM_TIMEOUT_S = 30.0  # seconds a process of exit_mid_run may take to start running or to end
 
 
@@ -479,6 +485,67 @@ def exit_mid_run(ctx: StressContext) -> str:
         check(y, want, f"the process after {mode}")
         ctx.progress(f"{mode}: ended with {described}; the next process ran")
     return "ended as expected (" + ", ".join(seen) + "); each next process on the same caches computed the right output"
+
+
+def _cache_records(level: int) -> list[str]:
+    """A list that receives the messages of ``mnnpy.cache`` from now on, at ``level`` and above."""
+    got: list[str] = []
+    handler = logging.Handler(level)
+    handler.emit = lambda record: got.append(record.getMessage())
+    logger = logging.getLogger("mnnpy.cache")
+    logger.addHandler(handler)
+    logger.setLevel(level)
+    return got
+
+
+def _racer(path: str, backend: str, start, conn) -> None:
+    """A process that creates a tuned session when ``start`` is set, with the others at once,
+    on the same fresh disk caches; sends its output and the cache's log messages."""
+    messages = _cache_records(logging.DEBUG)
+    interp = Interpreter(path)
+    conn.send("ready")
+    start.wait(VICTIM_TIMEOUT_S)
+    session = interp.create_session(backend=backend, tuning="fast")
+    conn.send((session.run({"x": image(EXIT_SHAPE, 1)})["y"], messages))
+
+
+@stress_test("concurrent_processes", "4 processes compile and tune at once into one fresh disk cache; the next reuses it")
+def concurrent_processes(ctx: StressContext) -> str:
+    path = model_file(ctx)
+    (want,) = cpu_outputs(path, [image(EXIT_SHAPE, 1)])
+    for env in ("MNNPY_OPENCL_CACHE", "MNNPY_VULKAN_CACHE"):
+        os.environ[env] = os.path.join(ctx.workdir, "shared_" + env.lower())
+    start = multiprocessing.get_context("spawn").Event()
+    racers = [_spawned(_racer, (path, ctx.backend, start), "ready") for _ in range(PROCESSES)]
+    start.set()
+    written = []  # the racers' cache messages
+    for i, (proc, conn) in enumerate(racers):
+        got = conn.recv() if conn.poll(VICTIM_TIMEOUT_S * 2) else None
+        status = _ended(proc, f"process {i}")
+        assert got is not None and status == 0, f"process {i} of {PROCESSES}: exit code {status}, output {got is not None}"
+        check(got[0], want, f"process {i} of {PROCESSES}")
+        written += got[1]
+    ctx.progress(f"{PROCESSES} processes created and ran at once")
+    proc, conn = _spawned(_racer, (path, ctx.backend, start), "ready")  # start is set: it goes on at once
+    got = conn.recv() if conn.poll(VICTIM_TIMEOUT_S) else None
+    status = _ended(proc, "the process after them")
+    assert got is not None and status == 0, f"the process after them: exit code {status}, output {got is not None}"
+    check(got[0], want, "the process after them")
+    damaged = [m for m in got[1] if "discarded" in m]
+    assert not damaged, f"the process after {PROCESSES} concurrent ones found damaged cache files: {damaged}"
+    # OpenCL programs and tuning come from the disk cache; Vulkan pipelines are created in each
+    # process (a miss), from the driver's pipeline cache that was loaded from disk
+    rebuilt = [m for m in got[1] if ": miss," in m and not m.startswith("Vulkan pipeline ")]
+    assert not rebuilt, f"the process after {PROCESSES} concurrent ones compiled or tuned again: {rebuilt[:3]}"
+    kinds = {"OpenCL programs": "disk hit", "OpenCL tuning": "hit, local", "Vulkan pipeline cache files": "cache: loaded"}
+    counts = {k: sum(v in m for m in got[1]) for k, v in kinds.items()}
+    hits = ", ".join(f"{k} {n}" for k, n in counts.items() if n) or "none (no disk cache on this backend)"
+    misses = sum(": miss," in m for m in written)
+    return (
+        f"{PROCESSES} processes at once, all right ({misses} compiles and tunings among them, "
+        f"{sum('discarded' in m for m in written)} files discarded); the next one: disk cache hits: {hits}; "
+        "nothing compiled, tuned or discarded"
+    )
 
 
 # ------------------------------------------------------------------------------ real models
