@@ -7,6 +7,8 @@
   own thread (two input shapes among them); every output matches the reference.
 - ``shared_session``: one session run from many threads at once, two shapes among them (the
   session re-plans under its lock); every thread gets the output of its own input.
+- ``mixed_backends``: as ``concurrent_sessions``, sessions of every other available backend
+  beside this one's in the same process, all at once (PoCL and lavapipe, both built on LLVM).
 - ``interleaved_resize``: one session cycled through more input shapes than its plan cache
   keeps (``RESIZE_CACHE``), round after round; outputs match, RSS stays flat.
 - ``large_input``: with ``create_session(memory_limit=...)``, the largest input that the
@@ -259,21 +261,22 @@ def create_destroy(ctx: StressContext) -> str:
     return f"{n} sessions created, run and destroyed; after the first {warm}: {memory}, open files {files0} -> {files1}"
 
 
-@stress_test("concurrent_sessions", "sessions created at once from 8 threads, each run from its own thread")
-def concurrent_sessions(ctx: StressContext) -> str:
+def _sessions_in_threads(ctx: StressContext, backends: list[str]) -> str:
+    """One session per entry of ``backends``, created at once from a thread each, then each
+    run ``ctx.count(10)`` times from its own thread against the CPU reference; the figures."""
     path = model_file(ctx)
     interp = Interpreter(path)
-    k, runs = 8, ctx.count(10)
+    k, runs = len(backends), ctx.count(10)
     inputs = [image(RESIZE_SHAPES[i % 2], i) for i in range(k)]
     wants = cpu_outputs(path, inputs)
     t0 = time.perf_counter()
-    sessions = run_threads(lambda i: interp.create_session(backend=ctx.backend), k)
+    sessions = run_threads(lambda i: interp.create_session(backend=backends[i]), k)
     created = time.perf_counter() - t0
     ctx.progress(f"{k} sessions created")
 
     def work(i: int) -> None:
         for r in range(runs):
-            check(sessions[i].run({"x": inputs[i]})["y"], wants[i], f"session {i}, run {r}")
+            check(sessions[i].run({"x": inputs[i]})["y"], wants[i], f"session {i} ({backends[i]}), run {r}")
             ctx.progress(f"session {i}: run {r + 1} of {runs}")
 
     t0 = time.perf_counter()
@@ -281,6 +284,22 @@ def concurrent_sessions(ctx: StressContext) -> str:
     return (
         f"{k} sessions created at once in {created:.2f} s; {k * runs} runs from {k} threads in {time.perf_counter() - t0:.2f} s"
     )
+
+
+@stress_test("concurrent_sessions", "sessions created at once from 8 threads, each run from its own thread")
+def concurrent_sessions(ctx: StressContext) -> str:
+    return _sessions_in_threads(ctx, [ctx.backend] * 8)
+
+
+@stress_test("mixed_backends", "sessions of this and every other available backend at once in one process, from threads")
+def mixed_backends(ctx: StressContext) -> str:
+    from mnnpy.backend import backend_availability
+
+    others = [b for b in ("cpu", "opencl", "vulkan") if b != ctx.backend and backend_availability(b)[0]]
+    if not others:
+        raise StressSkip(f"no backend other than {ctx.backend} is available here")
+    backends = [ctx.backend, *others] * 2
+    return f"{', '.join(backends)}: " + _sessions_in_threads(ctx, backends)
 
 
 @stress_test("shared_session", "one session run from 8 threads at once, two input shapes among them")
