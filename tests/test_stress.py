@@ -147,5 +147,6 @@ def test_short_gpu_run(backend):
     if not ok:
         pytest.skip(why)
     tests = registered_tests()
-    results = run_all([tests["concurrent_sessions"], tests["interleaved_resize"]], [backend], timeout=60, scale=0.2)
-    assert [r.outcome for r in results] == ["SUCCESS", "SUCCESS"], [r.detail for r in results]
+    names = ["concurrent_sessions", "interleaved_resize", "concurrent_processes"]
+    results = run_all([tests[n] for n in names], [backend], timeout=60, scale=0.2)
+    assert [r.outcome for r in results] == ["SUCCESS"] * len(names), [r.detail for r in results]
