@@ -26,6 +26,8 @@ A stress test is a module-level function ``fn(ctx: StressContext) -> str | None`
 ``ctx.progress(...)`` at least once per ``timeout``, raises ``AssertionError`` (or any
 exception) when something is wrong and ``StressSkip`` when it cannot run here, and returns
 its figures. The child's stdout and stderr go to a temporary file, read back for the report.
+Each child leads a process group of its own; whatever is left of that group when the child
+has ended (processes a test started, after a HANG or CRASH) is killed with it.
 """
 
 from __future__ import annotations
@@ -146,8 +148,10 @@ def _device(backend: str) -> str:
 
 
 def _child(fn: Callable, backend: str, scale: float, conn, log_path: str) -> None:
-    """The child process: stdout and stderr into ``log_path``, fatal signals and ``SIGUSR1``
-    dump every thread's stack there; run ``fn`` and send ``("result", outcome, detail, device)``."""
+    """The child process, leader of its own process group: stdout and stderr into
+    ``log_path``, fatal signals and ``SIGUSR1`` dump every thread's stack there; run ``fn``
+    and send ``("result", outcome, detail, device)``."""
+    os.setpgrp()  # a process group of its own: the parent ends what the test started with it
     fd = os.open(log_path, os.O_WRONLY | os.O_APPEND)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
@@ -206,6 +210,15 @@ def _stop(proc, log_path: str) -> None:
     if proc.exitcode is None:
         proc.kill()
     proc.join()
+
+
+def _kill_group(pgid: int) -> None:
+    """``SIGKILL`` what is left of the child's process group ``pgid`` (processes the test
+    started that outlived it, e.g. after a HANG or CRASH); nothing when none is left."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _watch(proc, recv, timeout: float, total: float, started: float, log_path: str) -> tuple[str, str, str]:
@@ -269,6 +282,7 @@ def run_test(
         if proc.is_alive():
             proc.kill()
         proc.join()
+        _kill_group(proc.pid)
         os.unlink(log_path)
     if len(detail) > MAX_DETAIL:
         detail = "..." + detail[-MAX_DETAIL:]

@@ -9,6 +9,8 @@ import ctypes
 import os
 import re
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -74,6 +76,12 @@ def _never_exits(ctx: StressContext) -> str:
     return "fine until exit"
 
 
+def _orphans_a_sleeper(ctx: StressContext) -> None:
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+    ctx.progress(f"sleeper {sleeper.pid}")
+    _sleep_forever()
+
+
 CASES = {
     # child: (outcome, patterns the detail must contain)
     _succeeds: ("SUCCESS", [r"^did 5 things on cpu$"]),
@@ -100,6 +108,30 @@ def test_classification(child):
     assert r.seconds <= time.monotonic() - t0 and r.test == child.__name__ and r.backend == "cpu"
     if outcome in ("SUCCESS", "FAILURE") and r.outcome == outcome and child is not _exits:
         assert r.device  # the child described the CPU it ran on
+
+
+def _gone(pid: int) -> bool:
+    """Whether process ``pid`` has ended (a zombie nobody reaped yet counts as ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+def test_a_hung_childs_own_children_are_killed_with_it():
+    """A HANG kills the child's whole process group: what it started (exit_mid_run's and
+    concurrent_processes' processes) does not outlive it."""
+    r = run_test(StressTest("orphans", _orphans_a_sleeper, "a purpose-built child"), "cpu", timeout=HANG_S, total=3.0)
+    assert r.outcome == "HANG", r.detail
+    pid = int(re.search(r"last progress: sleeper (\d+)", r.detail).group(1))
+    deadline = time.monotonic() + 5
+    while not _gone(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    gone = _gone(pid)
+    if not gone:
+        os.kill(pid, signal.SIGKILL)  # the sleeper this test started, by its id
+    assert gone, f"the hung child's process {pid} outlived it"
 
 
 def test_report_has_a_table_per_backend_with_escaped_details():
