@@ -18,7 +18,7 @@ import mnnpy
 from mnnpy import log
 from mnnpy.backend import backend_availability, get_runtime
 from mnnpy.converter import convert
-from mnnpy.stress_suite import conv_model, image
+from mnnpy.stress_suite import conv_model, image, loop_model
 from tests.oracle import make_model
 
 GPUS = [b for b in ("opencl", "vulkan") if backend_availability(b)[0]]
@@ -118,6 +118,19 @@ def test_no_log_record_on_the_run_path(backend, caplog):
     planner = _records(caplog, "mnnpy.planner")
     assert sum("plan cache miss" in m for m in planner) == 1 and sum("plan cache hit" in m for m in planner) == 2, planner
     assert sum(m.startswith("resized") for m in planner) == 1
+
+
+@pytest.mark.parametrize("backend", AVAILABLE)
+def test_no_log_record_in_loop_iterations(backend, caplog):
+    """A Loop's iterations (its body run again and again) log nothing, at DEBUG too."""
+    session = mnnpy.Interpreter(loop_model()).create_session(backend=backend)
+    x = np.arange(4, dtype=np.float32)
+    session.run({"M": np.array(3, np.int64), "x": x})
+    caplog.set_level(logging.DEBUG, logger="mnnpy")
+    caplog.clear()
+    y = session.run({"M": np.array(500, np.int64), "x": x})["y"]
+    np.testing.assert_array_equal(y, x + 500)
+    assert caplog.records == []
 
 
 @pytest.mark.skipif("opencl" not in GPUS, reason="OpenCL unavailable")
