@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from mnnpy.backend import BackendConfig, Runtime
 from mnnpy.backends.gpu.runtime import shader_dir
 from mnnpy.backends.opencl.device import DEVICE_ENV, FORK, describe_device, device_for, devices_of, has_int64
-from mnnpy.log import get_logger
+from mnnpy.log import get_logger, lazy
 
 _log = get_logger("opencl")
 
@@ -77,7 +77,7 @@ class OpenCLRuntime(Runtime):
         from mnnpy.backends.opencl.activation import source as activation_source
 
         self._prelude = _shader_dir().joinpath("common.h").read_text() + activation_source()
-        _log.info("runtime on %s created in %.1f ms", self.describe(), (time.perf_counter() - t0) * 1e3)
+        _log.info("runtime on %s created in %.1f ms", lazy(self.describe), (time.perf_counter() - t0) * 1e3)
 
     def describe(self) -> str:
         """One line: device name, platform, OpenCL version, compute units, memory."""

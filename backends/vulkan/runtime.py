@@ -20,7 +20,7 @@ import time
 
 from mnnpy.backend import BackendConfig, Runtime
 from mnnpy.backends.vulkan.device import DEVICE_ENV, FORK, STORAGE8_EXTENSION, DeviceInfo, choose, probe, version_string
-from mnnpy.log import get_logger
+from mnnpy.log import get_logger, lazy
 
 _log = get_logger("vulkan")
 
@@ -107,7 +107,7 @@ class VulkanRuntime(Runtime):
         from mnnpy.backends.vulkan.pipeline import Pipelines
 
         self.pipelines = Pipelines(self)
-        _log.info("runtime on %s created in %.1f ms", self.describe(), (time.perf_counter() - t0) * 1e3)
+        _log.info("runtime on %s created in %.1f ms", lazy(self.describe), (time.perf_counter() - t0) * 1e3)
 
     def _features(self) -> tuple:
         """``(VkPhysicalDeviceFeatures2 chain or None, device extensions)`` enabling what
