@@ -3,6 +3,8 @@
 
 - ``create_destroy``: sessions created, run and destroyed again and again; after a warm-up
   the process's resident memory (RSS) and open files stay where they were.
+- ``many_sessions``: ``MANY`` sessions alive at once, each run, then all released, in
+  cycles; the memory held after a release stays where the first release left it.
 - ``concurrent_sessions``: sessions created at once from many threads, then each run from its
   own thread (two input shapes among them); every output matches the reference.
 - ``shared_session``: one session run from many threads at once, two shapes among them (the
@@ -61,6 +63,7 @@ RSS_SLACK = 16 << 20  # bytes the memory held (RSS after malloc_trim) may grow a
 # warm-up (drivers' own caches; a leak of 1 MiB per iteration over the iterations here exceeds it)
 SEED = 20261201
 CONV_SHAPE = (1, 3, 32, 32)  # the synthetic model's usual input
+MANY = 300  # sessions many_sessions holds at once
 RESIZE_SHAPES = [(1, 3, 32, 32), (1, 3, 64, 48), (2, 3, 40, 40), (1, 3, 128, 128), (1, 3, 24, 72), (3, 3, 32, 56)]
 LARGE_LIMIT = 256 << 20  # bytes: the memory_limit of large_input
 LARGE_WIDTH = 4096  # elements per row of large_input's input (N, LARGE_WIDTH)
@@ -283,6 +286,31 @@ def _sessions_in_threads(ctx: StressContext, backends: list[str]) -> str:
     run_threads(work, k)
     return (
         f"{k} sessions created at once in {created:.2f} s; {k * runs} runs from {k} threads in {time.perf_counter() - t0:.2f} s"
+    )
+
+
+@stress_test("many_sessions", f"{MANY} sessions alive at once, each run, then all released; again and again, RSS returns")
+def many_sessions(ctx: StressContext) -> str:
+    path = model_file(ctx)
+    interp = Interpreter(path)
+    x = image(CONV_SHAPE, 0)
+    (want,) = cpu_outputs(path, [x])
+    cycles = max(2, ctx.count(3))
+    peaks, held = [], []
+    for c in range(cycles):
+        sessions = []
+        for i in range(MANY):
+            sessions.append(interp.create_session(backend=ctx.backend))
+            check(sessions[-1].run({"x": x})["y"], want, f"cycle {c}, session {i} of {MANY} alive")
+            if i % 50 == 49:
+                ctx.progress(f"cycle {c + 1} of {cycles}: {i + 1} sessions alive")
+        peaks.append(settled_rss()[1])
+        del sessions
+        held.append(settled_rss())
+    memory = check_rss(held[0], held[-1], f"{cycles - 1} more cycles of {MANY} sessions")
+    return (
+        f"{cycles} cycles of {MANY} sessions alive at once (RSS at the peaks {', '.join(mib(p) for p in peaks)} MiB); "
+        f"released after the first cycle and the last: {memory}"
     )
 
 
