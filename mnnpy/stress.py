@@ -84,13 +84,18 @@ class StressResult:
 STRESS_TESTS: dict[str, StressTest] = {}
 
 
-def stress_test(name: str, help: str):
-    """Register the decorated ``fn(ctx) -> str | None`` as stress test ``name``; twice is an error."""
+def stress_test(name: str, help: str | None = None):
+    """Register the decorated ``fn(ctx) -> str | None`` as stress test ``name``, its ``help``
+    the first line of its docstring unless given; ``ValueError`` when registered twice or
+    without either."""
 
     def deco(fn):
         if name in STRESS_TESTS:
             raise ValueError(f"stress test '{name}' registered twice")
-        STRESS_TESTS[name] = StressTest(name, fn, help)
+        line = help or (fn.__doc__ or "").strip().split("\n")[0]
+        if not line:
+            raise ValueError(f"stress test '{name}' has neither a help line nor a docstring")
+        STRESS_TESTS[name] = StressTest(name, fn, line)
         return fn
 
     return deco

@@ -243,8 +243,9 @@ def run_threads(fn, count: int) -> list:
 
 
 # ------------------------------------------------------------------------- sessions, threads
-@stress_test("create_destroy", "create, run and destroy sessions again and again; RSS and open files return")
+@stress_test("create_destroy")
 def create_destroy(ctx: StressContext) -> str:
+    """Create, run and destroy sessions again and again; RSS and open files return."""
     path = model_file(ctx)
     x = image(CONV_SHAPE, 0)
     (want,) = cpu_outputs(path, [x])
@@ -289,8 +290,9 @@ def _sessions_in_threads(ctx: StressContext, backends: list[str]) -> str:
     )
 
 
-@stress_test("many_sessions", f"{MANY} sessions alive at once, each run, then all released; again and again, RSS returns")
+@stress_test("many_sessions")
 def many_sessions(ctx: StressContext) -> str:
+    """300 sessions (MANY) alive at once, each run, then all released; again and again, RSS returns."""
     path = model_file(ctx)
     interp = Interpreter(path)
     x = image(CONV_SHAPE, 0)
@@ -314,13 +316,15 @@ def many_sessions(ctx: StressContext) -> str:
     )
 
 
-@stress_test("concurrent_sessions", "sessions created at once from 8 threads, each run from its own thread")
+@stress_test("concurrent_sessions")
 def concurrent_sessions(ctx: StressContext) -> str:
+    """Sessions created at once from 8 threads, each run from its own thread."""
     return _sessions_in_threads(ctx, [ctx.backend] * 8)
 
 
-@stress_test("mixed_backends", "sessions of this and every other available backend at once in one process, from threads")
+@stress_test("mixed_backends")
 def mixed_backends(ctx: StressContext) -> str:
+    """Sessions of this and every other available backend at once in one process, from threads."""
     from mnnpy.backend import backend_availability
 
     others = [b for b in ("cpu", "opencl", "vulkan") if b != ctx.backend and backend_availability(b)[0]]
@@ -330,8 +334,9 @@ def mixed_backends(ctx: StressContext) -> str:
     return f"{', '.join(backends)}: " + _sessions_in_threads(ctx, backends)
 
 
-@stress_test("shared_session", "one session run from 8 threads at once, two input shapes among them")
+@stress_test("shared_session")
 def shared_session(ctx: StressContext) -> str:
+    """One session run from 8 threads at once, two input shapes among them."""
     path = model_file(ctx)
     session = Interpreter(path).create_session(backend=ctx.backend)
     k, runs = 8, ctx.count(10)
@@ -348,8 +353,9 @@ def shared_session(ctx: StressContext) -> str:
     return f"{k * runs} runs of one session from {k} threads in {time.perf_counter() - t0:.2f} s; {session.resize_count} resizes"
 
 
-@stress_test("interleaved_resize", "one session cycled through 6 input shapes (more than its plan cache keeps)")
+@stress_test("interleaved_resize")
 def interleaved_resize(ctx: StressContext) -> str:
+    """One session cycled through 6 input shapes (more than its plan cache keeps)."""
     from mnnpy.session import RESIZE_CACHE
 
     path = model_file(ctx)
@@ -370,8 +376,9 @@ def interleaved_resize(ctx: StressContext) -> str:
     )
 
 
-@stress_test("large_input", "the largest input create_session(memory_limit=256 MiB) admits runs; a larger one is refused")
+@stress_test("large_input")
 def large_input(ctx: StressContext) -> str:
+    """The largest input create_session(memory_limit=256 MiB) admits runs; a larger one is refused."""
     if "memory_limit" not in inspect.signature(Interpreter.create_session).parameters:
         raise StressSkip("create_session has no memory_limit here (issue 12, item 1, adds it)")
     interp = Interpreter(elementwise_model())
@@ -408,8 +415,9 @@ def large_input(ctx: StressContext) -> str:
     )
 
 
-@stress_test("loop_timeout", "endless Loops time out (LoopTimeoutError) in 4 threads at once; each next run is right")
+@stress_test("loop_timeout")
 def loop_timeout(ctx: StressContext) -> str:
+    """Endless Loops time out (LoopTimeoutError) in 4 threads at once; each next run is right."""
     interp = Interpreter(loop_model())
     x = np.arange(4, dtype=np.float32)
     k, runs = 4, ctx.count(3)
@@ -500,10 +508,9 @@ def _ended(proc, what: str) -> int:
     return proc.exitcode
 
 
-@stress_test(
-    "exit_mid_run", "processes ending mid-run (_exit, SIGKILL, interpreter exit, killed while preparing); the next works"
-)
+@stress_test("exit_mid_run")
 def exit_mid_run(ctx: StressContext) -> str:
+    """Processes ending mid-run (_exit, SIGKILL, interpreter exit, killed while preparing); the next works."""
     from mnnpy.stress import signal_name
 
     path = model_file(ctx)
@@ -556,8 +563,9 @@ def _racer(path: str, backend: str, start, conn) -> None:
     conn.send((session.run({"x": image(EXIT_SHAPE, 1)})["y"], messages))
 
 
-@stress_test("concurrent_processes", "4 processes compile and tune at once into one fresh disk cache; the next reuses it")
+@stress_test("concurrent_processes")
 def concurrent_processes(ctx: StressContext) -> str:
+    """4 processes compile and tune at once into one fresh disk cache; the next reuses it."""
     path = model_file(ctx)
     (want,) = cpu_outputs(path, [image(EXIT_SHAPE, 1)])
     for env in ("MNNPY_OPENCL_CACHE", "MNNPY_VULKAN_CACHE"):
@@ -637,23 +645,27 @@ def _ocr(ctx: StressContext, kind: str, shapes: list[tuple[int, ...]], rounds: i
     return f"{rounds} rounds of shapes {shapes}: max |diff| to {oracle} {worst:.2g}; after the first round: {memory}"
 
 
-@stress_test("ppocr_det", "PP-OCRv4 detection at 5 shapes (more than the plan cache keeps), 4 rounds, against onnxruntime")
+@stress_test("ppocr_det")
 def ppocr_det(ctx: StressContext) -> str:
+    """PP-OCRv4 detection at 5 shapes (more than the plan cache keeps), 4 rounds, against onnxruntime."""
     return _ocr(ctx, "det", [(1, 3, 64, 96), (1, 3, 160, 320), (1, 3, 96, 64), (1, 3, 128, 128), (2, 3, 64, 64)], ctx.count(4))
 
 
-@stress_test("ppocr_rec", "PP-OCRv4 recognition at 3 shapes, 4 rounds, against onnxruntime")
+@stress_test("ppocr_rec")
 def ppocr_rec(ctx: StressContext) -> str:
+    """PP-OCRv4 recognition at 3 shapes, 4 rounds, against onnxruntime."""
     return _ocr(ctx, "rec", [(1, 3, 48, 320), (1, 3, 48, 160), (2, 3, 48, 320)], ctx.count(4))
 
 
-@stress_test("ppocr_cls", "PP-OCR direction classifier at 2 shapes, 10 rounds, against onnxruntime")
+@stress_test("ppocr_cls")
 def ppocr_cls(ctx: StressContext) -> str:
+    """PP-OCR direction classifier at 2 shapes, 10 rounds, against onnxruntime."""
     return _ocr(ctx, "cls", [(1, 3, 48, 192), (3, 3, 48, 192)], ctx.count(10))
 
 
-@stress_test("silero_vad", "silero-vad (If, LSTM) streaming 300 chunks with its state fed back, against onnxruntime")
+@stress_test("silero_vad")
 def silero_vad(ctx: StressContext) -> str:
+    """silero-vad (If, LSTM) streaming 300 chunks with its state fed back, against onnxruntime."""
     from mnnpy import models
     from mnnpy.apps import vad
 

@@ -18,7 +18,18 @@ import pytest
 
 from mnnpy import ShapeError, cli
 from mnnpy.backend import backend_availability
-from mnnpy.stress import StressContext, StressResult, StressSkip, StressTest, registered_tests, report_html, run_all, run_test
+from mnnpy.stress import (
+    STRESS_TESTS,
+    StressContext,
+    StressResult,
+    StressSkip,
+    StressTest,
+    registered_tests,
+    report_html,
+    run_all,
+    run_test,
+    stress_test,
+)
 
 HANG_S = 1.0  # the children's progress time-out
 
@@ -132,6 +143,23 @@ def test_a_hung_childs_own_children_are_killed_with_it():
     if not gone:
         os.kill(pid, signal.SIGKILL)  # the sleeper this test started, by its id
     assert gone, f"the hung child's process {pid} outlived it"
+
+
+def test_registration_takes_help_from_the_docstring_and_refuses_none_or_twice():
+    def documented(ctx):
+        """First line.
+
+        More."""
+
+    try:
+        stress_test("t_documented")(documented)
+        assert STRESS_TESTS["t_documented"].help == "First line."
+        with pytest.raises(ValueError, match="registered twice"):
+            stress_test("t_documented", "again")(documented)
+        with pytest.raises(ValueError, match="neither a help line nor a docstring"):
+            stress_test("t_bare")(lambda ctx: None)
+    finally:
+        STRESS_TESTS.pop("t_documented", None)
 
 
 def test_report_has_a_table_per_backend_with_escaped_details():
