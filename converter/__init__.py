@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 
 import onnx
 from onnx import external_data_helper
@@ -20,7 +21,10 @@ from mnnpy.converter.optimize import optimize
 from mnnpy.errors import InputError, ModelFormatError
 from mnnpy.files import atomic_write
 from mnnpy.ir import Net
+from mnnpy.log import get_logger
 from mnnpy.ops import get_schema
+
+_log = get_logger("convert")
 
 PRODUCER = "mnnpy.converter"
 
@@ -79,6 +83,7 @@ def to_net(model: str | os.PathLike | bytes | onnx.ModelProto, optimize_graph: b
         proto = _parse(bytes(model))
     else:
         proto = read_onnx(model)
+    t0 = time.perf_counter()
     net = import_onnx(proto)
     if optimize_graph:
         check_ops(net)
@@ -89,6 +94,7 @@ def to_net(model: str | os.PathLike | bytes | onnx.ModelProto, optimize_graph: b
                 f"optimising the converted graph failed: {type(e).__name__}: {e} (the ONNX graph may be invalid: "
                 "onnx.checker.check_model tells; otherwise this is a converter bug)"
             ) from e
+    _log.info("%d ONNX nodes -> %d ops in %.1f ms", len(proto.graph.node), len(net.main.ops), (time.perf_counter() - t0) * 1e3)
     net.producer_name = PRODUCER
     net.producer_version = mnnpy.__version__
     return net

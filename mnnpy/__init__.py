@@ -5,8 +5,11 @@ run it: ``mnnpy.load("model.mnnpy").run({"x": array})``. Importing mnnpy imports
 GPU package; backends load on demand. ``MAX_THREADS``: the most CPU threads a session
 takes (``create_session(num_threads=...)``). Real models for tests and demos are in
 ``mnnpy.models``; applications built on this API (the OCR pipeline, the demo) in ``mnnpy.apps``.
+``MNNPY_LOG=debug`` (or ``info``) logs placement, cache hits and misses, compile and resize
+times to stderr (``mnnpy.log``).
 """
 
+from mnnpy import log as _log
 from mnnpy.errors import (
     BackendUnavailableError,
     InputError,
@@ -20,6 +23,8 @@ from mnnpy.interpreter import MAX_THREADS, Interpreter, load
 from mnnpy.io_desc import IODesc
 from mnnpy.model_file import FORMAT_VERSION
 from mnnpy.session import Session
+
+_log.configure_from_env()  # $MNNPY_LOG=debug|info: a stderr handler on the "mnnpy" logger
 
 __version__ = "0.1.0"
 

@@ -6,7 +6,7 @@ Another module adds one with the ``command`` decorator, or lazily: an entry
 ``name: (module, help)`` in ``LAZY_COMMANDS``, where ``module`` defines
 ``add_arguments(parser)`` and ``run(args) -> int`` and is imported only when that
 subcommand is asked for (``mnnpy demo`` -> ``mnnpy.apps.demo``, ``mnnpy vad`` ->
-``mnnpy.apps.vad``). Errors from mnnpy (``MnnpyError``) print ``error: ...`` on stderr
+``mnnpy.apps.vad``, ``mnnpy stress`` -> ``mnnpy.stress``). Errors from mnnpy (``MnnpyError``) print ``error: ...`` on stderr
 and exit 2, without a traceback; a stdout pipe closed by its reader (``| head -1``) ends
 the command quietly with 141.
 """
@@ -45,6 +45,7 @@ COMMANDS: dict[str, Command] = {}
 LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("mnnpy.apps.demo", "read a line of text with PP-OCR (detection + recognition) and time each stage"),
     "vad": ("mnnpy.apps.vad", "find the speech segments of a WAV file with silero-vad (start and end in seconds)"),
+    "stress": ("mnnpy.stress", "crash and hang stress tests (MLTS), each in a child process, on each backend; HTML report"),
 }
 
 

@@ -23,9 +23,12 @@ from mnnpy import limits
 from mnnpy.backend import Backend, OpInfo
 from mnnpy.errors import ShapeError
 from mnnpy.ir import Graph, Net
+from mnnpy.log import get_logger, lazy
 from mnnpy.ops import get_schema
 from mnnpy.planner import Plan, Planner
 from mnnpy.size_computer import value_inputs
+
+_log = get_logger("planner")
 
 RESIZE_CACHE = 4  # plans kept per segment start: the last 4 distinct sets of input shapes
 MAX_VALUE_INPUT = 1 << 16  # elements of an input whose contents decide shapes
@@ -81,7 +84,9 @@ class GraphRunner:
         plan = cache.get(key)
         if plan is not None:
             cache.move_to_end(key)
+            _log.debug("plan cache hit: %s from op %d", lazy(self.named, shapes), start)
             return plan
+        _log.debug("plan cache miss: %s from op %d (%d plans kept)", lazy(self.named, shapes), start, len(cache))
         try:
             plan = self.planner.plan(key, shapes, values or {}, start, dtypes or {})
         except ShapeError as e:

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import os
+import time
 import warnings
 from collections.abc import Sequence
 
@@ -17,6 +18,7 @@ from mnnpy.errors import BackendUnavailableError, InputError
 from mnnpy.io_desc import IODesc
 from mnnpy.ir import Net
 from mnnpy.limits import checked_limit
+from mnnpy.log import get_logger
 from mnnpy.ops import resolve_attrs
 from mnnpy.session import Session
 
@@ -24,6 +26,8 @@ PRECISIONS = ("high", "normal", "low")
 TUNING = ("none", "fast", "wide")
 MAX_THREADS = 256
 KNOWN_BACKENDS = ("cpu", "opencl", "vulkan")  # names mnnpy defines, whether or not usable here
+
+_log = get_logger("session")
 
 
 class Interpreter:
@@ -92,11 +96,13 @@ class Interpreter:
             not isinstance(num_threads, int) or isinstance(num_threads, bool) or not 1 <= num_threads <= MAX_THREADS
         ):
             raise InputError(f"num_threads must be an int in 1..{MAX_THREADS}, got {num_threads!r}")
+        t0 = time.perf_counter()
         config = BackendConfig(precision=precision, num_threads=num_threads, tuning=tuning)
         session = self.unplanned_session(backend, config, memory_limit)
         fixed = {d.name: d.shape for d in session.inputs}
         if all(s is not None and all(isinstance(x, int) and x >= 0 for x in s) for s in fixed.values()):
             session.resize(fixed)  # static shapes: plan now, as MNN's createSession does
+        _log.info("session on %s created in %.1f ms", [b.name for b in session.backends], (time.perf_counter() - t0) * 1e3)
         return session
 
 

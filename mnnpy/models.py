@@ -45,8 +45,10 @@ from pathlib import Path
 
 from mnnpy.errors import MnnpyError
 from mnnpy.files import atomic_write, open_regular, read_regular
+from mnnpy.log import get_logger
 
 MAX_MODEL_BYTES = 1 << 31  # bytes: a cached conversion larger than this is converted again, not read
+_log = get_logger("cache")
 
 
 @dataclass(frozen=True)
@@ -286,7 +288,9 @@ def converted_path(onnx_path: Path) -> Path:
 
     target = onnx_path.with_name(f"{onnx_path.stem}.{converter_fingerprint()}.mnnpy")
     if _cached_conversion_ok(target):
+        _log.debug("converted model %s: hit", target)
         return target
+    _log.info("converted model %s: miss, converting %s", target, onnx_path)
     data = convert(str(onnx_path))
     atomic_write(target, data)
     atomic_write(_sidecar(target), hashlib.sha256(data).hexdigest().encode("ascii") + b"\n")

@@ -27,6 +27,7 @@ the same way (``mnnpy.graph_runner``).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,9 +37,12 @@ import numpy as np
 from mnnpy import limits
 from mnnpy.backend import Backend, Execution, OpInfo
 from mnnpy.ir import Graph
+from mnnpy.log import get_logger, lazy
 from mnnpy.memory_planner import MemoryPlan, plan_memory, tensor_lifetimes
 from mnnpy.schedule import Partition, Schedule, build_schedule
 from mnnpy.size_computer import Evaluate, SizeResult, compute_sizes
+
+_log = get_logger("planner")
 
 
 @dataclass
@@ -197,17 +201,23 @@ class Planner:
         return plan
 
     def _plan(self, key: tuple, shapes: dict[int, tuple[int, ...]], values, start: int, dtypes) -> Plan:
+        t = [time.perf_counter()]
         sizes = self.infer(shapes, values, start, dtypes)
         infos = {i: sizes.op_info(i) for i in sizes.runtime_ops}
+        t.append(time.perf_counter())
         schedule = build_schedule(list(infos.values()), self.backends)
         inputs, exports = frozenset(shapes), self._exports(sizes)
+        t.append(time.perf_counter())
         for b in self.backends:
             b.on_resize_begin()
         memory, handles = self._memory(sizes, schedule, inputs, exports)
+        t.append(time.perf_counter())
         transfers = self._transfers(schedule, handles, sizes, inputs, exports)
         steps = [self._step(part, infos, handles, schedule, *io) for part, io in zip(schedule.partitions, transfers)]
         for b in self.backends:
             b.on_resize_end()
+        t.append(time.perf_counter())
+        _log.info("resized %s", lazy(_resize_line, self, shapes, start, t, memory, schedule))
         executions = {i: exe for step in steps for i, exe in zip(step.ops, step.executions)}
         host = None
         if sizes.dynamic is not None:
@@ -288,3 +298,14 @@ class Planner:
         step = PartitionStep(backend, list(part.ops), copies, runs, [h[t] for t in ups], [h[t] for t in downs])
         backend.on_resize_partition(step)
         return step
+
+
+def _resize_line(planner: Planner, shapes: dict, start: int, t: list[float], memory: list[MemoryPlan], schedule: Schedule) -> str:
+    """The resize log line: input shapes, segment start, ms per step, partitions, arena bytes."""
+    ms = [(b - a) * 1e3 for a, b in zip(t, t[1:])]
+    named = {planner.graph.tensors[k].name: s for k, s in shapes.items()}
+    arenas = ", ".join(f"{b.name} {m.arena_bytes} bytes" for b, m in zip(planner.backends, memory))
+    return (
+        f"{named} from op {start} in {sum(ms):.1f} ms (sizes {ms[0]:.1f}, schedule {ms[1]:.1f}, memory {ms[2]:.1f}, "
+        f"executions {ms[3]:.1f}); {len(schedule.partitions)} partitions; arenas: {arenas}"
+    )

@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 from mnnpy.backend import Backend, OpInfo
 from mnnpy.errors import UnsupportedOperatorError
 from mnnpy.ir import Graph
+from mnnpy.log import get_logger
+
+_log = get_logger("schedule")
 
 
 @dataclass
@@ -134,6 +137,9 @@ def build_schedule(ops: list[OpInfo], backends: list[Backend]) -> Schedule:
             raise UnsupportedOperatorError({op.type: 1}, where=f"op '{op.name}' ({'; '.join(reasons)})")
         if reasons:
             sched.fallback_reasons[i] = "; ".join(reasons)
+        _log.debug(
+            "%s '%s' on %s%s", op.type, op.name, backends[b_index].name, f" (fell back: {'; '.join(reasons)})" if reasons else ""
+        )
         sched.backend_of[i] = b_index
         if not sched.partitions or sched.partitions[-1].backend != b_index:
             sched.partitions.append(Partition(b_index))

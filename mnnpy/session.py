@@ -21,6 +21,7 @@ import numpy as np
 
 from mnnpy.backend import Backend
 from mnnpy.errors import InputError, ShapeError
+from mnnpy.exit_gate import GATE
 from mnnpy.graph_runner import LOOP_TIMEOUT_S, MAX_LOOP_TIMEOUT_S, RESIZE_CACHE, GraphRunner, RunContext, shape_of
 from mnnpy.io_desc import IODesc
 from mnnpy.ir import Graph, Net
@@ -37,7 +38,9 @@ class Session:
     may hold together (``budget``), checked before anything is allocated. Threads: a Session may be shared by threads;
     ``run`` and ``resize`` hold one lock per Session, so its runs happen one at a time (the
     plan, its arenas and the backends' staging are reused by every run). Input validation
-    happens before the lock. For runs in parallel, create one Session per thread.
+    happens before the lock. For runs in parallel, create one Session per thread. At
+    interpreter exit, runs in flight on other threads finish first and no new one starts
+    (``mnnpy.exit_gate``).
     """
 
     def __init__(self, net: Net, backends: list[Backend], memory_limit: int | None = None):
@@ -138,7 +141,7 @@ class Session:
         a Reshape's target shape fed as an input) is only checked here: it is planned at
         ``run``, when those contents are known.
         """
-        with self._lock:
+        with GATE.entered(), self._lock:
             checked = self._check_shapes(shapes)
             if not self.runner.value_inputs:
                 self.runner.plan = self.runner.plan_for(checked)
@@ -173,7 +176,7 @@ class Session:
         arrays = self._check_feeds(feeds)
         wanted = self._wanted_outputs(output_names)
         context = RunContext(_checked_timeout(loop_timeout))
-        with self._lock:
+        with GATE.entered(), self._lock:  # a run in flight at interpreter exit ends first (mnnpy.exit_gate)
             runner = self.runner
             if runner.plan is None or runner.plan.key != runner.key(arrays):
                 self._check_shapes({self.graph.tensors[t].name: a.shape for t, a in arrays.items() if not isinstance(a, list)})

@@ -8,6 +8,10 @@ from __future__ import annotations
 import warnings
 from pathlib import Path
 
+from mnnpy.log import get_logger
+
+_log = get_logger("cache")
+
 
 class DiskCache:
     """Base of a disk cache named ``label`` (in warnings). ``stats``: the counters named in
@@ -24,6 +28,7 @@ class DiskCache:
         """Count and delete the file at ``path`` that failed a check (``reason``); returns None."""
         self.stats["rejected"] += 1
         self.last_rejection = f"{path.name}: {reason}"
+        _log.info("%s: discarded %s: %s", self.label, path, reason)
         try:
             path.unlink()
         except OSError:  # gone already, or another process holds it

@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
+import time
 from pathlib import Path
 
 from mnnpy import cache_file
@@ -41,6 +42,9 @@ from mnnpy.cache_file import HEAD as _HEAD  # noqa: F401
 from mnnpy.cache_file import LEN as _LEN  # noqa: F401
 from mnnpy.cache_file import OFF as OFF
 from mnnpy.cache_file import atomic_write  # a module global: tests replace it here
+from mnnpy.log import get_logger
+
+_log = get_logger("cache")
 
 CACHE_ENV = "MNNPY_OPENCL_CACHE"
 MAGIC = b"MNNPYCLB"
@@ -123,17 +127,22 @@ class ProgramCache(DiskCache):
             prg = self._built.get(mem)
             if prg is not None:
                 self.stats["memory_hits"] += 1
+                _log.debug("OpenCL program %s %s: memory hit", file, options)
                 return prg
             key = self.key(source, list(options))
             path = self.path(key)
+            t0 = time.perf_counter()
             prg = self._load(path, key, options) if path is not None else None
             if prg is not None:
                 self._from_disk.add(mem)
             else:
                 prg = self.runtime.cl.Program(self.runtime.context, source).build(options=list(options), cache_dir=False)
                 self.stats["built"] += 1
+                _log.info("OpenCL program %s %s: miss, built in %.1f ms", file, options, (time.perf_counter() - t0) * 1e3)
                 if path is not None:
                     self._store(path, key, prg, file)
+            else:
+                _log.debug("OpenCL program %s %s: disk hit, loaded in %.1f ms", file, options, (time.perf_counter() - t0) * 1e3)
             self._built[mem] = prg
             return prg
 

@@ -11,11 +11,15 @@ Runtime does.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 
 from mnnpy.backend import BackendConfig, Runtime
 from mnnpy.backends.gpu.runtime import shader_dir
 from mnnpy.backends.opencl.device import DEVICE_ENV, FORK, describe_device, device_for, devices_of, has_int64
+from mnnpy.log import get_logger, lazy
+
+_log = get_logger("opencl")
 
 
 def _shader_dir():
@@ -54,6 +58,7 @@ class OpenCLRuntime(Runtime):
         return device is not None, reason
 
     def __init__(self):
+        t0 = time.perf_counter()
         import pyopencl as cl
 
         self.cl = cl
@@ -72,6 +77,7 @@ class OpenCLRuntime(Runtime):
         from mnnpy.backends.opencl.activation import source as activation_source
 
         self._prelude = _shader_dir().joinpath("common.h").read_text() + activation_source()
+        _log.info("runtime on %s created in %.1f ms", lazy(self.describe), (time.perf_counter() - t0) * 1e3)
 
     def describe(self) -> str:
         """One line: device name, platform, OpenCL version, compute units, memory."""

@@ -29,11 +29,15 @@ import itertools
 import json
 import math
 import threading
+import time
 from pathlib import Path
 
 from mnnpy.backends.gpu.cache import DiskCache
 from mnnpy.backends.opencl.launch import default_local, round_up
 from mnnpy.backends.opencl.program import atomic_write, cache_directory, device_identity, read_limited, usable_directory
+from mnnpy.log import get_logger
+
+_log = get_logger("cache")
 
 MODES = ("none", "fast", "wide")
 FILE = "tuning.json"
@@ -124,10 +128,16 @@ class Tuner(DiskCache):
                 if math.prod(e["local"]) <= limit and all(v <= m for v, m in zip(e["local"], dims)):
                     launch.set_local(e["local"])
                     self.stats["hits"] += 1
+                    _log.debug("OpenCL tuning %s %s: hit, local %s", launch.key, launch.work, e["local"])
                     return
+            t0 = time.perf_counter()
             cands = candidates(launch.work, launch.local, limit, dims, mode)
             best = self._time(launch, cands, REPEATS[mode]) if len(cands) > 1 else launch.local
             launch.set_local(best)
+            ms = (time.perf_counter() - t0) * 1e3
+            _log.info(
+                "OpenCL tuning %s %s: miss, %d candidates in %.1f ms, local %s", launch.key, launch.work, len(cands), ms, best
+            )
             entries[key] = {"local": list(best), "mode": mode}
             self._save(key, entries[key])
 

@@ -44,6 +44,9 @@ from mnnpy.backends.vulkan.commands import (
 )
 from mnnpy.backends.vulkan.device import FORK, VulkanError
 from mnnpy.backends.vulkan.memory import ResizeMemory, VkTensor, check_allocation
+from mnnpy.log import get_logger
+
+_log = get_logger("vulkan")
 
 
 def _destroy_fence(vk, device, fence) -> None:
@@ -224,6 +227,7 @@ class VulkanBackend(GPUBackend):
                     if self.profiling and part.dispatches:
                         part.timestamps = profile.Timestamps(rt, memory, len(part.dispatches) + 1)
                     record_partition(vk, part, memory)
+            _log.debug("recorded %d command buffers, %d dispatches", len(parts), len(dispatches))
         except vk.VkError as e:
             raise VulkanError(f"Vulkan resize failed: {type(e).__name__}") from e
         self.runtime.pipelines.save()  # new pipelines reach the disk cache now, not only at exit

@@ -37,6 +37,7 @@ import atexit
 import os
 import struct
 import threading
+import time
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +47,9 @@ from mnnpy import cache_file
 from mnnpy.backends.gpu.cache import DiskCache
 from mnnpy.backends.gpu.runtime import shader_dir as gpu_shader_dir
 from mnnpy.cache_file import atomic_write  # a module global: tests replace it here
+from mnnpy.log import get_logger
+
+_log = get_logger("cache")
 
 SpecValue = int | float | bool
 
@@ -188,6 +192,7 @@ class Pipelines(DiskCache):
             try:
                 cache = vk.vkCreatePipelineCache(self.rt.device, info, None)
                 self.stats["loaded"] += 1
+                _log.info("Vulkan pipeline cache: loaded %s (%d bytes)", self.path, len(initial))
                 return cache
             except vk.VkError as e:
                 self.reject(self.path, f"the driver refuses the data: {type(e).__name__}")
@@ -223,6 +228,7 @@ class Pipelines(DiskCache):
                 return False
             self._dirty = False
             self.stats["written"] += 1
+            _log.info("Vulkan pipeline cache: wrote %s", self.path)
             return True
 
     # -- objects ------------------------------------------------------------------------
@@ -281,9 +287,12 @@ class Pipelines(DiskCache):
         with self._lock:
             if key in self._pipelines:
                 self.stats["memory_hits"] += 1
+                _log.debug("Vulkan pipeline %s %s: memory hit", name, spec)
             else:
+                t0 = time.perf_counter()
                 self._pipelines[key] = self._create(name, bindings, push_size, spec)
                 self.stats["created"] += 1
+                _log.info("Vulkan pipeline %s %s: miss, created in %.1f ms", name, spec, (time.perf_counter() - t0) * 1e3)
                 self._dirty = True
             return self._pipelines[key]
 

@@ -16,9 +16,13 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 from mnnpy.backend import BackendConfig, Runtime
 from mnnpy.backends.vulkan.device import DEVICE_ENV, FORK, STORAGE8_EXTENSION, DeviceInfo, choose, probe, version_string
+from mnnpy.log import get_logger, lazy
+
+_log = get_logger("vulkan")
 
 
 class VulkanRuntime(Runtime):
@@ -63,6 +67,7 @@ class VulkanRuntime(Runtime):
             return []
 
     def __init__(self):
+        t0 = time.perf_counter()
         p = probe()
         info, reason = choose(p.devices, os.environ.get(DEVICE_ENV) or None)
         if info is None:
@@ -102,6 +107,7 @@ class VulkanRuntime(Runtime):
         from mnnpy.backends.vulkan.pipeline import Pipelines
 
         self.pipelines = Pipelines(self)
+        _log.info("runtime on %s created in %.1f ms", lazy(self.describe), (time.perf_counter() - t0) * 1e3)
 
     def _features(self) -> tuple:
         """``(VkPhysicalDeviceFeatures2 chain or None, device extensions)`` enabling what

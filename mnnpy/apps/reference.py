@@ -7,9 +7,11 @@ import os
 from mnnpy import BackendUnavailableError
 
 
-def onnxruntime_session(model_path: str | os.PathLike, num_threads: int | None = None):
+def onnxruntime_session(model_path: str | os.PathLike, num_threads: int | None = None, memory_arena: bool = True):
     """An ``onnxruntime.InferenceSession`` of the ONNX file ``model_path`` on the CPU provider
     (``num_threads``: intra-op threads; ``None``: onnxruntime's choice), warnings silenced.
+    ``memory_arena=False``: without onnxruntime's CPU arena, which keeps the most memory any
+    run needed (its memory then returns after each run: ``mnnpy stress`` measures RSS).
 
     Raises ``BackendUnavailableError`` when the onnxruntime package is missing.
     """
@@ -23,4 +25,5 @@ def onnxruntime_session(model_path: str | os.PathLike, num_threads: int | None =
     opts.log_severity_level = 3  # errors only: some real models carry unused initializers, each warned about
     if num_threads:
         opts.intra_op_num_threads = num_threads
+    opts.enable_cpu_mem_arena = memory_arena
     return ort.InferenceSession(str(model_path), opts, providers=["CPUExecutionProvider"])
