@@ -1,0 +1,3 @@
+"""Tools built on the engine, apart from it: the random-graph differential tests
+(``python -m mnnpy.tools.cts``) and the numerical tolerances every comparison with the
+reference uses (``mnnpy.tools.tolerances``)."""
