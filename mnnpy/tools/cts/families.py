@@ -409,10 +409,22 @@ def pool(b: Builder) -> bool:
         attrs["count_include_pad"] = 1
     if op == "LpPool":
         attrs["p"] = int(b.choice((1, 2, 3)))
-    if min(out_sp) < 1:
+    if min(out_sp) < 1 or op == "MaxPool" and _padding_only(spatial, out_sp, attrs):
         return False
     b.node(op, [x.name], [(FLOAT, (n, c, *out_sp))], op == "MaxPool" and x.exact, x.mag * (1 if op != "LpPool" else 30), **attrs)
     return True
+
+
+def _padding_only(spatial, out_sp, attrs) -> bool:
+    """Whether a (dilated) window lies wholly in the padding: ONNX leaves its max undefined
+    (onnxruntime gives -3.4e38, ONNX's reference 0, mnnpy -inf; ``tests/cts_specs``)."""
+    if "pads" not in attrs:
+        return False
+    for i, (size, out) in enumerate(zip(spatial, out_sp)):
+        k, s, d, pb = attrs["kernel_shape"][i], attrs["strides"][i], attrs["dilations"][i], attrs["pads"][i]
+        if any(all(not 0 <= o * s - pb + j * d < size for j in range(k)) for o in range(out)):
+            return True
+    return False
 
 
 def gemm(b: Builder) -> bool:

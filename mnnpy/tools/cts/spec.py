@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import zlib
 from pathlib import Path
 
@@ -168,7 +169,10 @@ def save(spec: dict, path: str | Path) -> Path:
     """Write ``spec`` as indented JSON (one small text file) and return its path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(spec, indent=1, sort_keys=True) + "\n")
+    text = json.dumps(spec, indent=1, sort_keys=True)
+    # lists of numbers and strings on one line: a spec reads as one line per shape or attribute
+    text = re.sub(r"\[\s+([^\[\]{}]*?)\s+\]", lambda m: "[" + " ".join(m.group(1).split()) + "]", text)
+    path.write_text(text + "\n")
     return path
 
 
