@@ -1,8 +1,9 @@
 """A seeded generator of valid random ONNX graphs, as specs (``mnnpy.tools.cts.spec``).
 
 ``generate(seed, index)`` draws graph ``index`` of the series ``seed``: opset 17 or 18; one
-or two float32 inputs of rank 1 to 4 with odd sizes (1, 3, 7, 13 and now and then 127), an
-int32/int64 input and a bool input sometimes; then 3 to 12 draws, each of an op family of
+or two float32 inputs of rank 1 to 4 with odd sizes (1, 3, 7, 13 and now and then 127),
+N(0, 1) data (N(0, 10²) or N(0, 100²) now and then), an int32/int64 input and a bool input
+sometimes, and now and then declared with symbolic dims; then 3 to 12 draws, each of an op family of
 ``FAMILIES`` (by weight) that reads tensors already made: the newest with probability 0.6
 (chains), else any (fan-out). Every tensor left unread is a graph output, and a read one
 now and then. How validity and judgeability are kept: ``mnnpy.tools.cts.builder``.
@@ -14,6 +15,7 @@ import numpy as np
 
 from mnnpy.tools.cts import families as f
 from mnnpy.tools.cts import movement as m
+from mnnpy.tools.cts import patterns as p
 from mnnpy.tools.cts.builder import BOOL, FLOAT, Builder
 from mnnpy.tools.cts.spec import reads
 
@@ -53,6 +55,10 @@ FAMILIES = (
     (1, m.trilu),
     (1, m.if_),
     (1, m.loop),
+    (4, p.conv_epilogue),
+    (1, p.affine_into_conv),
+    (2, p.spelled_out),
+    (1, p.on_constants),
 )
 
 
@@ -71,7 +77,8 @@ def generate(seed: int, index: int = 0, max_ops: int = 12) -> dict:
     }
     b = Builder(rng, spec)
     for _ in range(1 + int(b.chance(0.4))):
-        b.pool.append(b.input(FLOAT, b.dims(int(b.choice((1, 2, 3, 4, 4, 4)))), dist="normal"))
+        scale = float(b.choice((1.0, 1.0, 1.0, 10.0, 100.0)))
+        b.pool.append(b.input(FLOAT, b.dims(int(b.choice((1, 2, 3, 4, 4, 4)))), dist="normal", scale=scale, mag=4 * scale))
     if b.chance(0.3):
         b.pool.append(
             b.input(b.choice(("int32", "int64")), b.dims(int(rng.integers(1, 4))), dist="uniform", low=-20, high=20, mag=20)
@@ -91,6 +98,9 @@ def generate(seed: int, index: int = 0, max_ops: int = 12) -> dict:
     extra = [o for o in made if o in read and o not in spec.pop("_empty", [])]
     if extra and b.chance(0.3):
         spec["outputs"].append(b.choice(extra))
+    for e in spec["inputs"]:
+        if e["shape"] and b.chance(0.15):
+            e["dynamic"] = True
     spec["output_types"] = {o: [b.dtypes[o], len(b.shapes[o])] for o in spec["outputs"]}
     spec.pop("_counter", None)
     spec.pop("_shapes", None)

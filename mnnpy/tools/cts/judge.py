@@ -6,7 +6,7 @@ compute one (``Relu``, ``Max``, ``MaxPool``, ``ReduceMax``, ``Where``, nearest `
 ``ACCUMULATE`` for ``ACCUMULATING`` ops, ``ELEMENTWISE`` for the other float ops. A graph
 output's tolerance follows the ops of its cone (every op it depends on):
 
-    atol = T.atol * n * s,   rtol = T.rtol * n
+    atol = T.atol * n * s * a,   rtol = T.rtol * n
 
 with ``T`` the loosest tolerance of the cone's ops, ``n`` the number of computing (non-exact)
 ops on its longest path from the inputs (a Loop counts its body ``trip count`` times, an If
@@ -14,7 +14,10 @@ its longer branch) and ``s = max(1, largest |value| of any float tensor in the c
 (read from the reference run). The reasoning is first-order error propagation: each op
 may add its own tolerance's worth of error, relative to the size of what it reads, and a
 chain adds them up; ``s`` makes the absolute part relative to the cone's largest value
-(``a - b`` of two values near 100 may lose what 100's rounding holds). An output whose cone
+(``a - b`` of two values near 100 may lose what 100's rounding holds). ``a`` is the
+largest product of the amplifications (``amplification``) of the cone's ops along a path:
+a normalisation divides what its input's rounding left by the standard deviation of its
+group, a division by its denominator, which the reference run shows. An output whose cone
 holds only exact ops (``n = 0``) must be equal bit for bit.
 """
 
@@ -134,25 +137,62 @@ def op_depth(node: dict, spec: dict) -> int:
 def tolerances(spec: dict, values: dict) -> dict[str, tuple[float, float]]:
     """``(atol, rtol)`` of every tensor of the main graph (see the module doc); integer and
     bool tensors ``(0, 0)``."""
-    cone = {}  # tensor -> (loosest tolerance, path depth, scale)
+    cone = {}  # tensor -> (loosest tolerance, path depth, scale, amplification)
     for name, v in values.items():
-        cone[name] = ("exact", 0, _scale(v))
+        cone[name] = ("exact", 0, _scale(v), 1.0)
     for node in spec["nodes"]:
         reads = [cone[i] for i in specs.reads(node) if i in cone]
         tol = max([op_class(node), *(r[0] for r in reads)], key=RANK.get)
         depth = max([0, *(r[1] for r in reads)]) + op_depth(node, spec)
         scale = max([1.0, *(r[2] for r in reads)])
+        amp = max([1.0, *(r[3] for r in reads)]) * amplification(node, values)
         for o in node["outputs"]:
             if o:
-                cone[o] = (tol, depth, max(scale, _scale(values.get(o))))
+                cone[o] = (tol, depth, max(scale, _scale(values.get(o))), amp)
     out = {}
-    for name, (tol, depth, scale) in cone.items():
+    for name, (tol, depth, scale, amp) in cone.items():
         v = values.get(name)
         if v is None or not np.issubdtype(np.asarray(v).dtype, np.floating) or depth == 0:
             out[name] = (0.0, 0.0)
         else:
-            out[name] = (CLASSES[tol]["atol"] * depth * scale, CLASSES[tol]["rtol"] * depth)
+            out[name] = (CLASSES[tol]["atol"] * depth * scale * amp, CLASSES[tol]["rtol"] * depth)
     return out
+
+
+MAX_AMPLIFICATION = 1e6
+
+
+def amplification(node: dict, values: dict) -> float:
+    """How much ``node`` may magnify an absolute error of its input, from the reference
+    values (1 where it does not): a normalisation by ``1/std`` of its smallest group
+    (LayerNormalization, InstanceNormalization, MeanVarianceNormalization; LpNormalization
+    by ``1/norm``), Div by ``1/min |denominator|``, Reciprocal by ``1/min x^2``, Log by
+    ``1/min |x|``, Sqrt by ``1/(2 sqrt(min x))``. At most ``MAX_AMPLIFICATION``."""
+    op, attrs = node["op"], node["attrs"]
+    x = values.get(node["inputs"][0]) if node["inputs"] else None
+    if x is None or not np.issubdtype(np.asarray(x).dtype, np.floating) or np.asarray(x).size == 0:
+        return 1.0
+    x = np.asarray(x, np.float64)
+    rank = x.ndim
+    if op in ("LayerNormalization", "InstanceNormalization", "MeanVarianceNormalization"):
+        if op == "LayerNormalization":
+            axes = tuple(range(attrs.get("axis", -1) % rank, rank))
+        elif op == "InstanceNormalization":
+            axes = tuple(range(2, rank))
+        else:
+            axes = tuple(attrs.get("axes", [0, 2, 3]))
+        eps = attrs.get("epsilon", 1e-5) if op != "MeanVarianceNormalization" else 0.0
+        tiny = float(np.sqrt(x.var(axis=axes).min() + eps))
+    elif op == "LpNormalization":
+        tiny = float(np.linalg.norm(x, ord=attrs.get("p", 2), axis=attrs.get("axis", -1)).min())
+    elif op == "Div" and node["inputs"][1] in values:
+        tiny = float(np.abs(np.asarray(values[node["inputs"][1]], np.float64)).min())
+    elif op in ("Reciprocal", "Log", "Sqrt"):
+        low = float(np.abs(x).min())
+        tiny = {"Reciprocal": low * low, "Log": low, "Sqrt": 2 * np.sqrt(low)}[op]
+    else:
+        return 1.0
+    return min(MAX_AMPLIFICATION, max(1.0, 1.0 / tiny if tiny > 0 else MAX_AMPLIFICATION))
 
 
 def _scale(v) -> float:

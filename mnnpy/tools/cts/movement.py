@@ -107,7 +107,7 @@ def slice_(b: Builder) -> bool:
         s = int(b.rng.integers(-d - 2, d + 2))
         e = int(b.rng.integers(-d - 2, d + 3)) if b.chance(0.8) else (2**63 - 1 if step > 0 else -(2**63))
         n = _slice_len(d, s, e, step)
-        if n == 0:
+        if n == 0 and not b.chance(0.1):  # an empty result now and then (a graph output only)
             s, e = (0, d) if step > 0 else (d - 1, -(2**63))
             n = _slice_len(d, s, e, step)
         starts.append(s), ends.append(e), steps.append(step)
@@ -374,9 +374,10 @@ def if_(b: Builder) -> bool:
 
 
 def loop(b: Builder) -> bool:
-    """Loop with a constant trip count (1 to 4; a cond input too, sometimes) carrying a float
-    tensor through one to three elementwise ops (bounded by a final Tanh), its values per
-    iteration as a scan output sometimes."""
+    """Loop with a constant trip count (1 to 4; a cond input too, sometimes; the body's
+    condition ``iteration < k`` sometimes) carrying a float tensor through one to three
+    elementwise ops (bounded by a final Tanh), its values per iteration as a scan output
+    sometimes."""
     x = b.pick(max_mag=100, pred=lambda t: t.size <= 4096)
     if x is None or b.body:
         return False
@@ -386,13 +387,19 @@ def loop(b: Builder) -> bool:
     body = _body(b, [], [v_in], int(b.rng.integers(1, 3)))
     last = _result(body, v_in)
     (v_out,) = body.node("Tanh", [last.name], [(FLOAT, x.shape)])
-    (c_out,) = body.node("Identity", [c_name], [(BOOL, ())])
+    if b.chance(0.3):  # the condition computed: stop after k < trips iterations
+        k = int(b.rng.integers(0, trips))
+        (c_out,) = body.node("Less", [i_name, b.const("int64", [], [k])], [(BOOL, ())])
+        trips_run = k + 1
+    else:
+        (c_out,) = body.node("Identity", [c_name], [(BOOL, ())])
+        trips_run = trips
     outs = [_io(c_out), _io(v_out)]
     result = [(FLOAT, x.shape)]
     if b.chance(0.5):
         (s,) = body.node("Identity", [v_out.name], [(FLOAT, x.shape)])
         outs.append(_io(s))
-        result.append((FLOAT, (trips, *x.shape)))
+        result.append((FLOAT, (trips_run, *x.shape)))
     graph = {"inputs": [{"name": i_name, "dtype": "int64", "shape": []}, {"name": c_name, "dtype": BOOL, "shape": []}, _io(v_in)]}
     graph.update(nodes=body.nodes, outputs=outs)
     cond = b.const(BOOL, [], [True]) if b.chance(0.5) else ""

@@ -13,7 +13,8 @@ Data entries (``inputs``, ``constants``) either list their ``values`` or say how
 them: ``dist`` ``"normal"`` (times ``scale``, default 1), ``"uniform"`` (``low`` to
 ``high``; integers: inclusive) or ``"bernoulli"`` (bool); the generator for an entry is
 ``numpy.random.default_rng([seed, graph, crc32(name)])``, so removing one entry changes no
-other's data. ``output_types`` (optional: output name -> [dtype, rank]) types the outputs
+other's data. An input with ``"dynamic": true`` is declared with symbolic dims.
+``output_types`` (optional: output name -> [dtype, rank]) types the outputs
 whose shapes ONNX's shape inference cannot derive (after a Loop). An attribute value is a JSON number, string or list,
 ``{"graph": body}`` for a body (``body``: ``inputs`` and ``outputs`` as ``{"name", "dtype", "shape"}``, ``nodes``) or
 ``{"tensor": {"dtype", "values"}}`` for a 1-element tensor. Nothing else: the spec is the
@@ -67,6 +68,8 @@ def feeds(spec: dict) -> dict[str, np.ndarray]:
 
 def _value_info(entry: dict) -> onnx.ValueInfoProto:
     shape = entry.get("shape")
+    if entry.get("dynamic"):  # declared with symbolic dims: the session plans at run time
+        shape = [f"{entry['name']}_{i}" for i in range(len(shape))]
     return helper.make_tensor_value_info(entry["name"], helper.np_dtype_to_tensor_dtype(np.dtype(entry["dtype"])), shape)
 
 
