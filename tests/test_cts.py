@@ -117,6 +117,17 @@ def test_generator_covers_the_schemas():
     assert fan_out > 50
 
 
+def test_generator_avoids_ill_defined_ties():
+    """The symmetric-resize ties whose pick onnxruntime and ONNX's reference implementation
+    disagree on (``resize_symmetric_nearest_tie``) are seen, and ordinary ones are not."""
+    from mnnpy.tools.cts.movement import _symmetric_tie
+
+    assert _symmetric_tie([7], [4], [0.6], None)  # coordinate 0.5: round_prefer_floor's tie
+    assert not _symmetric_tie([7], [4], [0.6], "floor")  # 0.5 is no tie of floor
+    assert not _symmetric_tie([7], [14], [2.0], None)  # i/2 - 0.25: never a half
+    assert not _symmetric_tie([7], [7], [1.0], None)  # unchanged axis
+
+
 # -- the judge -----------------------------------------------------------------------------
 
 

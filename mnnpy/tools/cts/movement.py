@@ -273,8 +273,28 @@ def resize(b: Builder) -> bool:
         ins = [x.name, "", "", b.const("int64", [len(x.shape)], [n, c, *out])]
     if min(out) < 1 or math.prod((n, c, *out)) > MAX_ELEMENTS:
         return False
+    ratios = scales if len(ins) == 3 else [o / i for o, i in zip(out, spatial)]
+    if mode == "nearest" and ct == "half_pixel_symmetric" and _symmetric_tie(spatial, out, ratios, attrs.get("nearest_mode")):
+        attrs.pop("coordinate_transformation_mode")  # half_pixel: its ties are computed alike everywhere
     b.node("Resize", ins, [(FLOAT, (n, c, *out))], mode == "nearest" and x.exact, x.mag * (1 if mode != "cubic" else 2), **attrs)
     return True
+
+
+def _symmetric_tie(spatial, out, scales, nearest_mode) -> bool:
+    """Whether a half_pixel_symmetric coordinate of an axis whose size changes lies (in exact
+    arithmetic, within 1e-4) on a tie of ``nearest_mode`` (a half-integer; an integer for
+    floor and ceil): float32 rounding of the offset then decides the pick, and
+    onnxruntime and ONNX's reference implementation pick differently (7 -> 4 by scale 0.6:
+    coordinate 0.5, evaluated as 0.5000002)."""
+    half = 0.0 if nearest_mode in ("floor", "ceil") else 0.5
+    for n_in, n_out, s in zip(spatial, out, scales):
+        if n_in == n_out:
+            continue
+        offset = n_in / 2 * (1 - n_out / (s * n_in))
+        x = [offset + (i + 0.5) / s - 0.5 for i in range(n_out)]
+        if any(abs((v - half) - round(v - half)) < 1e-4 for v in x):
+            return True
+    return False
 
 
 def expand_tile(b: Builder) -> bool:
