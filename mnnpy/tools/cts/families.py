@@ -535,13 +535,20 @@ def reduce(b: Builder) -> bool:
     return True
 
 
-def arg_reduce(b: Builder) -> bool:
-    """ArgMax/ArgMin of an exact tensor (axis, keepdims, select_last_index) -> int64."""
+def _exact_along_axis(b: Builder):
+    """An exact float or integer tensor of rank >= 1, its rank and an axis drawn for it;
+    ``(None, 0, 0)`` where the pool has none."""
     x = b.pick(lambda t: len(t.shape) >= 1, dtype=(FLOAT, *INTS), exact=True)
     if x is None:
+        return None, 0, 0
+    return x, len(x.shape), axis_of(b, len(x.shape))
+
+
+def arg_reduce(b: Builder) -> bool:
+    """ArgMax/ArgMin of an exact tensor (axis, keepdims, select_last_index) -> int64."""
+    x, rank, ax = _exact_along_axis(b)
+    if x is None:
         return False
-    rank = len(x.shape)
-    ax = axis_of(b, rank)
     keep = b.chance(0.5)
     shape = tuple(1 if i == ax % rank else d for i, d in enumerate(x.shape) if keep or i != ax % rank)
     attrs = {"axis": ax, "keepdims": int(keep)}
@@ -636,11 +643,9 @@ def cumsum(b: Builder) -> bool:
 
 def topk(b: Builder) -> bool:
     """TopK of an exact tensor (k from 1 to the axis size, largest or smallest, sorted)."""
-    x = b.pick(lambda t: len(t.shape) >= 1, dtype=(FLOAT, *INTS), exact=True)
+    x, rank, ax = _exact_along_axis(b)
     if x is None:
         return False
-    rank = len(x.shape)
-    ax = axis_of(b, rank)
     k = int(b.rng.integers(1, x.shape[ax] + 1))
     shape = tuple(k if i == ax % rank else d for i, d in enumerate(x.shape))
     attrs = {"axis": ax}
