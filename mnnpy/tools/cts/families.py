@@ -201,12 +201,7 @@ def compare(b: Builder) -> bool:
     if a is None:
         return False
     op = b.choice(("Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"))
-    c = _second(b, a, a.dtype, exact=True)
-    out = bshape(a.shape, c.shape)
-    if math.prod(out) > MAX_ELEMENTS:
-        return False
-    b.node(op, [a.name, c.name], [(BOOL, out)], True, 1)
-    return True
+    return _to_bool(b, op, a, _second(b, a, a.dtype, exact=True))
 
 
 def logic(b: Builder) -> bool:
@@ -218,7 +213,11 @@ def logic(b: Builder) -> bool:
     if op == "Not":
         b.node(op, [a.name], [(BOOL, a.shape)], True, 1)
         return True
-    c = _second(b, a, BOOL)
+    return _to_bool(b, op, a, _second(b, a, BOOL))
+
+
+def _to_bool(b: Builder, op: str, a: T, c: T) -> bool:
+    """``op(a, c)`` broadcast to a bool tensor, where its size stays within ``MAX_ELEMENTS``."""
     out = bshape(a.shape, c.shape)
     if math.prod(out) > MAX_ELEMENTS:
         return False
