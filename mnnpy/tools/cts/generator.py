@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from mnnpy.tools.cts import families as f
+from mnnpy.tools.cts import indexing as ix
 from mnnpy.tools.cts import movement as m
 from mnnpy.tools.cts import patterns as p
 from mnnpy.tools.cts.builder import BOOL, FLOAT, Builder
@@ -59,6 +60,16 @@ FAMILIES = (
     (1, p.affine_into_conv),
     (2, p.spelled_out),
     (1, p.on_constants),
+    (1, ix.scatter_elements),
+    (1, ix.scatter_nd),
+    (1, ix.gather_nd),
+    (1, ix.one_hot),
+    (2, ix.shape_ops),
+    (2, ix.einsum),
+    (1, ix.compress),
+    (1, ix.reverse_sequence),
+    (1, ix.inverse_trig),
+    (1, ix.non_finite),
 )
 
 
@@ -95,7 +106,8 @@ def generate(seed: int, index: int = 0, max_ops: int = 12) -> dict:
     read = {i for n in spec["nodes"] for i in reads(n)}
     made = [o for n in spec["nodes"] for o in n["outputs"]]
     spec["outputs"] = [o for o in made if o not in read]
-    extra = [o for o in made if o in read and o not in spec.pop("_empty", [])]
+    hidden = set(spec.pop("_empty", [])) | set(spec.pop("_internal", []))  # empty or not finite
+    extra = [o for o in made if o in read and o not in hidden]
     if extra and b.chance(0.3):
         spec["outputs"].append(b.choice(extra))
     for e in spec["inputs"]:
@@ -105,5 +117,4 @@ def generate(seed: int, index: int = 0, max_ops: int = 12) -> dict:
     spec.pop("_counter", None)
     spec.pop("_shapes", None)
     spec.pop("_dtypes", None)
-    spec.pop("_empty", None)
     return spec

@@ -38,14 +38,15 @@ from mnnpy.tools.tolerances import ACCUMULATE, ELEMENTWISE, EXACT
 ACCUMULATING = {
     "Conv", "ConvTranspose", "Gemm", "MatMul", "AveragePool", "LpPool", "GlobalAveragePool", "Softmax", "LogSoftmax",
     "LayerNormalization", "BatchNormalization", "InstanceNormalization", "LpNormalization", "MeanVarianceNormalization",
-    "LRN", "CumSum", "Resize", "Mean", "Sum",
+    "LRN", "CumSum", "Resize", "Mean", "Sum", "Einsum",
     *(f"Reduce{r}" for r in ("Sum", "Mean", "Prod", "L1", "L2", "SumSquare", "LogSumExp", "LogSum")),
 }  # fmt: skip
 SELECTING = {
     "Relu", "Abs", "Neg", "Max", "Min", "MaxPool", "GlobalMaxPool", "ReduceMax", "ReduceMin", "Where", "Clip", "Cast",
     "Floor", "Ceil", "Round", "Sign", "ThresholdedRelu", "Hardmax", "TopK", "ArgMax", "ArgMin", "Identity", "Reshape",
     "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Slice", "Concat", "Split", "Gather", "GatherElements", "Pad",
-    "Expand", "Tile", "DepthToSpace", "SpaceToDepth", "Trilu",
+    "Expand", "Tile", "DepthToSpace", "SpaceToDepth", "Trilu", "GatherND", "OneHot", "Shape", "Size", "ConstantOfShape",
+    "Compress", "ReverseSequence", "Range",
 }  # fmt: skip
 CLASSES = {"exact": EXACT, "elementwise": ELEMENTWISE, "accumulate": ACCUMULATE}  # loosest last
 RANK = {name: i for i, name in enumerate(CLASSES)}
@@ -118,6 +119,8 @@ def op_class(node: dict) -> str:
         return max((op_class(n) for b in specs.bodies(node) for n in b["nodes"]), key=RANK.get, default="exact")
     if op == "Resize":
         return "exact" if node["attrs"].get("mode", "nearest") == "nearest" else "accumulate"
+    if op in ("ScatterElements", "ScatterND"):  # distinct indices: one value or one rounding per element
+        return "exact" if node["attrs"].get("reduction", "none") in ("none", "max", "min") else "elementwise"
     return "exact" if op in SELECTING else "accumulate" if op in ACCUMULATING else "elementwise"
 
 
