@@ -35,7 +35,6 @@ def known() -> dict:
     return expectations.load(EXPECTED)
 
 
-@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")  # non_finite's x / 0 on NumPy
 @pytest.mark.parametrize("backend", backends())
 def test_random_graphs(backend):
     """``SUITE[backend]`` seeded graphs match onnxruntime (a listed graph may fail, with its
