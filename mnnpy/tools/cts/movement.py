@@ -88,8 +88,15 @@ def transpose(b: Builder) -> bool:
 
 
 def _slice_len(d: int, start: int, end: int, step: int) -> int:
-    """Output length of ONNX Slice on a dim of size ``d`` (clamping as the spec says)."""
-    return len(range(d)[slice(start, end, step)])
+    """Output length of ONNX Slice on a dim of size ``d`` (clamping as operators.md #Slice
+    says: negative values count from the end, then forward ``[0, d]`` for both, backward
+    ``[0, d - 1]`` for the start and ``[-1, d - 1]`` for the end)."""
+    start, end = start + d if start < 0 else start, end + d if end < 0 else end
+    if step > 0:
+        start, end = min(max(start, 0), d), min(max(end, 0), d)
+        return max(0, -(-(end - start) // step))
+    start, end = min(max(start, 0), d - 1), min(max(end, -1), d - 1)
+    return max(0, -(-(start - end) // -step))
 
 
 def slice_(b: Builder) -> bool:
