@@ -180,6 +180,30 @@ def test_judge_sees_a_wrong_value(output, delta):
     assert out.status == "mismatch" and out.failing == [output], out.detail
 
 
+@pytest.mark.parametrize("fault", ["output", "input"])
+def test_judge_sees_a_run_that_is_not_repeatable(monkeypatch, fault):
+    """A second run whose output differs from the first's, or a run that writes into its
+    input, is a mismatch naming it."""
+    from mnnpy.session import Session
+
+    real, calls = Session.run, []
+
+    def run(self, feeds, *args, **kwargs):
+        calls.append(1)
+        out = real(self, feeds, *args, **kwargs)
+        if len(calls) == 2 and fault == "output":
+            out["y"] = out["y"] + 1
+        if fault == "input":
+            feeds["x"][0, 0, 0, 0] += 1
+        return out
+
+    monkeypatch.setattr(Session, "run", run)
+    spec = _chain()
+    out = run_backend(spec, "cpu", reference(spec))
+    wanted = "y: the second run differs" if fault == "output" else "input x changed by the run"
+    assert out.status == "mismatch" and wanted in out.detail, out.detail
+
+
 def test_judge_reports_invalid_and_errors():
     """A graph onnxruntime refuses is ``invalid`` (not the engine's fault); an engine error on
     a valid graph is ``error``, naming the exception."""

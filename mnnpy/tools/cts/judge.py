@@ -248,7 +248,9 @@ def placement(session) -> dict[str, Counter]:
 
 def run_backend(spec: dict, backend: str, ref: Reference) -> Outcome:
     """Run ``spec`` on mnnpy's ``backend`` (a GPU backend with the CPU as fallback; converted
-    through the file format) and judge it against ``ref``."""
+    through the file format) and judge it against ``ref``. The session runs twice on copies
+    of the feeds: the second run must give the first's outputs bit for bit and neither may
+    change its inputs (else a ``mismatch`` saying so)."""
     import mnnpy
     from mnnpy.converter import convert
 
@@ -257,7 +259,9 @@ def run_backend(spec: dict, backend: str, ref: Reference) -> Outcome:
         with np.errstate(all="ignore"):
             where = backend if backend == "cpu" else [backend, "cpu"]
             session = mnnpy.Interpreter(convert(ref.model)).create_session(backend=where)
-            got = session.run(ref.feeds)
+            feeds = {k: v.copy() for k, v in ref.feeds.items()}
+            got = {k: np.array(v, copy=True) for k, v in session.run(feeds).items()}
+            again = session.run(feeds)
     except MnnpyError as e:
         return Outcome(backend, "error", f"{type(e).__name__}: {e}"[:500], seconds=time.perf_counter() - start)
     except Exception as e:  # noqa: BLE001 - anything else is what the CTS looks for
@@ -273,7 +277,12 @@ def run_backend(spec: dict, backend: str, ref: Reference) -> Outcome:
         if r > 1:
             failing.append(name)
             details.append(_describe(name, e, a, atol, rtol))
-    status = "mismatch" if failing else "pass"
+    for name in spec["outputs"]:
+        if name in got and not np.array_equal(got[name], again.get(name), equal_nan=True):
+            failing.append(name)
+            details.append(f"{name}: the second run differs from the first")
+    details += [f"input {k} changed by the run" for k, v in feeds.items() if not np.array_equal(v, ref.feeds[k], equal_nan=True)]
+    status = "mismatch" if details else "pass"
     return Outcome(backend, status, "; ".join(details)[:1000], failing, worst, placement(session), seconds)
 
 
