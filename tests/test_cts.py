@@ -28,7 +28,7 @@ HERE = Path(__file__).parent
 SPECS = sorted((HERE / "cts_specs").glob("*.json"))
 EXPECTED = HERE / "cts_expected_failures.json"
 SEED = 2026  # the suite's series: graph i is generate(SEED, i)
-SUITE = {"cpu": 100, "opencl": 30, "vulkan": 30}  # graphs per backend (about 1, 12 and 4 s here)
+SUITE = {"cpu": 100, "opencl": 30, "vulkan": 30}  # graphs per backend: 1-3 s each here (cold kernel caches: ~25 s in all)
 
 
 def known() -> dict:
