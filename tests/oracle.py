@@ -1,14 +1,7 @@
 """The test oracle: build a small ONNX model, run it on onnxruntime and on mnnpy, compare.
 
-The tolerances, defined here once for every test (DESIGN.md, after the Android NNAPI CTS):
-``|expected - actual| <= atol + rtol*|expected|`` with
-
-- ``ELEMENTWISE``: fp32 elementwise ops, ``atol = 1e-5, rtol = 5 * 2**-23``;
-- ``ACCUMULATE``: ops that accumulate (conv, matmul, pooling, softmax, reductions,
-  normalisations), ``atol = rtol = 1e-4``;
-- ``HALF``: fp16 data or storage (``precision="low"``), ``atol = rtol = 5 * 2**-10``;
-- ``EXACT``: data movement, integers and booleans.
-
+The tolerances (``ELEMENTWISE``, ``ACCUMULATE``, ``HALF``, ``EXACT``) are defined once, in
+``mnnpy.tools.tolerances`` (DESIGN.md, after the Android NNAPI CTS), and imported here.
 Each is a read-only mapping ``{"atol": ..., "rtol": ...}``: pass it as ``**TOL`` to
 ``check`` or ``numpy.testing.assert_allclose``, or as ``tol=TOL`` to the helpers of
 ``tests/backend_compare.py``. A looser bound for one test is a named constant beside that
@@ -26,11 +19,8 @@ from onnx import helper, numpy_helper
 
 import mnnpy
 from mnnpy.converter import convert
+from mnnpy.tools.tolerances import ACCUMULATE, ELEMENTWISE, EXACT, HALF  # noqa: F401 - the tests' names for them
 
-ELEMENTWISE = MappingProxyType({"atol": 1e-5, "rtol": 5 * 2**-23})
-ACCUMULATE = MappingProxyType({"atol": 1e-4, "rtol": 1e-4})
-HALF = MappingProxyType({"atol": 5 * 2**-10, "rtol": 5 * 2**-10})
-EXACT = MappingProxyType({"atol": 0.0, "rtol": 0.0})
 # float64 data (a few CPU ops against onnxruntime): a double-precision bound
 FLOAT64 = MappingProxyType({"atol": 1e-12, "rtol": 1e-12})
 # a one-off, looser bound: chains of a dozen dependent elementwise ops that each add their

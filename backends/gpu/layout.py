@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from mnnpy.ops.slice import onnx_slice
+
 
 def contiguous_strides(shape) -> list[int]:
     """Element strides of a C-contiguous array of ``shape``."""
@@ -50,15 +52,14 @@ def transpose_geometry(shape, perm) -> tuple[list[int], list[int], list[int]]:
 
 def slice_ranges(values, shape) -> list[tuple[int, int, int]]:
     """Per-axis ``(start, step, length)`` of ONNX Slice from known ``values`` = (starts, ends,
-    axes or None, steps or None); clamping as numpy's (= ONNX's, operators.md #Slice)."""
+    axes or None, steps or None); clamping as ONNX's (``mnnpy.ops.slice.onnx_slice``)."""
     starts, ends = (np.asarray(v).reshape(-1).astype(np.int64) for v in values[:2])
     axes = np.arange(len(starts)) if values[2] is None else np.asarray(values[2]).reshape(-1).astype(np.int64)
     steps = np.ones(len(starts), np.int64) if values[3] is None else np.asarray(values[3]).reshape(-1).astype(np.int64)
     out = [(0, 1, int(d)) for d in shape]
-    big = 2**62
     for s, e, a, st in zip(starts, ends, axes, steps):
         a = int(a) % len(shape)
-        r = range(*slice(int(np.clip(s, -big, big)), int(np.clip(e, -big, big)), int(st)).indices(shape[a]))
+        r = range(*onnx_slice(int(s), int(e), int(st), shape[a]).indices(shape[a]))
         out[a] = (r.start, r.step, len(r))
     return out
 

@@ -27,10 +27,23 @@ def slice_params(ctx) -> list[slice]:
         seen.add(a)
         if st == 0:
             ctx.fail("steps must not be 0")
-        # numpy's slice clamping equals ONNX's for every start/end, incl. INT64 extremes
-        big = 2**62
-        out[a] = slice(int(np.clip(s, -big, big)), int(np.clip(e, -big, big)), int(st))
+        out[a] = onnx_slice(int(s), int(e), int(st), x[a])
     return out
+
+
+def onnx_slice(start: int, end: int, step: int, dim: int) -> slice:
+    """A Python ``slice`` selecting what ONNX's Slice selects on a dim of size ``dim``
+    (operators.md #Slice): a negative start or end counts from the end; then for
+    ``step > 0`` both are clamped to ``[0, dim]``, for ``step < 0`` the start to
+    ``[0, dim - 1]`` and the end to ``[-1, dim - 1]`` (-1: through index 0). Python's own
+    clamping differs there: a backward slice starting before ``-dim`` is empty in Python,
+    while ONNX starts it at index 0."""
+    start += dim if start < 0 else 0
+    end += dim if end < 0 else 0
+    if step > 0:
+        return slice(min(max(start, 0), dim), min(max(end, 0), dim), step)
+    start, end = min(max(start, 0), dim - 1), min(max(end, -1), dim - 1)
+    return slice(start, end if end >= 0 else None, step) if dim > 0 else slice(0, 0, step)
 
 
 @op_schema(
@@ -47,7 +60,7 @@ def slice_params(ctx) -> list[slice]:
     flops=MOVES,
 )
 def slice_(ctx):
-    """Slice: ``output = data[starts:ends:steps]`` on ``axes``, clamped as numpy slicing clamps."""
+    """Slice: ``output = data[starts:ends:steps]`` on ``axes``, clamped as ONNX says (``onnx_slice``)."""
     x = ctx.shapes[0]
     sl = slice_params(ctx)
     ctx.derive(slices=sl)
