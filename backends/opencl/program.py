@@ -135,14 +135,13 @@ class ProgramCache(DiskCache):
             prg = self._load(path, key, options) if path is not None else None
             if prg is not None:
                 self._from_disk.add(mem)
+                _log.debug("OpenCL program %s %s: disk hit, loaded in %.1f ms", file, options, (time.perf_counter() - t0) * 1e3)
             else:
                 prg = self.runtime.cl.Program(self.runtime.context, source).build(options=list(options), cache_dir=False)
                 self.stats["built"] += 1
                 _log.info("OpenCL program %s %s: miss, built in %.1f ms", file, options, (time.perf_counter() - t0) * 1e3)
                 if path is not None:
                     self._store(path, key, prg, file)
-            else:
-                _log.debug("OpenCL program %s %s: disk hit, loaded in %.1f ms", file, options, (time.perf_counter() - t0) * 1e3)
             self._built[mem] = prg
             return prg
 
