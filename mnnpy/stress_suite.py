@@ -39,7 +39,6 @@ compared with ``TOLERANCE``; memory held with ``RSS_SLACK`` (``settled_rss``: RS
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import gc
 import inspect
@@ -53,6 +52,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from mnnpy.errors import BackendUnavailableError, LoopTimeoutError, ShapeError
+from mnnpy.heap import give_back_freed
 from mnnpy.interpreter import Interpreter
 from mnnpy.stress import StressContext, StressSkip, stress_test
 
@@ -99,25 +99,13 @@ def mib(n: int | None) -> str:
     return "?" if n is None else f"{n / 2**20:.1f}"
 
 
-@functools.cache
-def _malloc_trim():
-    """glibc's ``malloc_trim`` (None where the C library has none)."""
-    try:
-        return ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
-        return None
-
-
 def settled_rss() -> tuple[int | None, int | None]:
     """``(RSS, RSS after malloc_trim)`` in bytes, after a garbage collection: the second is what
     the process holds once glibc's allocator has returned the free memory it keeps for reuse
     (the first where there is no ``malloc_trim``); None without ``/proc``."""
     gc.collect()
-    held, trim = rss_bytes(), _malloc_trim()
-    if trim is None:
-        return held, held
-    trim(0)
-    return held, rss_bytes()
+    held = rss_bytes()
+    return (held, rss_bytes()) if give_back_freed() else (held, held)
 
 
 def check_rss(before: tuple, after: tuple, what: str) -> str:

@@ -19,8 +19,9 @@ import numpy as np
 from mnnpy.backend import Backend, BackendConfig, Execution, OpInfo, Runtime, TensorInfo
 from mnnpy.backends.cpu.blas import BlasThreads
 from mnnpy.backends.cpu.registry import executions
-from mnnpy.backends.cpu.scratch import SharedBuffer, Workspace, _aligned, filled, give_back_freed
+from mnnpy.backends.cpu.scratch import SharedBuffer, Workspace, _aligned, filled
 from mnnpy.errors import UnsupportedOperatorError
+from mnnpy.heap import give_back_freed
 from mnnpy.memory_planner import ALIGN
 
 
