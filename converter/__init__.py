@@ -7,6 +7,7 @@ Conv, dead-code elimination) -> write (``mnnpy.model_file``, then loaded back to
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import time
@@ -139,7 +140,8 @@ def write(data: bytes, output: str | os.PathLike) -> None:
     try:
         atomic_write(output, data, private=False, devices_in_place=True)
     except OSError as e:
-        raise InputError(f"cannot write {os.fspath(output)}: {e.strerror or e}") from e
+        why = " (a named pipe with no reader)" if e.errno == errno.ENXIO else ""
+        raise InputError(f"cannot write {os.fspath(output)}: {e.strerror or e}{why}") from e
 
 
 def convert(model, output: str | os.PathLike | None = None, optimize_graph: bool = True) -> bytes:

@@ -28,6 +28,7 @@ import numpy as np
 
 from mnnpy.errors import InputError, MnnpyError
 from mnnpy.interpreter import MAX_THREADS
+from mnnpy.limits import MAX_RANK
 
 
 @dataclass(frozen=True)
@@ -290,10 +291,12 @@ def _random_inputs(interp, shapes: dict[str, tuple[int, ...]], rng: np.random.Ge
             raise InputError(f"input '{d.name}' has unknown rank: give --shape {d.name}=D0,D1,...")
         else:
             shape = default_shape(d.shape)
+        if len(shape) > MAX_RANK:
+            raise InputError(f"input '{d.name}': --shape gives rank {len(shape)}, more than {MAX_RANK}")
         size = math.prod(shape) * d.dtype.itemsize
         if size > MAX_RANDOM_INPUT_BYTES:
             raise InputError(
-                f"input '{d.name}': a random {d.dtype} input of shape {shape} would take {size / 2**30:.1f} GiB, "
+                f"input '{d.name}': a random {d.dtype} input of shape {shape} would take {size / 2**30:,.1f} GiB, "
                 f"more than the {MAX_RANDOM_INPUT_BYTES / 2**30:g} GiB limit; give a smaller --shape {d.name}=..."
             )
         if d.dtype.kind == "f":

@@ -82,14 +82,19 @@ def atomic_write(path: str | os.PathLike, data: bytes, *, private: bool = True, 
     otherwise a new file gets 0666 less the umask, as ``open`` would, and a replaced regular
     file keeps its mode. ``devices_in_place``: where ``path`` exists and is not a regular file
     (``/dev/stdout``, a named pipe a reader waits on), ``data`` is written into it instead
-    (nothing can map those). Raises ``OSError`` (the temporary file is removed)."""
+    (nothing can map those); a named pipe without a reader raises ``OSError`` (ENXIO) at once.
+    Raises ``OSError`` (the temporary file is removed)."""
     target = Path(os.path.realpath(path))
     try:
         st = os.stat(target)
     except FileNotFoundError:
         st = None
     if st is not None and not stat.S_ISREG(st.st_mode) and devices_in_place:
-        with open(target, "wb") as f:
+        # O_NONBLOCK: a named pipe without a reader is ENXIO at once rather than a blocked open
+        fd = os.open(target, os.O_WRONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        with os.fdopen(fd, "wb") as f:
             f.write(data)
         return
     tmp = target.with_name(f".{target.name}.{secrets.token_hex(6)}.tmp")

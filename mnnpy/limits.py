@@ -78,7 +78,7 @@ def checked_limit(value) -> int:
     if value is None:
         return default_memory_limit()
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or int(value) <= 0:
-        raise InputError(f"memory_limit must be a positive number of bytes, got {value!r}")
+        raise InputError(f"memory_limit must be a positive integer number of bytes, got {value!r}")
     return int(value)
 
 

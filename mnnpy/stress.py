@@ -421,6 +421,10 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--timeout must be in (0, 3600] seconds, got {args.timeout}")
     if not 0 < args.scale <= 100:
         raise InputError(f"--scale must be in (0, 100], got {args.scale}")
+    if args.report:
+        folder = os.path.dirname(os.path.abspath(args.report))
+        if os.path.isdir(args.report) or not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+            raise InputError(f"--report {args.report}: cannot write there (checked before the tests run)")
     backends, notes = _backends(args.backend)
     chosen = [tests[n] for n in dict.fromkeys(args.test)] or list(tests.values())
     for note in notes:

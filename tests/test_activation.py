@@ -176,3 +176,16 @@ def test_gpu_swish_alpha(rng, backend):
     net = unary_net("Swish", SHAPE, attrs={"alpha": 0.37})
     got = mnnpy.Interpreter(net).create_session(backend=[backend, "cpu"]).run({"x": x})["y"]
     np.testing.assert_allclose(got, x / (1 + np.exp(-0.37 * x)), atol=ELEMENTWISE["atol"], rtol=1e-6)
+
+
+def test_elu_with_infinite_alpha_keeps_non_negative_inputs():
+    """``Elu(x) = x`` for ``x >= 0`` whatever ``alpha`` is: with ``alpha=inf`` the CPU took
+    ``0 * inf`` (NaN) for them (onnxruntime: ``[-inf, 0, 0.5, 2]``)."""
+    from onnx import helper
+
+    from tests.oracle import check, make_model
+
+    x = np.array([-1.0, 0.0, 0.5, 2.0, -0.0], np.float32)
+    model = make_model([helper.make_node("Elu", ["x"], ["y"], alpha=float("inf"))], {"x": x}, ["y"])
+    got = check(model, {"x": x}, **ELEMENTWISE)[0]
+    np.testing.assert_array_equal(got, [-np.inf, 0.0, 0.5, 2.0, 0.0])

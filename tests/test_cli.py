@@ -348,3 +348,20 @@ def test_attribute_the_opset_does_not_define_is_refused():
     model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
     with pytest.raises(mnnpy.ModelFormatError, match=r"\['axes'\] are not defined by ReduceSum-13"):
         convert(model)
+
+
+def test_run_shape_of_rank_65_is_a_clean_error(model_path, capsys):
+    """``--shape`` with more dims than NumPy takes: one line, exit 2 (it was a ValueError
+    traceback from drawing the random input)."""
+    assert main(["run", str(model_path), "--shape", "x=" + ",".join(["1"] * 65)]) == 2
+    assert "more than 64" in capsys.readouterr().err
+
+
+def test_convert_into_a_pipe_nobody_reads_fails_at_once(onnx_path, tmp_path):
+    """``mnnpy convert m.onnx fifo`` with no reader on the FIFO: a one-line error, not an
+    ``open`` blocked for ever (a reader waiting on it would get the model)."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    cmd = [sys.executable, "-m", "mnnpy.cli", "convert", str(onnx_path), str(fifo)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=subprocess_env())
+    assert done.returncode == 2 and "no reader" in done.stderr, done.stderr

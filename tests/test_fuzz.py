@@ -75,3 +75,16 @@ def test_bounded_fuzz_run_finds_nothing(kind, tmp_path):
     artifacts = sorted(p.name for p in tmp_path.iterdir() if p.name.split("-")[0] in ("crash", "oom", "timeout", "leak"))
     assert done.returncode == 0 and not artifacts, (artifacts, done.stderr[-4000:])
     assert f"Done {BOUNDED_RUNS} runs" in done.stderr
+
+
+def test_replay_refuses_what_is_not_a_saved_input(tmp_path, capsys):
+    """``--replay`` reads regular files only (a FIFO blocked it, ``/dev/zero`` was read until the
+    memory ran out) and reports a missing file as a usage error, not as a finding; an unknown
+    ``--backend`` is one line, exit 2."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for path in (fifo, "/dev/zero", tmp_path / "missing", tmp_path):
+        assert fuzz.main(["loader", "--replay", str(path)]) == 2
+        assert "cannot read it" in capsys.readouterr().err
+    assert fuzz.main(["loader", "--backend", "bogus", "--runs", "5"]) == 2
+    assert "bogus" in capsys.readouterr().err

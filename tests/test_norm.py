@@ -419,3 +419,14 @@ def test_mvn(rng, axes):
     x = rand(rng, 2, 3, 4, 5)
     attrs = {} if axes is None else {"axes": axes}
     check(_one("MeanVarianceNormalization", x, 13, **attrs), {"x": x}, **ACCUMULATE)
+
+
+def test_lrn_size_beyond_the_channels_is_clamped(rng):
+    """A window far wider than the channels (``size=2**40 + 1`` from a hostile model) covers
+    every channel; preparing it loops over the channels only (it looped over the window
+    positions: hours). Compared with the formula (onnxruntime takes such sizes as well)."""
+    x = rand(rng, 1, 5, 2, 2)
+    size = 2**40 + 1
+    got = run_mnnpy(_one("LRN", x, 13, size=size, alpha=0.5, beta=0.75, bias=1.0), {"x": x})[0]
+    ss = (x.astype(np.float64) ** 2).sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(got, x / (1.0 + 0.5 / size * ss) ** 0.75, **ACCUMULATE)

@@ -186,6 +186,10 @@ def test_cli_errors_and_list(capsys):
     assert "--timeout must be in (0, 3600]" in capsys.readouterr().err
     assert cli.main(["stress", "--backend", "no_such_backend"]) == 2
     assert "no_such_backend" in capsys.readouterr().err
+    for report in ("/nonexistent/r.html", "/tmp"):  # checked before any test runs (it was after all)
+        t0 = time.perf_counter()
+        assert cli.main(["stress", "--test", "create_destroy", "--report", report]) == 2
+        assert "cannot write there" in capsys.readouterr().err and time.perf_counter() - t0 < 5
 
 
 def test_short_real_run_writes_the_report(tmp_path, capsys):

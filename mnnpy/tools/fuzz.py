@@ -27,6 +27,7 @@ import numpy as np
 MAX_INPUT_ELEMENTS = 1 << 12  # elements of one fuzzed model's input: dynamic dims are 2, big inputs skipped
 LOOP_TIMEOUT_S = 0.2  # per Loop, so that an endless loop is a LoopTimeoutError, not a hang
 MAX_RUN_MFLOPS = 2000.0  # a model asking more of one run is prepared, not run (about 1 s here)
+MAX_SAVED_BYTES = 64 << 20  # bytes: the largest saved input --replay reads (libFuzzer's are <= 64 KiB)
 MEMORY_LIMIT = 1 << 30  # bytes: the sessions' memory_limit and the converter's folding budget
 
 
@@ -211,11 +212,17 @@ TARGETS = {"loader": loader_target, "converter": converter_target}
 
 def read_input(path) -> bytes:
     """The bytes of a saved input: a libFuzzer artifact as is, or a ``.hex`` text file (hex
-    digits, whitespace ignored: how tests/fuzz_regressions/ keeps its inputs)."""
-    path = Path(path)
-    if path.suffix == ".hex":
-        return bytes.fromhex("".join(path.read_text().split()))
-    return path.read_bytes()
+    digits, whitespace ignored: how tests/fuzz_regressions/ keeps its inputs). Raises
+    ``OSError`` for a missing path or anything but a regular file, ``ValueError`` for a file
+    over ``MAX_SAVED_BYTES`` or a ``.hex`` file that is not hex text."""
+    from mnnpy.files import read_regular
+
+    data = read_regular(path, MAX_SAVED_BYTES)  # a regular file only: never a blocked or endless read
+    if data is None:
+        raise FileNotFoundError(f"{path}: no such file")
+    if Path(path).suffix == ".hex":
+        return bytes.fromhex("".join(data.decode("ascii").split()))
+    return data
 
 
 def write_hex(data: bytes, path) -> Path:
@@ -235,11 +242,22 @@ def main(argv=None) -> int:
     """Run one harness under atheris (libFuzzer) with its seed corpus, or replay saved inputs.
     Returns libFuzzer's exit status, or for ``--replay`` the number of inputs that failed."""
     args, extra = _parser().parse_known_args(argv)
+    from mnnpy.backend import backend_availability
+
+    usable, why = backend_availability(args.backend)
+    if not usable:
+        print(f"--backend {args.backend}: {why}", file=sys.stderr)
+        return 2
     if args.replay:
         failed = 0
         for path in args.replay:
             try:
-                replay(args.kind, path, args.backend)
+                data = read_input(path)
+            except (OSError, ValueError) as e:
+                print(f"{path}: cannot read it: {e}", file=sys.stderr)
+                return 2
+            try:
+                TARGETS[args.kind](data, args.backend)
                 print(f"{path}: ok")
             except Exception as e:  # noqa: BLE001 - reporting the finding is the point
                 failed += 1

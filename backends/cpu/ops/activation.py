@@ -151,12 +151,14 @@ def softsign(y, x, a0, a1, s):
 
 
 def _elu_parts(y, x, s, alpha, inner=1.0):
-    """``y = max(x, 0) + alpha * expm1(min(x, 0) / inner)`` (no masks; no overflow)."""
+    """``y = max(x, 0) + alpha * expm1(min(x, 0) / inner)`` (no masks; no overflow). The
+    product is taken only where ``expm1`` is negative: for ``x >= 0`` the term is 0 even when
+    ``alpha`` is infinite (0 * inf would be NaN; onnxruntime gives ``x``)."""
     np.minimum(x, 0, out=s)
     if inner != 1.0:
         np.divide(s, inner, out=s)
     np.expm1(s, out=s)
-    np.multiply(s, alpha, out=s)
+    np.multiply(s, alpha, out=s, where=s < 0)
     np.maximum(x, 0, out=y)
     np.add(y, s, out=y)
 

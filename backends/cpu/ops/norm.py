@@ -219,6 +219,7 @@ class LRN(Execution):
         self.sq = scratch(x.shape, x.dtype)
         self.ss = scratch(x.shape, x.dtype)
         lo, hi = (size - 1) // 2, -(-(size - 1) // 2)
+        lo, hi = min(lo, c), min(hi, c)  # offsets past the channels add nothing (size may be 2**40)
         self.pairs = []
         for off in range(-lo, hi + 1):
             a, b = max(0, -off), min(c, c - off)
