@@ -40,6 +40,7 @@ setup(
         "platformdirs>=3.0",
         "pillow>=10.1",
         "scipy>=1.10",
+        "numba>=0.59",
     ],
     extras_require={
         "test": [

@@ -614,8 +614,12 @@ def test_chained_convs_share_temporaries_correctly(rng):
         ((1, 5, 2, 9), 5, {"pads": [2, 2, 2, 2]}, "HardSwish"),
     ],
 )
-def test_depthwise_on_short_maps_channels_innermost(rng, xs, k, attrs, act):
-    """CPU: short, wide maps (PP-OCR rec) take the channels-innermost depthwise kernel."""
+def test_depthwise_on_short_maps_channels_innermost(rng, monkeypatch, xs, k, attrs, act):
+    """CPU without numba: short, wide maps (PP-OCR rec) take the channels-innermost NumPy
+    depthwise kernel (with numba, ``tests/test_depthwise_numba.py``)."""
+    from mnnpy.backends.cpu.ops import depthwise
+
+    monkeypatch.setattr(depthwise, "depthwise_kernels", lambda: None)
     c = xs[1]
     x, w, b = rand(rng, *xs), rand(rng, c, 1, k, k, scale=0.5), rand(rng, c)
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["t" if act else "y"], group=c, **attrs)]
@@ -785,9 +789,10 @@ WINDOWED_CASES = [
 @pytest.mark.parametrize("xs,ws,attrs", WINDOWED_CASES)
 @pytest.mark.parametrize("bias", [True, False])
 def test_conv_large_kernel_windowed(rng, monkeypatch, xs, ws, attrs, bias):
-    from mnnpy.backends.cpu.ops import conv
+    from mnnpy.backends.cpu.ops import conv, depthwise
 
     monkeypatch.setattr(conv, "CHUNK_BYTES", 4096)  # several chunks of output rows
+    monkeypatch.setattr(depthwise, "depthwise_kernels", lambda: None)  # depthwise: NumPy as without numba
     model, feeds = conv_model(rng, xs, ws, attrs, bias, **SCALES["cpu"])
     s = check_backend(model, feeds, ACCUMULATE, "cpu")
     assert [type(e.kernel).__name__ for e in executions(s, "Conv")] == ["_Windowed"]

@@ -8,7 +8,8 @@ then the fused activation (``activation``/``activation_params``) in place. The k
 chosen at resize:
 
 * pointwise (1x1, stride 1, no pads): one matmul ``W (G, M/G, C/G) @ X (N, G, C/G, HW)``;
-* depthwise (2-D, ``G == C == M``): ``depthwise.py`` (a sum over kernel taps);
+* depthwise (2-D, ``G == C == M``): ``depthwise.py``: float32 by the compiled (numba) kernel
+  with bias and activation in its pass, else a NumPy sum over kernel taps;
 * kn2row (2-D, stride 1, ``M <= C/2``): one GEMM for every tap, shifted sums of its rows;
 * general: im2col into the shared workspace (each tap one strided copy plus zero fills
   where it reads padding; a row of ones carries the bias) and one matmul per group;
@@ -30,7 +31,7 @@ import numpy as np
 from mnnpy.backend import Execution
 from mnnpy.backends.cpu.blas import MatMul
 from mnnpy.backends.cpu.ops.activation import bias_activation
-from mnnpy.backends.cpu.ops.depthwise import SHORT_MAPS, _Depthwise, _DepthwiseRows
+from mnnpy.backends.cpu.ops.depthwise import SHORT_MAPS, _Depthwise, _DepthwiseNumba, _DepthwiseRows
 from mnnpy.backends.cpu.ops.windows import box_complement, view_as
 from mnnpy.backends.cpu.parallel import parallel, workers
 from mnnpy.backends.cpu.registry import cpu_execution
@@ -246,8 +247,11 @@ class Conv(Execution):
             return
         charge_taps(math.prod(w.shape[2:]) * n, "CPU Conv")
         pointwise = all(k == 1 for k in w.shape[2:]) and all(s == 1 for s in strides) and not any(pads)
+        depthwise = x.ndim == 4 and g == c == m
         if pointwise:
             self.kernel = _Pointwise(self, x, w, y, g)
+        elif depthwise and _DepthwiseNumba.usable(x, w, y):
+            self.kernel = _DepthwiseNumba(self, x, w, y, b, out, strides, dil, pads)
         elif math.prod(w.shape[2:]) > MAX_TAP_LOOP:
             self.kernel = _Windowed(self, x, w, y, out, strides, dil, pads)
         elif x.ndim == 4 and g == c == m and all(s == 1 for s in strides) and out[0] < SHORT_MAPS * (out[0] + w.shape[2] - 1):
@@ -271,6 +275,6 @@ class Conv(Execution):
         if not self.const:
             self.kernel.prepare(inputs[1], inputs[2] if len(inputs) > 2 else None)
         self.kernel.run(self)
-        if not isinstance(self.kernel, _Depthwise):
+        if not getattr(self.kernel, "fused_activation", False) and not isinstance(self.kernel, _Depthwise):
             act = self.act if self.act[0] else ("", ())
             bias_activation(self, self.y2, self.bias, act, self.scratch)

@@ -1,5 +1,8 @@
 """Depthwise Conv kernels (``G == C == M``) for the CPU Conv execution (``conv.py``).
 
+float32 2-D depthwise Convs run the compiled kernel (``_DepthwiseNumba``); the NumPy
+kernels below remain for other dtypes and for machines where numba cannot compile.
+
 Per channel ``y = B + sum_tap w[tap] * X_pad[shifted]``: NumPy has no fused multiply-add,
 so each tap is a multiply pass and an add pass over the map (this is what keeps depthwise
 models such as MobileNetV2 slower than onnxruntime; see bench/RESULTS.md).
@@ -9,6 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from mnnpy.backends.cpu.kernels import launch
+from mnnpy.backends.cpu.kernels.depthwise import ACT
+from mnnpy.backends.cpu.kernels.depthwise import kernels as depthwise_kernels
 from mnnpy.backends.cpu.ops.activation import apply_activation
 from mnnpy.backends.cpu.ops.windows import view_as
 from mnnpy.backends.cpu.parallel import parallel, split
@@ -157,3 +163,47 @@ class _Depthwise:
 
     def run(self, exe):
         parallel(exe.backend, self.tasks)
+
+
+class _DepthwiseNumba:
+    """2-D float32 depthwise Conv by the compiled kernel (``mnnpy.backends.cpu.kernels.depthwise``):
+    taps, bias and the fused activation (none, Relu, Clip, LeakyRelu) in one pass over
+    ``Y: (N, C, Ho, Wo)``, any stride, dilation and padding; other activations are applied by
+    ``Conv`` afterwards. Split over the backend's ``num_threads`` numba threads by channel
+    plane when the grid has at least ``DEPTHWISE_PARALLEL_MIN`` outputs."""
+
+    fused_bias = True
+
+    @staticmethod
+    def usable(x, w, y) -> bool:
+        """Whether the kernel takes these arrays (float32, C-contiguous) and numba compiles here."""
+        if w.dtype != np.float32 or any(a.dtype != np.float32 or not a.flags.c_contiguous for a in (x, y)):
+            return False
+        return depthwise_kernels() is not None
+
+    def __init__(self, exe, x, w, y, bias, out, strides, dil, pads):
+        c, kh, kw = w.shape[0], w.shape[2], w.shape[3]
+        self.x, self.y = x, y
+        self.w = scratch((c, kh, kw), np.float32)
+        self.b = scratch((c,), np.float32)
+        self.b.fill(0)
+        act = exe.attrs["activation"] or ""
+        params = tuple(exe.attrs["activation_params"]) + (0.0, 0.0)
+        self.code = ACT.get(act, 0)
+        self.fused_activation = act in ACT
+        a0, a1 = (params[0], params[1]) if self.code else (0.0, 0.0)
+        self.args = (*strides, *dil, pads[0], pads[1], self.code, np.float32(a0), np.float32(a1))
+        serial, par = depthwise_kernels()
+        self.threads = exe.backend.num_threads if y.size >= DEPTHWISE_PARALLEL_MIN else 1
+        self.kernel = par if self.threads > 1 else serial
+
+    def prepare(self, w, b):
+        np.copyto(self.w, w.reshape(self.w.shape))
+        if b is not None:
+            np.copyto(self.b, b)
+
+    def run(self, exe):
+        if self.threads > 1:
+            launch(self.kernel, self.threads, self.x, self.w, self.b, self.y, *self.args)
+        else:
+            self.kernel(self.x, self.w, self.b, self.y, *self.args)

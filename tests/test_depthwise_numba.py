@@ -1,0 +1,103 @@
+"""The compiled (numba) depthwise Conv kernel of the CPU backend against onnxruntime
+(``ACCUMULATE``): strides 1/2, dilations 1/2, asymmetric pads, kernels 3/5/7, odd sizes,
+with and without bias, with no / Relu / Relu6 (Clip) / LeakyRelu fused and an activation the
+kernel leaves to NumPy (Sigmoid); that the Conv picks it; its cache folder; and the NumPy
+fallback, with a warning, where numba cannot compile."""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+
+import numpy as np
+import pytest
+
+import mnnpy
+from mnnpy.backends.cpu import kernels as kernels_mod
+from mnnpy.backends.cpu.kernels import depthwise as dw_kernel
+from mnnpy.backends.cpu.ops import depthwise as dw_ops
+from mnnpy.converter import convert
+from tests.backend_compare import conv_model
+from tests.oracle import ACCUMULATE, check, run_ort
+
+ACTS = {
+    "none": (),
+    "relu": (("Relu", {}, ()),),
+    "relu6": (("Clip", {}, (0.0, 6.0)),),
+    "leaky": (("LeakyRelu", {"alpha": 0.1}, ()),),
+    "sigmoid": (("Sigmoid", {}, ()),),
+}
+
+GEOMETRY = [
+    # (x shape, kernel, attrs)
+    ((1, 7, 13, 11), 3, {"pads": [1, 1, 1, 1]}),
+    ((2, 5, 13, 11), 3, {"pads": [0, 2, 1, 0], "strides": [2, 2]}),
+    ((1, 9, 17, 15), 5, {"pads": [2, 1, 3, 2], "dilations": [2, 2]}),
+    ((1, 6, 19, 23), 7, {"pads": [3, 0, 1, 4], "strides": [2, 1], "dilations": [1, 2]}),
+    ((1, 3, 9, 8), 5, {"strides": [1, 2], "dilations": [2, 1]}),
+    ((1, 4, 5, 6), 7, {"pads": [4, 5, 3, 6]}),  # taps entirely in the padding
+    ((1, 4, 30, 30), 17, {"pads": [2, 3, 1, 2]}),  # more taps than conv.MAX_TAP_LOOP
+    ((3, 32, 30, 30), 3, {"pads": [1, 1, 1, 1], "strides": [2, 2]}),  # large enough to run parallel
+]
+
+
+def _model(xs, k, attrs, bias, act, seed):
+    rng = np.random.default_rng(seed)
+    c = xs[1]
+    a = {"group": c, "kernel_shape": [k, k], **attrs}
+    return conv_model(rng, xs, (c, 1, k, k), a, bias=bias, after=ACTS[act], w_scale=0.5, b_scale=1.0)
+
+
+@pytest.mark.parametrize(("case", "bias", "act"), list(itertools.product(range(len(GEOMETRY)), (True, False), ACTS)))
+def test_depthwise_against_onnxruntime(case, bias, act):
+    xs, k, attrs = GEOMETRY[case]
+    model, feeds = _model(xs, k, attrs, bias, act, seed=case)
+    check(model, feeds, **ACCUMULATE)
+
+
+def test_conv_picks_the_compiled_kernel(monkeypatch):
+    picked = []
+    real = dw_ops._DepthwiseNumba.__init__
+
+    def spy(self, *a, **kw):
+        picked.append(self)
+        real(self, *a, **kw)
+
+    monkeypatch.setattr(dw_ops._DepthwiseNumba, "__init__", spy)
+    model, feeds = _model((1, 8, 12, 12), 3, {"pads": [1, 1, 1, 1]}, True, "relu6", seed=1)
+    check(model, feeds, **ACCUMULATE)
+    assert len(picked) == 1 and picked[0].fused_activation and picked[0].code == dw_kernel.ACT["Clip"]
+
+
+def test_nan_passes_through_fused_relu():
+    model, feeds = _model((1, 4, 6, 6), 3, {"pads": [1, 1, 1, 1]}, True, "relu", seed=2)
+    feeds["x"][0, 1, 2, 2] = np.nan
+    out = mnnpy.Interpreter(convert(model)).create_session(backend="cpu").run(feeds)
+    y = next(iter(out.values()))
+    expected = run_ort(model, feeds)[0]
+    assert np.isnan(y).sum() == np.isnan(expected).sum() > 0
+    np.testing.assert_allclose(y, expected, **ACCUMULATE)
+
+
+def test_numba_cache_under_the_mnnpy_cache(tmp_path, monkeypatch):
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    monkeypatch.setenv("MNNPY_CACHE", str(tmp_path))
+    assert kernels_mod._cache_folder() == str(tmp_path / "numba")
+    assert (tmp_path / "numba").is_dir()
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "elsewhere"))
+    assert kernels_mod._cache_folder() == str(tmp_path / "elsewhere")
+
+
+def test_falls_back_to_numpy_with_a_warning(monkeypatch):
+    def broken(numba):
+        raise OSError("read-only cache folder")
+
+    monkeypatch.setattr(kernels_mod, "_BUILT", {})
+    with pytest.warns(RuntimeWarning, match="numba kernel 'broken' unavailable"):
+        assert kernels_mod.compiled("broken", broken) is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert kernels_mod.compiled("broken", broken) is None  # warned once
+    monkeypatch.setattr(dw_ops, "depthwise_kernels", lambda: None)
+    model, feeds = _model((1, 5, 11, 9), 5, {"pads": [2, 1, 0, 2], "strides": [2, 1]}, True, "relu6", seed=3)
+    check(model, feeds, **ACCUMULATE)
