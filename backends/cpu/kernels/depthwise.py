@@ -33,6 +33,15 @@ def _plane(x, w, b, y, n, c, sh, sw, dh, dw, pt, pl, act, a0, a1):  # pragma: no
     kh, kw = w.shape[1], w.shape[2]
     acc = np.empty(wo, np.float32)
     bias = b[c]
+    # per kernel column: the output columns [lo, hi) whose input column ox*sw + off exists
+    los = np.zeros(kw, np.int64)
+    his = np.zeros(kw, np.int64)
+    offs = np.zeros(kw, np.int64)
+    for kx in range(kw):
+        off = kx * dw - pl
+        offs[kx] = off
+        los[kx] = 0 if off >= 0 else (sw - 1 - off) // sw
+        his[kx] = 0 if wd - 1 - off < 0 else min(wo, (wd - 1 - off) // sw + 1)
     for oy in range(ho):
         for ox in range(wo):
             acc[ox] = bias
@@ -40,20 +49,23 @@ def _plane(x, w, b, y, n, c, sh, sw, dh, dw, pt, pl, act, a0, a1):  # pragma: no
             iy = oy * sh - pt + ky * dh
             if iy < 0 or iy >= h:
                 continue
+            row = x[n, c, iy]
             for kx in range(kw):
-                off = kx * dw - pl
-                lo = 0 if off >= 0 else (sw - 1 - off) // sw
-                last = wd - 1 - off
-                if last < 0:
+                lo, hi, off = los[kx], his[kx], offs[kx]
+                if hi <= lo:
                     continue
-                hi = min(wo, last // sw + 1)
                 wv = w[c, ky, kx]
+                # slices whose indices start at 0 (no negative-index test), contiguous for
+                # stride 1: the loop vectorises
+                dst = acc[lo:hi]
                 if sw == 1:
-                    for ox in range(lo, hi):
-                        acc[ox] += wv * x[n, c, iy, ox + off]
+                    src = row[lo + off : hi + off]
+                    for i in range(hi - lo):
+                        dst[i] += wv * src[i]
                 else:
-                    for ox in range(lo, hi):
-                        acc[ox] += wv * x[n, c, iy, ox * sw + off]
+                    srcs = row[lo * sw + off : (hi - 1) * sw + off + 1 : sw]
+                    for i in range(hi - lo):
+                        dst[i] += wv * srcs[i]
         if act == 0:
             for ox in range(wo):
                 y[n, c, oy, ox] = acc[ox]
