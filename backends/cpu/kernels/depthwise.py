@@ -5,12 +5,13 @@
 
     y[n, c, oy, ox] = act(b[c] + sum_{ky, kx} w[c, ky, kx] * x[n, c, oy*sh - pt + ky*dh, ox*sw - pl + kx*dw])
 
-where positions outside ``x`` read zero (ONNX Conv with ``group == C == M``). The direct
-algorithm: per output row, a ``(Wo,)`` accumulator starts at the bias; each kernel tap whose
-input row exists adds ``w * x`` over the output columns whose input column exists (their
-range computed once per tap, so the inner loop has no bounds tests and vectorises for
-stride 1); the activation is applied as the row is stored. Work is split over ``N*C``
-channel planes (``prange``).
+where positions outside ``x`` read zero (ONNX Conv with ``group == C == M``). Per channel
+plane: the zero-padded input is copied into ``sh*sw`` phase planes (phase ``(a, e)`` holds
+``X_pad[a::sh, e::sw]`` on a ``(Hq, Wq)`` grid), so that every kernel tap, for every stride
+and dilation, reads one contiguous slice shifted by ``(ky*dh // sh)*Wq + kx*dw // sw``;
+the sums are formed on the wide ``(Ho, Wq)`` grid, starting at the bias (long contiguous
+loops that vectorise, also for small maps), and cropped to ``Wo`` columns through the
+activation into ``y``. Work is split over ``N*C`` channel planes (``prange``).
 
 Fused activation codes (``ACT``): 0 none, 1 Relu ``max(x, 0)``, 2 Clip ``min(max(x, a0),
 a1)`` (Relu6 is ``a0=0, a1=6``), 3 LeakyRelu ``x < 0 ? a0*x : x``; NaN passes through all
@@ -31,51 +32,53 @@ def _plane(x, w, b, y, n, c, sh, sw, dh, dw, pt, pl, act, a0, a1):  # pragma: no
     h, wd = x.shape[2], x.shape[3]
     ho, wo = y.shape[2], y.shape[3]
     kh, kw = w.shape[1], w.shape[2]
-    acc = np.empty(wo, np.float32)
-    bias = b[c]
-    # per kernel column: the output columns [lo, hi) whose input column ox*sw + off exists
-    los = np.zeros(kw, np.int64)
-    his = np.zeros(kw, np.int64)
-    offs = np.zeros(kw, np.int64)
-    for kx in range(kw):
-        off = kx * dw - pl
-        offs[kx] = off
-        los[kx] = 0 if off >= 0 else (sw - 1 - off) // sw
-        his[kx] = 0 if wd - 1 - off < 0 else min(wo, (wd - 1 - off) // sw + 1)
-    for oy in range(ho):
-        for ox in range(wo):
-            acc[ox] = bias
-        for ky in range(kh):
-            iy = oy * sh - pt + ky * dh
-            if iy < 0 or iy >= h:
+    hq = -(-max(h + pt, (ho - 1) * sh + (kh - 1) * dh + 1) // sh)
+    wq = -(-max(wd + pl, (wo - 1) * sw + (kw - 1) * dw + 1) // sw)
+    p = hq * wq
+    # phase (a, e) of the zero-padded plane, X_pad[a::sh, e::sw], is row a*sw + e of buf
+    buf = np.zeros((sh * sw, p), np.float32)
+    for iy in range(h):
+        a, r = (iy + pt) % sh, (iy + pt) // sh
+        row = x[n, c, iy]
+        for e in range(sw):
+            ix0 = (e - pl) % sw
+            if ix0 >= wd:
                 continue
-            row = x[n, c, iy]
-            for kx in range(kw):
-                lo, hi, off = los[kx], his[kx], offs[kx]
-                if hi <= lo:
-                    continue
-                wv = w[c, ky, kx]
-                # slices whose indices start at 0 (no negative-index test), contiguous for
-                # stride 1: the loop vectorises
-                dst = acc[lo:hi]
-                if sw == 1:
-                    src = row[lo + off : hi + off]
-                    for i in range(hi - lo):
-                        dst[i] += wv * src[i]
-                else:
-                    srcs = row[lo * sw + off : (hi - 1) * sw + off + 1 : sw]
-                    for i in range(hi - lo):
-                        dst[i] += wv * srcs[i]
+            cnt = (wd - 1 - ix0) // sw + 1
+            dst = buf[a * sw + e, r * wq + (ix0 + pl) // sw : r * wq + (ix0 + pl) // sw + cnt]
+            if sw == 1:
+                for i in range(cnt):
+                    dst[i] = row[i]
+            else:
+                src = row[ix0::sw]
+                for i in range(cnt):
+                    dst[i] = src[i]
+    # the output on the wide (Ho, Wq) grid: every tap is one contiguous shifted slice of a phase
+    span = (ho - 1) * wq + wo
+    acc = np.empty(span, np.float32)
+    bias = b[c]
+    for j in range(span):
+        acc[j] = bias
+    for ky in range(kh):
+        for kx in range(kw):
+            ph = (ky * dh % sh) * sw + kx * dw % sw
+            off = (ky * dh // sh) * wq + kx * dw // sw
+            src = buf[ph, off : off + span]
+            wv = w[c, ky, kx]
+            for j in range(span):
+                acc[j] += wv * src[j]
+    for oy in range(ho):
+        accr = acc[oy * wq : oy * wq + wo]
         if act == 0:
             for ox in range(wo):
-                y[n, c, oy, ox] = acc[ox]
+                y[n, c, oy, ox] = accr[ox]
         elif act == 1:
             for ox in range(wo):
-                v = acc[ox]
+                v = accr[ox]
                 y[n, c, oy, ox] = 0.0 if v < 0.0 else v
         elif act == 2:
             for ox in range(wo):
-                v = acc[ox]
+                v = accr[ox]
                 if v < a0:
                     v = a0
                 elif v > a1:
@@ -83,7 +86,7 @@ def _plane(x, w, b, y, n, c, sh, sw, dh, dw, pt, pl, act, a0, a1):  # pragma: no
                 y[n, c, oy, ox] = v
         else:
             for ox in range(wo):
-                v = acc[ox]
+                v = accr[ox]
                 y[n, c, oy, ox] = v * a0 if v < 0.0 else v
 
 
