@@ -27,16 +27,32 @@ from mnnpy.backends.cpu.kernels import compiled
 ACT = {"": 0, "Relu": 1, "Clip": 2, "LeakyRelu": 3}
 
 
-def _plane(x, w, b, y, n, c, sh, sw, dh, dw, pt, pl, act, a0, a1):  # pragma: no cover - compiled
-    """One output plane ``y[n, c]`` (see the module doc)."""
+def _grid(x, w, y, sh, sw, dh, dw, pt, pl):  # pragma: no cover - compiled
+    """``(Hq, Wq)``: each phase plane's grid (see the module doc)."""
+    ho, wo = y.shape[2], y.shape[3]
+    hq = -(-max(x.shape[2] + pt, (ho - 1) * sh + (w.shape[1] - 1) * dh + 1) // sh)
+    wq = -(-max(x.shape[3] + pl, (wo - 1) * sw + (w.shape[2] - 1) * dw + 1) // sw)
+    return hq, wq
+
+
+def _planes(x, w, b, y, lo, hi, sh, sw, dh, dw, pt, pl, act, a0, a1):  # pragma: no cover - compiled
+    """Output planes ``lo <= n*C + c < hi`` of ``y``, one phase buffer for all of them (its
+    padding is zeroed once; each plane overwrites the rest)."""
+    hq, wq = _grid_jit(x, w, y, sh, sw, dh, dw, pt, pl)  # noqa: F821
+    buf = np.zeros((sh * sw, hq * wq), np.float32)
+    acc = np.empty((y.shape[2] - 1) * wq + y.shape[3], np.float32)
+    c_ = x.shape[1]
+    for nc in range(lo, hi):
+        _plane_jit(x, w, b, y, nc // c_, nc % c_, buf, acc, wq, sh, sw, dh, dw, pt, pl, act, a0, a1)  # noqa: F821
+
+
+def _plane(x, w, b, y, n, c, buf, acc, wq, sh, sw, dh, dw, pt, pl, act, a0, a1):  # pragma: no cover - compiled
+    """One output plane ``y[n, c]`` (see the module doc); ``buf``: the phase planes, row
+    ``a*sw + e`` is phase ``(a, e)``, ``X_pad[a::sh, e::sw]``, zero where it is padding;
+    ``acc``: the wide grid."""
     h, wd = x.shape[2], x.shape[3]
     ho, wo = y.shape[2], y.shape[3]
     kh, kw = w.shape[1], w.shape[2]
-    hq = -(-max(h + pt, (ho - 1) * sh + (kh - 1) * dh + 1) // sh)
-    wq = -(-max(wd + pl, (wo - 1) * sw + (kw - 1) * dw + 1) // sw)
-    p = hq * wq
-    # phase (a, e) of the zero-padded plane, X_pad[a::sh, e::sw], is row a*sw + e of buf
-    buf = np.zeros((sh * sw, p), np.float32)
     for iy in range(h):
         a, r = (iy + pt) % sh, (iy + pt) // sh
         row = x[n, c, iy]
@@ -50,12 +66,11 @@ def _plane(x, w, b, y, n, c, sh, sw, dh, dw, pt, pl, act, a0, a1):  # pragma: no
                 for i in range(cnt):
                     dst[i] = row[i]
             else:
-                src = row[ix0::sw]
+                src = row[ix0:]
                 for i in range(cnt):
-                    dst[i] = src[i]
+                    dst[i] = src[i * sw]
     # the output on the wide (Ho, Wq) grid: every tap is one contiguous shifted slice of a phase
     span = (ho - 1) * wq + wo
-    acc = np.empty(span, np.float32)
     bias = b[c]
     for j in range(span):
         acc[j] = bias
@@ -91,15 +106,14 @@ def _plane(x, w, b, y, n, c, sh, sw, dh, dw, pt, pl, act, a0, a1):  # pragma: no
 
 
 def _parallel(x, w, b, y, sh, sw, dh, dw, pt, pl, act, a0, a1):  # pragma: no cover - compiled
-    c_ = x.shape[1]
-    for nc in prange(x.shape[0] * c_):  # noqa: F821 - numba's prange, bound in _build
-        _plane_jit(x, w, b, y, nc // c_, nc % c_, sh, sw, dh, dw, pt, pl, act, a0, a1)  # noqa: F821
+    total = x.shape[0] * x.shape[1]
+    parts = min(total, 64)  # blocks of planes, each with its own buffers
+    for k in prange(parts):  # noqa: F821 - numba's prange, bound in _build
+        _planes_jit(x, w, b, y, total * k // parts, total * (k + 1) // parts, sh, sw, dh, dw, pt, pl, act, a0, a1)  # noqa: F821
 
 
 def _serial(x, w, b, y, sh, sw, dh, dw, pt, pl, act, a0, a1):  # pragma: no cover - compiled
-    c_ = x.shape[1]
-    for nc in range(x.shape[0] * c_):
-        _plane_jit(x, w, b, y, nc // c_, nc % c_, sh, sw, dh, dw, pt, pl, act, a0, a1)  # noqa: F821
+    _planes_jit(x, w, b, y, 0, x.shape[0] * x.shape[1], sh, sw, dh, dw, pt, pl, act, a0, a1)  # noqa: F821
 
 
 def _build(numba):
@@ -108,7 +122,9 @@ def _build(numba):
     sig = numba.void(f4, numba.float32[:, :, ::1], numba.float32[::1], f4, i8, i8, i8, i8, i8, i8, i8, f, f)
     g = globals()
     g["prange"] = numba.prange
-    g["_plane_jit"] = numba.njit(cache=True, nogil=True, inline="always")(_plane)
+    g["_grid_jit"] = numba.njit(cache=True, nogil=True)(_grid)
+    g["_plane_jit"] = numba.njit(cache=True, nogil=True)(_plane)
+    g["_planes_jit"] = numba.njit(cache=True, nogil=True)(_planes)
     serial = numba.njit(sig, cache=True, nogil=True)(_serial)
     par = numba.njit(sig, cache=True, nogil=True, parallel=True)(_parallel)
     return serial, par
