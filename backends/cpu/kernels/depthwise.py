@@ -36,73 +36,67 @@ def _grid(x, w, y, sh, sw, dh, dw, pt, pl):  # pragma: no cover - compiled
 
 
 def _planes(x, w, b, y, lo, hi, sh, sw, dh, dw, pt, pl, act, a0, a1):  # pragma: no cover - compiled
-    """Output planes ``lo <= n*C + c < hi`` of ``y``, one phase buffer for all of them (its
-    padding is zeroed once; each plane overwrites the rest)."""
-    hq, wq = _grid_jit(x, w, y, sh, sw, dh, dw, pt, pl)  # noqa: F821
-    buf = np.zeros((sh * sw, hq * wq), np.float32)
-    acc = np.empty((y.shape[2] - 1) * wq + y.shape[3], np.float32)
-    c_ = x.shape[1]
-    for nc in range(lo, hi):
-        _plane_jit(x, w, b, y, nc // c_, nc % c_, buf, acc, wq, sh, sw, dh, dw, pt, pl, act, a0, a1)  # noqa: F821
+    """Output planes ``lo <= n*C + c < hi`` of ``y`` (see the module doc).
 
-
-def _plane(x, w, b, y, n, c, buf, acc, wq, sh, sw, dh, dw, pt, pl, act, a0, a1):  # pragma: no cover - compiled
-    """One output plane ``y[n, c]`` (see the module doc); ``buf``: the phase planes, row
-    ``a*sw + e`` is phase ``(a, e)``, ``X_pad[a::sh, e::sw]``, zero where it is padding;
-    ``acc``: the wide grid."""
+    One phase buffer serves all of them: row ``a*sw + e`` of ``buf`` is phase ``(a, e)``,
+    ``X_pad[a::sh, e::sw]``; its padding is zeroed once and each plane overwrites the rest.
+    Indices are unsigned (``u``) and arrays flat: numba then tests no negative index and
+    makes no array view per row, so the loops vectorise and a small plane costs little.
+    """
+    u = np.uint64
     h, wd = x.shape[2], x.shape[3]
     ho, wo = y.shape[2], y.shape[3]
     kh, kw = w.shape[1], w.shape[2]
-    for iy in range(h):
-        a, r = (iy + pt) % sh, (iy + pt) // sh
-        row = x[n, c, iy]
-        for e in range(sw):
-            ix0 = (e - pl) % sw
-            if ix0 >= wd:
-                continue
-            cnt = (wd - 1 - ix0) // sw + 1
-            dst = buf[a * sw + e, r * wq + (ix0 + pl) // sw : r * wq + (ix0 + pl) // sw + cnt]
-            if sw == 1:
-                for i in range(cnt):
-                    dst[i] = row[i]
+    c_ = x.shape[1]
+    hq, wq = _grid_jit(x, w, y, sh, sw, dh, dw, pt, pl)  # noqa: F821
+    p = hq * wq
+    span = (ho - 1) * wq + wo  # the wide (Ho, Wq) grid up to the last output
+    buf = np.zeros(sh * sw * p, np.float32)
+    acc = np.empty(span, np.float32)
+    xf, yf, wf = x.reshape(-1), y.reshape(-1), w.reshape(-1)
+    usw = u(sw)
+    for nc in range(lo, hi):
+        c = nc % c_
+        for iy in range(h):
+            a, r = (iy + pt) % sh, (iy + pt) // sh
+            for e in range(sw):
+                ix0 = (e - pl) % sw
+                if ix0 >= wd:
+                    continue
+                d0 = u((a * sw + e) * p + r * wq + (ix0 + pl) // sw)
+                s0 = u((nc * h + iy) * wd + ix0)
+                for i in range((wd - 1 - ix0) // sw + 1):
+                    buf[d0 + u(i)] = xf[s0 + u(i) * usw]
+        bias = b[c]
+        for j in range(span):
+            acc[j] = bias
+        for ky in range(kh):
+            for kx in range(kw):
+                s0 = u(((ky * dh) % sh * sw + (kx * dw) % sw) * p + (ky * dh // sh) * wq + kx * dw // sw)
+                wv = wf[(c * kh + ky) * kw + kx]
+                for j in range(span):
+                    acc[j] += wv * buf[s0 + u(j)]
+        for oy in range(ho):
+            src, dst = u(oy * wq), u((nc * ho + oy) * wo)
+            if act == 0:
+                for ox in range(wo):
+                    yf[dst + u(ox)] = acc[src + u(ox)]
+            elif act == 1:
+                for ox in range(wo):
+                    v = acc[src + u(ox)]
+                    yf[dst + u(ox)] = 0.0 if v < 0.0 else v
+            elif act == 2:
+                for ox in range(wo):
+                    v = acc[src + u(ox)]
+                    if v < a0:
+                        v = a0
+                    elif v > a1:
+                        v = a1
+                    yf[dst + u(ox)] = v
             else:
-                src = row[ix0:]
-                for i in range(cnt):
-                    dst[i] = src[i * sw]
-    # the output on the wide (Ho, Wq) grid: every tap is one contiguous shifted slice of a phase
-    span = (ho - 1) * wq + wo
-    bias = b[c]
-    for j in range(span):
-        acc[j] = bias
-    for ky in range(kh):
-        for kx in range(kw):
-            ph = (ky * dh % sh) * sw + kx * dw % sw
-            off = (ky * dh // sh) * wq + kx * dw // sw
-            src = buf[ph, off : off + span]
-            wv = w[c, ky, kx]
-            for j in range(span):
-                acc[j] += wv * src[j]
-    for oy in range(ho):
-        accr = acc[oy * wq : oy * wq + wo]
-        if act == 0:
-            for ox in range(wo):
-                y[n, c, oy, ox] = accr[ox]
-        elif act == 1:
-            for ox in range(wo):
-                v = accr[ox]
-                y[n, c, oy, ox] = 0.0 if v < 0.0 else v
-        elif act == 2:
-            for ox in range(wo):
-                v = accr[ox]
-                if v < a0:
-                    v = a0
-                elif v > a1:
-                    v = a1
-                y[n, c, oy, ox] = v
-        else:
-            for ox in range(wo):
-                v = accr[ox]
-                y[n, c, oy, ox] = v * a0 if v < 0.0 else v
+                for ox in range(wo):
+                    v = acc[src + u(ox)]
+                    yf[dst + u(ox)] = v * a0 if v < 0.0 else v
 
 
 def _parallel(x, w, b, y, sh, sw, dh, dw, pt, pl, act, a0, a1):  # pragma: no cover - compiled
@@ -123,7 +117,6 @@ def _build(numba):
     g = globals()
     g["prange"] = numba.prange
     g["_grid_jit"] = numba.njit(cache=True, nogil=True)(_grid)
-    g["_plane_jit"] = numba.njit(cache=True, nogil=True)(_plane)
     g["_planes_jit"] = numba.njit(cache=True, nogil=True)(_planes)
     serial = numba.njit(sig, cache=True, nogil=True)(_serial)
     par = numba.njit(sig, cache=True, nogil=True, parallel=True)(_parallel)
