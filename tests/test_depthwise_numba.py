@@ -88,6 +88,14 @@ def test_numba_cache_under_the_mnnpy_cache(tmp_path, monkeypatch):
     assert kernels_mod._cache_folder() == str(tmp_path / "elsewhere")
 
 
+def test_an_unusable_cache_folder_means_numpy_with_a_warning(tmp_path, monkeypatch):
+    (tmp_path / "file").write_bytes(b"")
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "file" / "numba"))  # cannot be made, even by root
+    monkeypatch.setattr(kernels_mod, "_BUILT", {})
+    with pytest.warns(RuntimeWarning, match="numba kernel 'probe' unavailable"):
+        assert kernels_mod.compiled("probe", lambda numba: numba.njit) is None
+
+
 def test_falls_back_to_numpy_with_a_warning(monkeypatch):
     def broken(numba):
         raise OSError("read-only cache folder")

@@ -18,12 +18,15 @@ from collections.abc import Callable
 _LOCK = threading.Lock()
 _BUILT: dict[str, Callable | None] = {}
 _launch_lock = threading.Lock()
+_serialise = [True]  # until the first launch shows the threading layer is not "workqueue"
 
 
 def _cache_folder() -> str:
-    """numba's cache folder: ``$NUMBA_CACHE_DIR``, else ``<mnnpy cache>/numba`` (created)."""
+    """numba's cache folder: ``$NUMBA_CACHE_DIR``, else ``<mnnpy cache>/numba`` (created;
+    ``OSError`` where it cannot be)."""
     env = os.environ.get("NUMBA_CACHE_DIR")
     if env:
+        os.makedirs(env, exist_ok=True)
         return env
     from mnnpy.models import cache_dir
 
@@ -66,12 +69,19 @@ def compiled(name: str, build: Callable) -> Callable | None:
 def launch(kernel: Callable, threads: int, *args) -> None:
     """Call a ``parallel=True`` kernel on ``threads`` numba threads (at most numba's pool).
 
-    numba's thread count is per calling thread, so it is set on each call. Launches are
-    serialised: numba's ``workqueue`` threading layer (the one without TBB or OpenMP) must
-    not be entered from two threads at once, and sessions may run from several threads.
+    numba's thread count is per calling thread, so it is set on each call. Under numba's
+    ``workqueue`` threading layer (the one without TBB or OpenMP), which must not be entered
+    from two threads at once, launches are serialised, since sessions may run from several
+    threads; the first launch (under the lock) tells which layer numba chose.
     """
     import numba
 
-    with _launch_lock:
-        numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
+    n = max(1, min(threads, numba.config.NUMBA_NUM_THREADS))
+    if not _serialise[0]:
+        numba.set_num_threads(n)
         kernel(*args)
+        return
+    with _launch_lock:
+        numba.set_num_threads(n)
+        kernel(*args)
+        _serialise[0] = numba.threading_layer() == "workqueue"
