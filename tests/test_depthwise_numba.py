@@ -109,3 +109,18 @@ def test_falls_back_to_numpy_with_a_warning(monkeypatch):
     monkeypatch.setattr(dw_ops, "depthwise_kernels", lambda: None)
     model, feeds = _model((1, 5, 11, 9), 5, {"pads": [2, 1, 0, 2], "strides": [2, 1]}, True, "relu6", seed=3)
     check(model, feeds, **ACCUMULATE)
+
+
+def test_one_session_from_several_threads():
+    """The parallel kernel launched from four threads at once gives every caller the right result."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    xs, k, attrs = GEOMETRY[-1]
+    model, feeds = _model(xs, k, attrs, True, "relu6", seed=4)
+    session = mnnpy.Interpreter(convert(model)).create_session(backend="cpu", num_threads=2)
+    rng = np.random.default_rng(5)
+    inputs = [rng.standard_normal(xs).astype(np.float32) for _ in range(8)]
+    with ThreadPoolExecutor(4) as pool:
+        outs = list(pool.map(lambda x: next(iter(session.run({"x": x}).values())), inputs))
+    for x, y in zip(inputs, outs):
+        np.testing.assert_allclose(y, run_ort(model, {"x": x})[0], **ACCUMULATE)
