@@ -64,17 +64,21 @@ def mobilenet():
     return mm.mobilenet_v2().SerializeToString(), x
 
 
-def engines(onnx_bytes: bytes, threads: int):
-    """name -> zero-argument callable running one inference."""
+def engines(onnx_bytes: bytes, x: np.ndarray, threads: int):
+    """name -> session: mnnpy with numba, mnnpy with NumPy, onnxruntime; the mnnpy sessions
+    are resized for ``x`` here (a model with a free batch axis resizes at its first run)."""
     opts = ort.SessionOptions()
     opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
     so = ort.InferenceSession(onnx_bytes, opts, providers=["CPUExecutionProvider"])
     data = convert(onnx_bytes)
+    name = so.get_inputs()[0].name
     numba_s = mnnpy.Interpreter(data).create_session(backend="cpu", num_threads=threads)
+    numba_s.run({name: x})
     real = depthwise.depthwise_kernels
     depthwise.depthwise_kernels = lambda: None
     try:
         numpy_s = mnnpy.Interpreter(data).create_session(backend="cpu", num_threads=threads)
+        numpy_s.run({name: x})
     finally:
         depthwise.depthwise_kernels = real
     return {"numba": numba_s, "numpy": numpy_s, "ort": so}
@@ -82,7 +86,7 @@ def engines(onnx_bytes: bytes, threads: int):
 
 def measure(onnx_bytes: bytes, x: np.ndarray, threads: int, runs: int) -> dict[str, float]:
     """Median ms per engine, interleaved in rotating blocks; outputs checked against onnxruntime."""
-    sessions = engines(onnx_bytes, threads)
+    sessions = engines(onnx_bytes, x, threads)
     name = sessions["ort"].get_inputs()[0].name
     calls = {
         "numba": lambda: sessions["numba"].run({name: x}),

@@ -17,8 +17,6 @@ from collections.abc import Callable
 
 _LOCK = threading.Lock()
 _BUILT: dict[str, Callable | None] = {}
-_launch_lock = threading.Lock()
-_serialise = [True]  # until the first launch shows the threading layer is not "workqueue"
 
 
 def _cache_folder() -> str:
@@ -64,24 +62,3 @@ def compiled(name: str, build: Callable) -> Callable | None:
                 )
                 _BUILT[name] = None
         return _BUILT[name]
-
-
-def launch(kernel: Callable, threads: int, *args) -> None:
-    """Call a ``parallel=True`` kernel on ``threads`` numba threads (at most numba's pool).
-
-    numba's thread count is per calling thread, so it is set on each call. Under numba's
-    ``workqueue`` threading layer (the one without TBB or OpenMP), which must not be entered
-    from two threads at once, launches are serialised, since sessions may run from several
-    threads; the first launch (under the lock) tells which layer numba chose.
-    """
-    import numba
-
-    n = max(1, min(threads, numba.config.NUMBA_NUM_THREADS))
-    if not _serialise[0]:
-        numba.set_num_threads(n)
-        kernel(*args)
-        return
-    with _launch_lock:
-        numba.set_num_threads(n)
-        kernel(*args)
-        _serialise[0] = numba.threading_layer() == "workqueue"

@@ -10,11 +10,12 @@ models such as MobileNetV2 slower than onnxruntime; see bench/RESULTS.md).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
-from mnnpy.backends.cpu.kernels import launch
 from mnnpy.backends.cpu.kernels.depthwise import ACT
-from mnnpy.backends.cpu.kernels.depthwise import kernels as depthwise_kernels
+from mnnpy.backends.cpu.kernels.depthwise import kernel as depthwise_kernels
 from mnnpy.backends.cpu.ops.activation import apply_activation
 from mnnpy.backends.cpu.ops.windows import view_as
 from mnnpy.backends.cpu.parallel import parallel, split
@@ -169,8 +170,8 @@ class _DepthwiseNumba:
     """2-D float32 depthwise Conv by the compiled kernel (``mnnpy.backends.cpu.kernels.depthwise``):
     taps, bias and the fused activation (none, Relu, Clip, LeakyRelu) in one pass over
     ``Y: (N, C, Ho, Wo)``, any stride, dilation and padding; other activations are applied by
-    ``Conv`` afterwards. Split over the backend's ``num_threads`` numba threads by channel
-    plane when the grid has at least ``DEPTHWISE_PARALLEL_MIN`` outputs."""
+    ``Conv`` afterwards. Split by channel plane over the backend's pool (``num_threads``) when
+    the output has at least ``DEPTHWISE_PARALLEL_MIN`` elements (the kernel releases the GIL)."""
 
     fused_bias = True
 
@@ -183,7 +184,6 @@ class _DepthwiseNumba:
 
     def __init__(self, exe, x, w, y, bias, out, strides, dil, pads):
         c, kh, kw = w.shape[0], w.shape[2], w.shape[3]
-        self.x, self.y = x, y
         self.w = scratch((c, kh, kw), np.float32)
         self.b = scratch((c,), np.float32)
         self.b.fill(0)
@@ -193,9 +193,11 @@ class _DepthwiseNumba:
         self.fused_activation = act in ACT
         a0, a1 = (params[0], params[1]) if self.code else (0.0, 0.0)
         self.args = (*strides, *dil, pads[0], pads[1], self.code, np.float32(a0), np.float32(a1))
-        serial, par = depthwise_kernels()
-        self.threads = exe.backend.num_threads if y.size >= DEPTHWISE_PARALLEL_MIN else 1
-        self.kernel = par if self.threads > 1 else serial
+        kernel = depthwise_kernels()
+        parts = exe.backend.num_threads if y.size >= DEPTHWISE_PARALLEL_MIN else 1
+        self.tasks = [
+            functools.partial(kernel, x, self.w, self.b, y, lo, hi, *self.args) for lo, hi in split(x.shape[0] * c, parts)
+        ]
 
     def prepare(self, w, b):
         np.copyto(self.w, w.reshape(self.w.shape))
@@ -203,7 +205,4 @@ class _DepthwiseNumba:
             np.copyto(self.b, b)
 
     def run(self, exe):
-        if self.threads > 1:
-            launch(self.kernel, self.threads, self.x, self.w, self.b, self.y, *self.args)
-        else:
-            self.kernel(self.x, self.w, self.b, self.y, *self.args)
+        parallel(exe.backend, self.tasks)
