@@ -57,27 +57,40 @@ def _planes(x, w, b, y, lo, hi, sh, sw, dh, dw, pt, pl, act, a0, a1):  # pragma:
     acc = np.empty(span, np.float32)
     xf, yf, wf = x.reshape(-1), y.reshape(-1), w.reshape(-1)
     usw = u(sw)
+    # geometry shared by every plane, computed once (integer divisions are slow per plane):
+    # per (input row, column phase) the destination, source offset and count of the fill;
+    # per tap the offset of its slice in buf
+    fd = np.zeros(h * sw, np.int64)
+    fs = np.zeros(h * sw, np.int64)
+    fc = np.zeros(h * sw, np.int64)
+    for iy in range(h):
+        a, r = (iy + pt) % sh, (iy + pt) // sh
+        for e in range(sw):
+            ix0 = (e - pl) % sw
+            if ix0 < wd:
+                fd[iy * sw + e] = (a * sw + e) * p + r * wq + (ix0 + pl) // sw
+                fs[iy * sw + e] = iy * wd + ix0
+                fc[iy * sw + e] = (wd - 1 - ix0) // sw + 1
+    kk = kh * kw
+    toff = np.zeros(kk, np.int64)
+    for ky in range(kh):
+        for kx in range(kw):
+            toff[ky * kw + kx] = ((ky * dh) % sh * sw + (kx * dw) % sw) * p + (ky * dh // sh) * wq + kx * dw // sw
     for nc in range(lo, hi):
         c = nc % c_
-        for iy in range(h):
-            a, r = (iy + pt) % sh, (iy + pt) // sh
-            for e in range(sw):
-                ix0 = (e - pl) % sw
-                if ix0 >= wd:
-                    continue
-                d0 = u((a * sw + e) * p + r * wq + (ix0 + pl) // sw)
-                s0 = u((nc * h + iy) * wd + ix0)
-                for i in range((wd - 1 - ix0) // sw + 1):
-                    buf[d0 + u(i)] = xf[s0 + u(i) * usw]
+        base = nc * h * wd
+        for k in range(h * sw):
+            d0, s0 = u(fd[k]), u(base + fs[k])
+            for i in range(fc[k]):
+                buf[d0 + u(i)] = xf[s0 + u(i) * usw]
         bias = b[c]
         for j in range(span):
             acc[j] = bias
-        for ky in range(kh):
-            for kx in range(kw):
-                s0 = u(((ky * dh) % sh * sw + (kx * dw) % sw) * p + (ky * dh // sh) * wq + kx * dw // sw)
-                wv = wf[(c * kh + ky) * kw + kx]
-                for j in range(span):
-                    acc[j] += wv * buf[s0 + u(j)]
+        for t in range(kk):
+            s0 = u(toff[t])
+            wv = wf[c * kk + t]
+            for j in range(span):
+                acc[j] += wv * buf[s0 + u(j)]
         for oy in range(ho):
             src, dst = u(oy * wq), u((nc * ho + oy) * wo)
             if act == 0:
