@@ -112,7 +112,7 @@ def test_falls_back_to_numpy_with_a_warning(monkeypatch):
 
 
 def test_one_session_from_several_threads():
-    """The parallel kernel launched from four threads at once gives every caller the right result."""
+    """The kernel split over the pool, one session run from four threads at once: every caller gets its result."""
     from concurrent.futures import ThreadPoolExecutor
 
     xs, k, attrs = GEOMETRY[-1]
