@@ -35,6 +35,8 @@ GEOMETRY = [
     ((1, 9, 17, 15), 5, {"pads": [2, 1, 3, 2], "dilations": [2, 2]}),
     ((1, 6, 19, 23), 7, {"pads": [3, 0, 1, 4], "strides": [2, 1], "dilations": [1, 2]}),
     ((1, 3, 9, 8), 5, {"strides": [1, 2], "dilations": [2, 1]}),
+    ((1, 5, 11, 13), 3, {"pads": [1, 3, 2, 1], "strides": [2, 2]}),  # stride 2: odd left pad, odd width
+    ((1, 4, 10, 12), 5, {"pads": [2, 4, 2, 3], "strides": [3, 3], "dilations": [1, 2]}),
     ((1, 4, 5, 6), 7, {"pads": [4, 5, 3, 6]}),  # taps entirely in the padding
     ((1, 4, 30, 30), 17, {"pads": [2, 3, 1, 2]}),  # more taps than conv.MAX_TAP_LOOP
     ((3, 32, 30, 30), 3, {"pads": [1, 1, 1, 1], "strides": [2, 2]}),  # large enough to run parallel

@@ -79,10 +79,23 @@ def _planes(x, w, b, y, lo, hi, sh, sw, dh, dw, pt, pl, act, a0, a1):  # pragma:
     for nc in range(lo, hi):
         c = nc % c_
         base = nc * h * wd
-        for k in range(h * sw):
-            d0, s0 = u(fd[k]), u(base + fs[k])
-            for i in range(fc[k]):
-                buf[d0 + u(i)] = xf[s0 + u(i) * usw]
+        if sw == 2:
+            # both column phases of a row in one loop over column pairs: one interleaved
+            # load the compiler vectorises (phase e holds the columns ix with (ix+pl)%2 == e)
+            pairs, e0 = wd // 2, pl % 2
+            for iy in range(h):
+                de, do = u(fd[iy * 2 + e0]), u(fd[iy * 2 + 1 - e0])  # even / odd input columns
+                s0 = u(base + iy * wd)
+                for j in range(pairs):
+                    buf[de + u(j)] = xf[s0 + u(2 * j)]
+                    buf[do + u(j)] = xf[s0 + u(2 * j + 1)]
+                if wd % 2:
+                    buf[de + u(pairs)] = xf[s0 + u(wd - 1)]
+        else:
+            for k in range(h * sw):
+                d0, s0 = u(fd[k]), u(base + fs[k])
+                for i in range(fc[k]):
+                    buf[d0 + u(i)] = xf[s0 + u(i) * usw]
         bias = b[c]
         for j in range(span):
             acc[j] = bias
