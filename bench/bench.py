@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import multiprocessing
 import os
 import platform
 import resource
@@ -202,12 +201,32 @@ IMPORT_NAME = {"onnxruntime": "onnxruntime", "mnnpy": "mnnpy", "MNN": "MNN", "Op
 PREPARE = {"onnxruntime": _ort, "mnnpy": _mnnpy, "MNN": _mnn, "OpenVINO": _openvino}
 
 
-def peak_rss_child(engine: str, onnx_bytes: bytes, feeds: dict, threads: int) -> tuple[float, float]:
-    """(peak RSS after import, peak RSS after creation and ``RSS_RUNS`` runs) in MiB of ``engine``
-    alone in a fresh (spawned) process: ``VmHWM`` (``_peak_rss_mib``). Raises what the child raised."""
-    ctx = multiprocessing.get_context("spawn")
-    with ctx.Pool(1) as pool:
-        return pool.apply(_rss_child, (engine, onnx_bytes, feeds, threads))
+def peak_rss_child(engine: str, model: str, threads: int) -> tuple[float, float]:
+    """(peak RSS after importing ``engine`` and loading the model, peak RSS after creation and
+    ``RSS_RUNS`` runs) in MiB of ``engine`` alone on ``model`` (a name of ``MODELS``), measured
+    in a fresh process (this file with ``--rss-child``; ``VmHWM``, ``_peak_rss_mib``). Raises
+    ``RuntimeError`` with the child's last line when it fails."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--rss-child", engine, model, str(threads)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    last = (done.stdout.strip().splitlines() or [""])[-1]
+    if done.returncode != 0 or not last.startswith("rss "):
+        tail = (done.stderr.strip().splitlines() or [last])[-1]
+        raise RuntimeError(f"rss child for {engine} on {model} failed: {tail[:200]}")
+    _, base, peak = last.split()
+    return float(base), float(peak)
+
+
+def _rss_child_main(engine: str, model: str, threads: int) -> int:
+    """The child of ``peak_rss_child``: prints ``rss <base MiB> <peak MiB>``."""
+    importlib.import_module(IMPORT_NAME[engine])
+    data, feeds = load_models([model])[model]
+    base = _peak_rss_mib()
+    with tempfile.TemporaryDirectory() as d:
+        run, _ = PREPARE[engine](data, feeds, threads, Path(d))
+        for _ in range(RSS_RUNS):
+            run(feeds)
+    print(f"rss {base:.1f} {_peak_rss_mib():.1f}", flush=True)
+    return 0
 
 
 def _peak_rss_mib() -> float:
@@ -222,16 +241,6 @@ def _peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _rss_child(engine: str, onnx_bytes: bytes, feeds: dict, threads: int) -> tuple[float, float]:
-    importlib.import_module(IMPORT_NAME[engine])
-    base = _peak_rss_mib()
-    with tempfile.TemporaryDirectory() as d:
-        run, _ = PREPARE[engine](onnx_bytes, feeds, threads, Path(d))
-        for _ in range(RSS_RUNS):
-            run(feeds)
-    return base, _peak_rss_mib()
-
-
 def bench_model(
     onnx_bytes: bytes,
     feeds: dict,
@@ -240,7 +249,7 @@ def bench_model(
     warmup: int,
     engines: tuple[str, ...] = ENGINES,
     profile: bool = False,
-    rss: bool = True,
+    rss_model: str | None = None,
 ) -> dict[str, dict]:
     """One model on every engine: create, first run, then ``runs`` timed runs each, interleaved
     in rotating blocks. Returns engine -> results (times in ms; ``"missing"`` or ``"error"``
@@ -293,10 +302,10 @@ def bench_model(
             r["cores"] = cpu[e] / wall[e] if wall[e] > 0 else float("nan")
         if profile and "mnnpy" in live:
             out["_model"]["profile"] = profile_ops(live["mnnpy"], feeds, runs)
-    if rss:
+    if rss_model is not None:  # a name of MODELS: peak RSS of each engine that ran, in a child each
         for e in names:
             try:
-                out[e]["rss_base"], out[e]["rss_peak"] = peak_rss_child(e, onnx_bytes, feeds, threads)
+                out[e]["rss_base"], out[e]["rss_peak"] = peak_rss_child(e, rss_model, threads)
             except Exception as ex:  # noqa: BLE001 - a failed measurement is reported, not fatal
                 out[e]["rss_error"] = type(ex).__name__
     return out
@@ -311,7 +320,8 @@ def plan_mflops(session) -> float:
 def profile_ops(run: Callable, feeds: dict, runs: int) -> tuple[list[tuple[str, int, float]], float]:
     """mnnpy's time per op type over ``runs`` runs: ([(op type, ops of that type, ms per run)],
     whole run's median ms). Each Execution's ``on_execute`` of the last run's plans is wrapped in
-    a timer for the duration (control-flow bodies are counted inside their op)."""
+    a timer for the duration (control-flow bodies are counted inside their op); both figures
+    are means over the runs, so the whole run minus the ops is the session's own cost."""
     session = run.session
     total: dict[str, float] = defaultdict(float)
     count: dict[str, int] = defaultdict(int)
@@ -338,7 +348,7 @@ def profile_ops(run: Callable, feeds: dict, runs: int) -> tuple[list[tuple[str, 
         for exe in wrapped:
             del exe.on_execute  # back to the class's method
     rows = sorted(((k, count[k], total[k] * 1e3 / runs) for k in count), key=lambda t: -t[2])
-    return rows, statistics.median(whole)
+    return rows, statistics.fmean(whole)
 
 
 HEADER = (
@@ -397,7 +407,7 @@ def format_profile(name: str, prof: tuple[list[tuple[str, int, float]], float]) 
     """The per-op-type profile of one model as lines of text."""
     rows, whole = prof
     ops = sum(ms for _, _, ms in rows)
-    lines = [f"mnnpy profile, {name}: run median {whole:.2f} ms, ops {ops:.2f} ms, rest {whole - ops:.2f} ms"]
+    lines = [f"mnnpy profile, {name}: run mean {whole:.2f} ms, ops {ops:.2f} ms, rest {whole - ops:.2f} ms"]
     lines += [f"  {kind:<24} {n:>4} ops {ms:9.3f} ms {100 * ms / max(ops, 1e-9):5.1f}%" for kind, n, ms in rows]
     return lines
 
@@ -438,7 +448,22 @@ def machine_info(threads: int) -> list[str]:
     ]
 
 
+def write_section(path: Path, text: str) -> None:
+    """Write ``text`` (a markdown section starting with a top-level ``# `` heading) to ``path``,
+    replacing only the file's first section (up to its next top-level heading) when the file
+    exists and starts with the same heading line: the other sections (GPU runs) are kept."""
+    if path.exists():
+        old = path.read_text().splitlines()
+        if old and old[0] == text.splitlines()[0]:
+            rest = next((i for i, line in enumerate(old[1:], 1) if line.startswith("# ")), len(old))
+            text = text.rstrip("\n") + "\n\n" + "\n".join(old[rest:]) + ("\n" if rest < len(old) else "")
+    path.write_text(text)
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--rss-child"]:
+        return _rss_child_main(argv[1], argv[2], int(argv[3]))
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--models", nargs="+", default=list(MODELS))
     p.add_argument("--engines", nargs="+", default=list(ENGINES), choices=ENGINES)
@@ -456,7 +481,9 @@ def main(argv: list[str] | None = None) -> int:
     profiles: list[str] = []
     print(rows[0], rows[1], sep="\n", flush=True)
     for name, (data, feeds) in load_models(args.models).items():
-        res = bench_model(data, feeds, args.threads, args.runs, args.warmup, tuple(args.engines), args.profile, not args.no_rss)
+        res = bench_model(
+            data, feeds, args.threads, args.runs, args.warmup, tuple(args.engines), args.profile, None if args.no_rss else name
+        )
         rows += table_rows(name, feeds, res)
         summary.append(summary_row(name, res))
         print("\n".join(table_rows(name, feeds, res)), flush=True)
@@ -466,7 +493,7 @@ def main(argv: list[str] | None = None) -> int:
     print("", *summary, sep="\n")
     if args.output:
         text = [
-            "# Benchmark: mnnpy CPU vs onnxruntime, MNN and OpenVINO on the CPU",
+            "# Benchmark: mnnpy CPU vs onnxruntime CPU",
             "",
             (
                 "Generated by `env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/bench.py "
@@ -482,6 +509,9 @@ def main(argv: list[str] | None = None) -> int:
                 "alone). max diff: max |difference| of the first output from onnxruntime's."
             ),
             "",
+            "Engines beside onnxruntime (MNN, OpenVINO on the CPU), each optional. "
+            "The settings column says what each engine was given or reported back.",
+            "",
             *machine_info(args.threads),
             "",
             "Medians (ms):",
@@ -493,7 +523,7 @@ def main(argv: list[str] | None = None) -> int:
         ]
         if profiles:
             text += ["```", *profiles, "```", ""]
-        Path(args.output).write_text("\n".join(text))
+        write_section(Path(args.output), "\n".join(text))
         print(f"wrote {args.output}")
     return 0
 

@@ -30,7 +30,7 @@ def silero_result():
     pytest.importorskip("onnxruntime", reason="onnxruntime is the reference engine of the benchmark")
     bench = _bench()
     data, feeds = bench.load_models(["silero_vad"])["silero_vad"]
-    res = bench.bench_model(data, feeds, threads=1, runs=2, warmup=1, profile=True, rss=False)
+    res = bench.bench_model(data, feeds, threads=1, runs=2, warmup=1, profile=True)
     return bench, feeds, res
 
 
@@ -74,10 +74,35 @@ def test_peak_rss_child():
     pytest.importorskip("onnxruntime")
     bench = _bench()
     data, feeds = bench.load_models(["silero_vad"])["silero_vad"]
-    base, peak = bench.peak_rss_child("onnxruntime", data, feeds, 1)
+    base, peak = bench.peak_rss_child("onnxruntime", "silero_vad", 1)
     assert 10 < base <= peak < 4096
 
 
 def test_unknown_model_is_a_clear_error():
     with pytest.raises(SystemExit, match="unknown model"):
         _bench().load_models(["no_such_model"])
+
+
+def test_missing_engine_is_a_row(monkeypatch):
+    """An engine that cannot be used gives a row with the reason, and the others still run."""
+    pytest.importorskip("onnxruntime")
+    bench = _bench()
+
+    def missing(*_):
+        raise bench.EngineMissing("not installed (simulated)")
+
+    monkeypatch.setitem(bench.PREPARE, "OpenVINO", missing)
+    data, feeds = bench.load_models(["silero_vad"])["silero_vad"]
+    res = bench.bench_model(data, feeds, 1, 2, 0, ("onnxruntime", "OpenVINO"))
+    rows = bench.table_rows("silero_vad", feeds, res)
+    assert "not installed (simulated)" in rows[1] and rows[1].count("|") == bench.COLUMNS + 1
+    assert "median" in res["onnxruntime"]
+    assert bench.summary_row("silero_vad", res).count(" - ") >= 2  # no mnnpy: no ratios
+
+
+def test_write_section_keeps_the_other_sections(tmp_path):
+    bench = _bench()
+    path = tmp_path / "RESULTS.md"
+    path.write_text("# CPU\nold table\n\n# GPU\nkept\n")
+    bench.write_section(path, "# CPU\nnew table\n")
+    assert path.read_text() == "# CPU\nnew table\n\n# GPU\nkept\n"
