@@ -55,7 +55,8 @@ setup(
         ],
         "opencl": ["pyopencl>=2024.1"],
         "vulkan": ["vulkan>=1.3.275"],
-        "bench": ["onnxruntime>=1.18"],
+        # bench/bench.py: the other engines, each optional at run time (a missing one is a row)
+        "bench": ["onnxruntime>=1.18", "mnn>=3.0", "openvino>=2024.0"],
         "fuzz": ["atheris>=2.3"],  # python -m mnnpy.tools.fuzz
         "cts": ["onnxruntime>=1.18", "tqdm>=4.62"],  # python -m mnnpy.tools.cts
     },
