@@ -28,7 +28,12 @@ model (its OpenVINO export, ``input`` 1x576 and ``state`` 2x1x128: one 36 ms chu
 
 After a warm-up, the engines take turns in blocks of ``BLOCK`` runs (the order rotates every
 block) on the same seeded inputs, so machine noise hits all alike. Reported, in ms: median and
-min latency of each, the ratio to onnxruntime's median, session creation and first run; the
+min latency of each, the ratio to onnxruntime's median, session creation and first run in this
+process (mnnpy: load the converted model, create the session and resize it; converting the
+ONNX model, done once per model, is reported in the settings column; MNN: mnnconvert and load),
+and in a fresh process the engine's import and its first session's creation (for mnnpy this
+includes loading numba, once per process, and compiling its kernels when the kernel cache is
+cold); the
 model's work per run in GFLOPs (the op schemas' FLOPs rules over mnnpy's plan,
 ``Session.op_mflops``; a multiply-add counts two) and each engine's rate at its median in
 GFLOP/s; CPU utilisation (process CPU time / wall time over the engine's timed runs, in cores);
@@ -135,7 +140,9 @@ def _mnnpy(onnx_bytes: bytes, feeds: dict, threads: int, workdir: Path) -> tuple
     import mnnpy
     from mnnpy.converter import convert
 
-    data = convert(onnx_bytes)
+    t0 = time.perf_counter()
+    data = convert(onnx_bytes)  # once per model (mnnpy convert); not part of creating a session
+    converted_ms = _ms(t0)
     s = mnnpy.Interpreter(data).create_session(backend="cpu", num_threads=threads)
     s.resize({k: v.shape for k, v in feeds.items()})  # prepare for these shapes (MNN: resizeSession)
     names = [d.name for d in s.outputs]
@@ -145,7 +152,8 @@ def _mnnpy(onnx_bytes: bytes, feeds: dict, threads: int, workdir: Path) -> tuple
         return [out[n] for n in names]
 
     run.session = s  # for the FLOPs and the profile
-    return run, f"mnnpy {mnnpy.__version__}, num_threads={threads}"
+    run.convert_ms = converted_ms  # taken out of the creation time
+    return run, f"mnnpy {mnnpy.__version__}, num_threads={threads}; convert {converted_ms:.0f} ms"
 
 
 def _mnn(onnx_bytes: bytes, feeds: dict, threads: int, workdir: Path) -> tuple[Callable, str]:
@@ -201,31 +209,37 @@ IMPORT_NAME = {"onnxruntime": "onnxruntime", "mnnpy": "mnnpy", "MNN": "MNN", "Op
 PREPARE = {"onnxruntime": _ort, "mnnpy": _mnnpy, "MNN": _mnn, "OpenVINO": _openvino}
 
 
-def peak_rss_child(engine: str, model: str, threads: int) -> tuple[float, float]:
+def peak_rss_child(engine: str, model: str, threads: int) -> tuple[float, float, float, float]:
     """(peak RSS after importing ``engine`` and loading the model, peak RSS after creation and
-    ``RSS_RUNS`` runs) in MiB of ``engine`` alone on ``model`` (a name of ``MODELS``), measured
-    in a fresh process (this file with ``--rss-child``; ``VmHWM``, ``_peak_rss_mib``). Raises
-    ``RuntimeError`` with the child's last line when it fails."""
+    ``RSS_RUNS`` runs) in MiB, then (the engine's import, its first session's creation) in ms,
+    of ``engine`` alone on ``model`` (a name of ``MODELS``), measured in a fresh process (this
+    file with ``--rss-child``; ``VmHWM``, ``_peak_rss_mib``): what a process that starts,
+    loads one model and runs it pays. Raises ``RuntimeError`` with the child's last line when
+    it fails."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--rss-child", engine, model, str(threads)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     last = (done.stdout.strip().splitlines() or [""])[-1]
     if done.returncode != 0 or not last.startswith("rss "):
         tail = (done.stderr.strip().splitlines() or [last])[-1]
         raise RuntimeError(f"rss child for {engine} on {model} failed: {tail[:200]}")
-    _, base, peak = last.split()
-    return float(base), float(peak)
+    _, base, peak, imported, created = last.split()
+    return float(base), float(peak), float(imported), float(created)
 
 
 def _rss_child_main(engine: str, model: str, threads: int) -> int:
-    """The child of ``peak_rss_child``: prints ``rss <base MiB> <peak MiB>``."""
+    """The child of ``peak_rss_child``: prints ``rss <base MiB> <peak MiB> <import ms> <create ms>``."""
+    t0 = time.perf_counter()
     importlib.import_module(IMPORT_NAME[engine])
+    imported = _ms(t0)
     data, feeds = load_models([model])[model]
     base = _peak_rss_mib()
     with tempfile.TemporaryDirectory() as d:
+        t0 = time.perf_counter()
         run, _ = PREPARE[engine](data, feeds, threads, Path(d))
+        created = _ms(t0) - getattr(run, "convert_ms", 0.0)
         for _ in range(RSS_RUNS):
             run(feeds)
-    print(f"rss {base:.1f} {_peak_rss_mib():.1f}", flush=True)
+    print(f"rss {base:.1f} {_peak_rss_mib():.1f} {imported:.1f} {created:.1f}", flush=True)
     return 0
 
 
@@ -263,7 +277,7 @@ def bench_model(
             try:
                 t0 = time.perf_counter()
                 run, r["info"] = PREPARE[eng](onnx_bytes, feeds, threads, Path(d))
-                r["create"] = _ms(t0)
+                r["create"] = _ms(t0) - getattr(run, "convert_ms", 0.0)
                 t0 = time.perf_counter()
                 y = run(feeds)
                 r["first"] = _ms(t0)
@@ -305,7 +319,8 @@ def bench_model(
     if rss_model is not None:  # a name of MODELS: peak RSS of each engine that ran, in a child each
         for e in names:
             try:
-                out[e]["rss_base"], out[e]["rss_peak"] = peak_rss_child(e, rss_model, threads)
+                m = peak_rss_child(e, rss_model, threads)
+                out[e]["rss_base"], out[e]["rss_peak"], out[e]["fresh_import"], out[e]["fresh_create"] = m
             except Exception as ex:  # noqa: BLE001 - a failed measurement is reported, not fatal
                 out[e]["rss_error"] = type(ex).__name__
     return out
@@ -353,7 +368,7 @@ def profile_ops(run: Callable, feeds: dict, runs: int) -> tuple[list[tuple[str, 
 
 HEADER = (
     "| model | input | GFLOPs | engine | median | min | x ORT | GFLOP/s | cores busy | create / first "
-    "| peak RSS (import) MiB | max diff vs ORT | settings |"
+    "| fresh process: import + create | peak RSS (import) MiB | max diff vs ORT | settings |"
 )
 COLUMNS = HEADER.count("|") - 1
 
@@ -383,9 +398,10 @@ def table_rows(name: str, feeds: dict, res: dict[str, dict]) -> list[str]:
         else:
             rss = r.get("rss_error", "not measured")
         diff = "" if r.get("max_diff") is None else f"{r['max_diff']:.1e}"
+        fresh = f"{r['fresh_import']:.0f} + {r['fresh_create']:.0f}" if "fresh_create" in r else "not measured"
         rows.append(
             head + f"| {eng} | {r['median']:.2f} | {r['min']:.2f} | {ratio} | {rate} | {r['cores']:.2f} "
-            f"| {r['create']:.0f} / {r['first']:.1f} | {rss} | {diff} | {r['info']} |"
+            f"| {r['create']:.0f} / {r['first']:.1f} | {fresh} | {rss} | {diff} | {r['info']} |"
         )
     return rows
 
@@ -501,7 +517,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"machine). Latencies in ms, {args.runs} runs per engine after {args.warmup} warm-up runs, the "
                 f"engines taking turns in blocks of {BLOCK} (order rotating every block) with a {SETTLE_S:.1f} s "
                 "pause at each switch; x ORT = the engine's median / onnxruntime's. create: session creation "
-                "(mnnpy: convert, load, create and resize; MNN: mnnconvert and load); first: the first run "
+                "(mnnpy: load the converted model, create and resize; its conversion is in the settings; MNN: mnnconvert and load); "
+                "fresh process: the engine's import and first creation in a new process (mnnpy: numba loads once per process); "
+                "first: the first run "
                 "after that. GFLOPs: one run's work by the op schemas' FLOPs rules (`Session.op_mflops`, a "
                 "multiply-add counts two); GFLOP/s: that work over the engine's median. cores busy: process "
                 "CPU time / wall time over the engine's timed runs. peak RSS: `VmHWM` of the engine alone "

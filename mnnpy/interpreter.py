@@ -36,6 +36,9 @@ class Interpreter:
     def __init__(self, source: str | os.PathLike | bytes | Net):
         if not isinstance(source, (str, os.PathLike, bytes, bytearray, memoryview, Net)):
             raise InputError(f"Interpreter takes a model path or the model's bytes, got {type(source).__name__}")
+        from mnnpy.backends.cpu.kernels import warm_up
+
+        warm_up()  # the CPU backend's compiled kernels: numba loads while the model is read
         self.net: Net = source if isinstance(source, Net) else model_file.load(source)
         resolve_attrs(self.net.graphs)  # a Net handed over in memory: attributes resolved here, once
 

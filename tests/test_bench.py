@@ -70,12 +70,14 @@ def test_flops_profile_and_summary(silero_result):
 
 
 def test_peak_rss_child():
-    """A child process measures one engine's peak RSS: above the import alone's, in MiB."""
+    """A child process measures one engine's peak RSS (above the import alone's, in MiB), its
+    import and its first session's creation (ms)."""
     pytest.importorskip("onnxruntime")
     bench = _bench()
     data, feeds = bench.load_models(["silero_vad"])["silero_vad"]
-    base, peak = bench.peak_rss_child("onnxruntime", "silero_vad", 1)
+    base, peak, imported, created = bench.peak_rss_child("onnxruntime", "silero_vad", 1)
     assert 10 < base <= peak < 4096
+    assert 0 < imported < 60_000 and 0 < created < 60_000
 
 
 def test_unknown_model_is_a_clear_error():

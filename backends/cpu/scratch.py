@@ -78,31 +78,62 @@ class Workspace:
 
 
 class SharedBuffer:
-    """A backend's buffer for Executions' temporaries; grows (doubling) when a request exceeds it.
+    """A backend's buffer for Executions' temporaries: one reserved range of address space
+    (``RESERVE_BYTES``, mapped lazily: ``MAP_NORESERVE``), of which the first ``touched``
+    bytes are written (pages mapped) and charged to the plan being made, growing in place
+    as Executions ask for more. Views handed out stay valid as it grows, so the memory held
+    is the largest single Execution's temporaries, not a sum of copies (a buffer that
+    doubled by copying held about twice that, and kept every smaller one alive through the
+    views handed out before). Where the address space cannot be reserved (strict overcommit),
+    or a request passes the reservation, a new buffer of that size is made and the views of
+    the old one keep it alive.
 
-    Views handed out before a growth keep the old buffer alive, so the memory held is at
-    most about twice the largest single Execution's temporaries. ``release`` (after cached
-    plans were dropped) lets go of the buffer: the plans kept hold it through their views as
-    long as they live, and the next resize starts a buffer of its own size. So after the
-    plan cache's first eviction each new plan has a buffer of its own (the memory held is
-    at most the sum of the kept plans' temporaries, twice over) instead of all of them
-    sharing the largest one ever needed, which a plan kept from a large shape would pin
-    for every smaller shape after it.
+    ``release`` (after cached plans were dropped) lets go of the buffer: the plans kept hold
+    it through their views as long as they live, and the next resize starts a buffer of its
+    own, so that a plan kept from a large shape does not pin its temporaries for every
+    smaller shape after it.
     """
 
     def __init__(self):
-        self.buf = np.empty(0, np.uint8)
+        self.release()
 
     def release(self) -> None:
         """Forget the buffer (views handed out keep it alive); the next request starts anew."""
         self.buf = np.empty(0, np.uint8)
+        self.touched = 0
 
     def at_least(self, nbytes: int) -> np.ndarray:
-        """The buffer (a 64-byte aligned ``uint8`` array), of ``nbytes`` bytes at least."""
+        """The buffer (a 64-byte aligned ``uint8`` array), its first ``nbytes`` bytes written.
+        Raises ``ShapeError`` (``limits.charge``) when the bytes newly written would pass the
+        session's memory limit."""
         if self.buf.nbytes < nbytes:
-            raw = scratch(max(nbytes, 2 * self.buf.nbytes) + ALIGN, np.uint8)
-            self.buf = _aligned(raw, raw.nbytes - ALIGN)
+            self.buf, self.touched = _reserve(nbytes), 0
+        if self.touched < nbytes:
+            limits.charge(nbytes - self.touched, f"a CPU scratch buffer for the temporaries Executions share ({nbytes} bytes in all)")
+            self.buf[self.touched : nbytes].fill(0)
+            self.touched = nbytes
         return self.buf
+
+
+RESERVE_BYTES = 1 << 36  # address space reserved per shared buffer (64 GiB; pages are mapped only when written)
+
+
+def _reserve(nbytes: int) -> np.ndarray:
+    """A ``uint8`` array of at least ``nbytes`` bytes whose pages are not mapped yet: an
+    anonymous ``MAP_NORESERVE`` mapping of ``RESERVE_BYTES`` (page-aligned), else (a larger
+    request, or a system that refuses to overcommit) ``np.empty`` of ``nbytes``."""
+    import mmap
+    import sys
+
+    noreserve = getattr(mmap, "MAP_NORESERVE", 0x4000 if sys.platform.startswith("linux") else None)  # Python < 3.13
+    if nbytes <= RESERVE_BYTES and noreserve is not None:
+        try:
+            m = mmap.mmap(-1, RESERVE_BYTES, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | noreserve)
+            return np.frombuffer(m, np.uint8)
+        except (OSError, ValueError):
+            pass
+    raw = np.empty(nbytes + ALIGN, np.uint8)
+    return _aligned(raw, nbytes)
 
 
 def _aligned(raw: np.ndarray, nbytes: int) -> np.ndarray:

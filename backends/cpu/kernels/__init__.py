@@ -6,10 +6,19 @@ for their explicit signatures the first time a session resizes an op that uses t
 (``compiled``), never during ``run``. Where numba is missing or cannot compile (no writable
 cache folder, no compiler), ``compiled`` warns once and returns ``None``, and the execution
 keeps its NumPy path.
+
+Loading numba costs about 0.5 s once per process (its import, then its typing and target
+contexts, which the first kernel would build), against about 20 ms for each cached kernel after
+it. ``warm_up`` does that once on a background thread when the first ``Interpreter`` is made,
+so it overlaps with reading the model; ``compiled`` waits for it. ``MNNPY_NUMBA_WARMUP=0``
+turns it off. The thread is joined before a ``fork`` (a child must not inherit a half-done
+import) and at exit.
 """
 
 from __future__ import annotations
 
+import atexit
+import importlib.util
 import os
 import threading
 import warnings
@@ -17,6 +26,7 @@ from collections.abc import Callable
 
 _LOCK = threading.Lock()
 _BUILT: dict[str, Callable | None] = {}
+_WARM: list[threading.Thread] = []  # the warm-up thread, once started
 
 
 def _cache_folder() -> str:
@@ -62,3 +72,35 @@ def compiled(name: str, build: Callable) -> Callable | None:
                 )
                 _BUILT[name] = None
         return _BUILT[name]
+
+
+def _warm() -> None:
+    with _LOCK:
+        try:
+            _import_numba()
+            from numba.core.registry import cpu_target
+
+            cpu_target.typing_context.refresh()
+            cpu_target.target_context.refresh()
+        except Exception:  # noqa: BLE001 - compiled() reports the failure when a kernel is asked for
+            pass
+
+
+def _join_warm_up() -> None:
+    for t in _WARM:
+        t.join()
+
+
+def warm_up() -> None:
+    """Load numba (import, typing and target contexts) on a background daemon thread, once per
+    process; a no-op where numba is not installed or ``MNNPY_NUMBA_WARMUP=0``."""
+    with _LOCK:
+        if _WARM or _BUILT or os.environ.get("MNNPY_NUMBA_WARMUP", "1") == "0":
+            return
+        if importlib.util.find_spec("numba") is None:
+            return
+        t = threading.Thread(target=_warm, name="mnnpy-numba-warm-up", daemon=True)
+        _WARM.append(t)
+    os.register_at_fork(before=_join_warm_up)
+    atexit.register(_join_warm_up)
+    t.start()
