@@ -423,7 +423,12 @@ def format_profile(name: str, prof: tuple[list[tuple[str, int, float]], float]) 
     """The per-op-type profile of one model as lines of text."""
     rows, whole = prof
     ops = sum(ms for _, _, ms in rows)
-    lines = [f"mnnpy profile, {name}: run mean {whole:.2f} ms, ops {ops:.2f} ms, rest {whole - ops:.2f} ms"]
+    count = sum(n for _, n, _ in rows)
+    per_op = 1e3 * (whole - ops) / max(count, 1)  # the session's own cost per op, µs
+    lines = [
+        f"mnnpy profile, {name}: run mean {whole:.2f} ms, ops {ops:.2f} ms, rest {whole - ops:.2f} ms "
+        f"({per_op:.1f} µs per op over {count} ops)"
+    ]
     lines += [f"  {kind:<24} {n:>4} ops {ms:9.3f} ms {100 * ms / max(ops, 1e-9):5.1f}%" for kind, n, ms in rows]
     return lines
 

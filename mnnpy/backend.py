@@ -238,6 +238,11 @@ class Runtime:
     def create_backend(self, config: BackendConfig) -> Backend:
         raise NotImplementedError
 
+    @classmethod
+    def warm_up(cls) -> None:
+        """Start, in the background, what this backend's first session would otherwise wait
+        for (the CPU backend: loading numba); called when a model is loaded. Returns at once."""
+
 
 _RUNTIMES: dict[str, tuple[int, Runtime]] = {}  # name -> (process id that created it, Runtime)
 
@@ -264,6 +269,14 @@ def _load_runtime_class(name: str) -> type[Runtime]:
         return getattr(importlib.import_module(module), cls)
     except ImportError as e:
         raise BackendUnavailableError(f"backend '{name}' cannot be imported: {e}") from e
+
+
+def warm_up(name: str) -> None:
+    """``Runtime.warm_up`` of backend ``name`` (imported lazily); nothing when it cannot be imported."""
+    try:
+        _load_runtime_class(name).warm_up()
+    except BackendUnavailableError:
+        pass
 
 
 def backend_availability(name: str) -> tuple[bool, str]:

@@ -13,7 +13,7 @@ import warnings
 from collections.abc import Sequence
 
 from mnnpy import model_file
-from mnnpy.backend import BackendConfig, backend_availability, backend_in_auto, get_runtime, registered_backends
+from mnnpy.backend import BackendConfig, backend_availability, backend_in_auto, get_runtime, registered_backends, warm_up
 from mnnpy.errors import BackendUnavailableError, InputError
 from mnnpy.io_desc import IODesc
 from mnnpy.ir import Net
@@ -36,9 +36,7 @@ class Interpreter:
     def __init__(self, source: str | os.PathLike | bytes | Net):
         if not isinstance(source, (str, os.PathLike, bytes, bytearray, memoryview, Net)):
             raise InputError(f"Interpreter takes a model path or the model's bytes, got {type(source).__name__}")
-        from mnnpy.backends.cpu.kernels import warm_up
-
-        warm_up()  # the CPU backend's compiled kernels: numba loads while the model is read
+        warm_up("cpu")  # the CPU backend's compiled kernels: numba loads while the model is read
         self.net: Net = source if isinstance(source, Net) else model_file.load(source)
         resolve_attrs(self.net.graphs)  # a Net handed over in memory: attributes resolved here, once
 

@@ -142,6 +142,13 @@ class CPURuntime(Runtime):
         return self._pools[n]
 
     @classmethod
+    def warm_up(cls) -> None:
+        """numba loads on a background thread (``kernels.warm_up``)."""
+        from mnnpy.backends.cpu.kernels import warm_up
+
+        warm_up()
+
+    @classmethod
     def list_devices(cls) -> list[str]:
         """One line: the CPU, its cores and the BLAS NumPy uses."""
         import os
