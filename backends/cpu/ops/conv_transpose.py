@@ -99,10 +99,23 @@ class ConvTranspose(Execution):
         m = y.shape[1]
         self.b32 = scratch((m,), np.float32)
         cols = view_as(self.cols, (y.shape[0] * m, kh * kw, h * w))
-        y3 = view_as(y, (-1, ho, wo))
-        args = (rows, taps, w, strides[1], int(seen.all()), int(pair))
+        self.scatter_args = (scatter, cols, (rows, taps, w, strides[1], int(seen.all()), int(pair)))
+        return self._scatter_tasks(y, 0)
+
+    def _scatter_tasks(self, y, relu: int) -> list:
+        """The compiled col2im tasks writing ``y`` (``relu``: 1 applies Relu in the same pass)."""
+        scatter, cols, args = self.scatter_args
+        y3 = view_as(y, (-1, *y.shape[2:]))
         parts = self.backend.num_threads if y.size >= PARALLEL_ELEMENTS else 1
-        return [lambda r=r: scatter(cols, self.b32, y3, *args, *r) for r in split(y3.shape[0] * ho, parts)]
+        return [lambda r=r: scatter(cols, self.b32, y3, *args, relu, *r) for r in split(y3.shape[0] * y3.shape[1], parts)]
+
+    def fuse_relu(self, y) -> bool:
+        """Write ``Relu(Y)`` into ``y`` (the output of a Relu reading only this op's output),
+        in the compiled pass; ``False`` (nothing changed) where that pass is not used."""
+        if self.scatter is None or y.dtype != np.float32 or not y.flags.c_contiguous:
+            return False
+        self.scatter = self._scatter_tasks(y, 1)
+        return True
 
     def prepare(self, w, b=None):
         g, mk, cg = self.wt.shape
