@@ -100,6 +100,85 @@ def test_div_is_not_fused(rng):
     check(model, feeds, **ELEMENTWISE)
 
 
+def _residual(rng, xs, s_shape, swap=False, also_read=False):
+    """``x -> Mul(x, s) -> Add(x, .)`` with ``s`` a graph input (the squeeze-and-excitation form)."""
+    x, sc = rand(rng, *xs), rand(rng, *s_shape)
+    nodes = [
+        helper.make_node("Mul", ["s", "x"] if swap else ["x", "s"], ["t"]),
+        helper.make_node("Add", ["t", "x"] if swap else ["x", "t"], ["y"]),
+    ]
+    outs = ["y"]
+    if also_read:
+        nodes.append(helper.make_node("Neg", ["t"], ["z"]))
+        outs.append("z")
+    return make_model(nodes, {"x": x, "s": sc}, outs), {"x": x, "s": sc}
+
+
+@pytest.mark.parametrize("xs", [(1, 96, 40, 40), (2, 5, 7, 3), (2, 3, 11)])
+@pytest.mark.parametrize("swap", [False, True])
+def test_residual_scale_bit_identical(rng, monkeypatch, xs, swap):
+    model, feeds = _residual(rng, xs, xs[:2] + (1,) * (len(xs) - 2), swap)
+    s = _session(model)
+    assert _fused(s, feeds) == ["Mul"]
+    fused = s.run(feeds)["y"]
+    monkeypatch.setattr(fusion, "residual_scale_kernel", lambda: None)
+    s2 = _session(model)
+    assert _fused(s2, feeds) == []
+    np.testing.assert_array_equal(fused, s2.run(feeds)["y"])
+    check(model, feeds, **ELEMENTWISE)
+
+
+@pytest.mark.parametrize("s_shape,also_read", [((1, 5, 1, 1), False), ((2, 5, 1, 7), False), ((2, 5, 1, 1), True)])
+def test_residual_scale_not_fused(rng, s_shape, also_read):
+    """A scale shared by the images, one that is not per channel, a product read elsewhere."""
+    model, feeds = _residual(rng, (2, 5, 3, 7), s_shape, also_read=also_read)
+    assert _fused(_session(model), feeds) == []
+    check(model, feeds, **ELEMENTWISE)
+
+
+def _resize_add(rng, xs, scales, mode="nearest", swap=False, keep_input=True, **attrs):
+    """``Add(z, Resize(x))``; ``keep_input``: x read again after (else the planner may give
+    its bytes to the sum, which the fused pass would overwrite: then nothing is fused)."""
+    x = rand(rng, *xs)
+    z = rand(rng, *[int(d * f) for d, f in zip(xs, scales)])
+    nodes = [
+        helper.make_node("Resize", ["x", "", "sc"], ["t"], mode=mode, **attrs),
+        helper.make_node("Add", ["t", "z"] if swap else ["z", "t"], ["y"]),
+    ]
+    outs = ["y"]
+    if keep_input:
+        nodes.append(helper.make_node("Neg", ["x"], ["w"]))
+        outs.append("w")
+    inits = {"sc": np.array(scales, np.float32)}
+    return make_model(nodes, {"x": x, "z": z}, outs, inits, opset=19), {"x": x, "z": z}
+
+
+@pytest.mark.parametrize(
+    "xs,scales,attrs",
+    [
+        ((1, 96, 20, 20), [1, 1, 2, 2], {"coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}),  # det
+        ((2, 3, 7, 5), [1, 1, 3, 3], {}),
+        ((1, 4, 6, 9), [1, 1, 1.5, 0.5], {"nearest_mode": "round_prefer_ceil"}),
+    ],
+)
+@pytest.mark.parametrize("swap", [False, True])
+def test_resize_add(rng, xs, scales, attrs, swap):
+    model, feeds = _resize_add(rng, xs, scales, swap=swap, **attrs)
+    assert _fused(_session(model), feeds) == ["Resize"]
+    check(model, feeds, **ELEMENTWISE)
+
+
+def test_resize_add_where_the_input_dies(rng):
+    model, feeds = _resize_add(rng, (1, 8, 20, 20), [1, 1, 2, 2], keep_input=False)
+    check(model, feeds, **ELEMENTWISE)
+
+
+def test_resize_add_not_fused_for_linear(rng):
+    model, feeds = _resize_add(rng, (1, 3, 5, 5), [1, 1, 2, 2], mode="linear")
+    assert _fused(_session(model), feeds) == []
+    check(model, feeds, **ACCUMULATE)
+
+
 def _deconv_relu(rng, xs, ws, attrs, also_read=False):
     x, w, b = rand(rng, *xs), rand(rng, *ws, scale=0.5), rand(rng, ws[1])
     nodes = [helper.make_node("ConvTranspose", ["x", "w", "b"], ["t"], **attrs), helper.make_node("Relu", ["t"], ["y"])]

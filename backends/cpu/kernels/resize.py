@@ -57,6 +57,29 @@ def _nearest(x, y, iy, ix, fx, lo, hi):  # pragma: no cover - compiled
                 yf[dst + u(j)] = xf[src + u(ix[j])]
 
 
+def _nearest_add(x, z, y, iy, ix, fx, lo, hi):  # pragma: no cover - compiled
+    """Output rows ``lo <= p*Ho + oy < hi`` of ``y = z + nearest Resize(x)`` (``z`` like ``y``)."""
+    u = np.uint64
+    h, w = x.shape[1], x.shape[2]
+    ho, wo = y.shape[1], y.shape[2]
+    xf, zf, yf = x.reshape(-1), z.reshape(-1), y.reshape(-1)
+    for r in range(lo, hi):
+        p, oy = r // ho, r % ho
+        dst = u(r * wo)
+        src = u((p * h + iy[oy]) * w)
+        if fx == 2:
+            n = wo // 2
+            for j in range(n):
+                v = xf[src + u(j)]
+                yf[dst + u(2 * j)] = zf[dst + u(2 * j)] + v
+                yf[dst + u(2 * j + 1)] = zf[dst + u(2 * j + 1)] + v
+            if wo % 2:
+                yf[dst + u(wo - 1)] = zf[dst + u(wo - 1)] + xf[src + u(n)]
+        else:
+            for j in range(wo):
+                yf[dst + u(j)] = zf[dst + u(j)] + xf[src + u(ix[j])]
+
+
 def _separable(x, y, iy, wy, ix, wx, lo, hi):  # pragma: no cover - compiled
     """Output rows ``lo <= p*Ho + oy < hi`` of a linear/cubic Resize (see the module doc)."""
     u = np.uint64
@@ -87,11 +110,14 @@ def _build(numba):
     i1, i2, f2 = numba.int64[::1], numba.int64[:, ::1], numba.float32[:, ::1]
     near = numba.njit(numba.void(f3, f3, i1, i1, i8, i8, i8), cache=True, nogil=True)(_nearest)
     sep = numba.njit(numba.void(f3, f3, i2, f2, i2, f2, i8, i8), cache=True, nogil=True)(_separable)
-    return near, sep
+    near_add = numba.njit(numba.void(f3, f3, f3, i1, i1, i8, i8, i8), cache=True, nogil=True)(_nearest_add)
+    return near, sep, near_add
 
 
 def kernels():
-    """``(nearest, separable)``: the compiled kernels ``nearest(x, y, iy, ix, fx, lo, hi)`` and
-    ``separable(x, y, iy, wy, ix, wx, lo, hi)`` (arrays as in the module doc, int64 indices,
-    float32 weights); ``None`` where numba cannot compile here (a warning was given)."""
+    """``(nearest, separable, nearest_add)``: the compiled kernels ``nearest(x, y, iy, ix, fx,
+    lo, hi)``, ``separable(x, y, iy, wy, ix, wx, lo, hi)`` and ``nearest_add(x, z, y, iy, ix,
+    fx, lo, hi)`` (``y = z + nearest(x)``; a following ``Add`` fused, ``backends/cpu/fusion.py``)
+    (arrays as in the module doc, int64 indices, float32 weights); ``None`` where numba cannot
+    compile here (a warning was given)."""
     return compiled("resize", _build)

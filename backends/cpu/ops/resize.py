@@ -86,6 +86,7 @@ class Resize(Execution):
             fx = wo // w if wo % w == 0 and np.array_equal(ix, np.arange(wo) // (wo // w)) else 0
             self.tables = (np.ascontiguousarray(iy, np.int64), np.ascontiguousarray(ix, np.int64), fx)
             kernel = ks[0]
+            self.nearest = (ks[2], x3)
         else:
             taps = []
             for k in (ay, ax):
@@ -98,6 +99,22 @@ class Resize(Execution):
             kernel = ks[1]
         parts = self.backend.num_threads if y.size >= PARALLEL_ELEMENTS else 1
         tasks = [lambda r=r: kernel(x3, y3, *self.tables, *r) for r in split(y3.shape[0] * ho, parts)]
+        self.run = lambda: parallel(self.backend, tasks)
+        return True
+
+    def fuse_add(self, z, y) -> bool:
+        """Write ``z + Resize(X)`` into ``y`` (``z`` like ``y``, the other input of an ``Add``
+        reading only this op's output), in the compiled nearest pass; ``False`` (nothing
+        changed) where that pass is not used."""
+        if getattr(self, "nearest", None) is None or self.empty:
+            return False
+        if any(a.dtype != np.float32 or not a.flags.c_contiguous or a.shape != y.shape for a in (z, y)):
+            return False
+        kernel, x3 = self.nearest
+        ho, wo = y.shape[-2:]
+        z3, y3 = view_as(z, (-1, ho, wo)), view_as(y, (-1, ho, wo))
+        parts = self.backend.num_threads if y.size >= PARALLEL_ELEMENTS else 1
+        tasks = [lambda r=r: kernel(x3, z3, y3, *self.tables, *r) for r in split(y3.shape[0] * ho, parts)]
         self.run = lambda: parallel(self.backend, tasks)
         return True
 
