@@ -51,7 +51,10 @@ class PartitionStep:
     backend, source handle, destination handle) made before it runs; ``runs`` (Execution,
     input handles, output handles) per op in order; ``uploads``/``downloads``: the handles
     written before it / read after it (``Backend.on_resize_partition``); ``recording``: what
-    a recording backend built for it (Vulkan: the command buffer)."""
+    a recording backend built for it (Vulkan: the command buffer); ``private``: the tensors
+    (indices) it makes that exactly one of its ops reads and nothing else does (no other op
+    of the graph, no later segment, not a graph output): a backend may fuse such a tensor's
+    producer with its reader and never write it."""
 
     backend: Backend
     ops: list[int]
@@ -60,6 +63,7 @@ class PartitionStep:
     uploads: list
     downloads: list
     recording: Any = None
+    private: frozenset = frozenset()
 
     @property
     def executions(self) -> list[Execution]:
@@ -213,7 +217,11 @@ class Planner:
         memory, handles = self._memory(sizes, schedule, inputs, exports)
         t.append(time.perf_counter())
         transfers = self._transfers(schedule, handles, sizes, inputs, exports)
-        steps = [self._step(part, infos, handles, schedule, *io) for part, io in zip(schedule.partitions, transfers)]
+        readers = self.graph.consumers()
+        steps = [
+            self._step(part, infos, handles, schedule, *io, self._private(part, readers, exports))
+            for part, io in zip(schedule.partitions, transfers)
+        ]
         for b in self.backends:
             b.on_resize_end()
         t.append(time.perf_counter())
@@ -280,7 +288,15 @@ class Planner:
             out.append((ups, downs))
         return out
 
-    def _step(self, part: Partition, infos: dict[int, OpInfo], handles, schedule: Schedule, ups, downs) -> PartitionStep:
+    def _private(self, part: Partition, readers: dict[int, list[int]], exports) -> frozenset:
+        """``PartitionStep.private`` of ``part``: tensors it makes with one reader, in ``part``."""
+        ops = set(part.ops)
+        made = (t for i in part.ops for t in self.graph.ops[i].outputs if t >= 0)
+        return frozenset(t for t in made if t not in exports and len(readers.get(t, ())) == 1 and readers[t][0] in ops)
+
+    def _step(
+        self, part: Partition, infos: dict[int, OpInfo], handles, schedule: Schedule, ups, downs, private=frozenset()
+    ) -> PartitionStep:
         """The partition's copies and Executions (each ``on_resize``d), announced to its backend."""
         backend, h = self.backends[part.backend], handles[part.backend]
         copies = [(self.backends[schedule.home[t]], handles[schedule.home[t]][t], h[t]) for t in part.copies_in]
@@ -295,7 +311,7 @@ class Planner:
                 outs = [h[t] if t >= 0 else None for t in op.outputs]
                 exe.on_resize(ins, outs)
             runs.append((exe, ins, outs))
-        step = PartitionStep(backend, list(part.ops), copies, runs, [h[t] for t in ups], [h[t] for t in downs])
+        step = PartitionStep(backend, list(part.ops), copies, runs, [h[t] for t in ups], [h[t] for t in downs], private=private)
         backend.on_resize_partition(step)
         return step
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from mnnpy.backend import Backend, BackendConfig, Execution, OpInfo, Runtime, TensorInfo
 from mnnpy.backends.cpu.blas import BlasThreads
+from mnnpy.backends.cpu.fusion import fuse
 from mnnpy.backends.cpu.registry import executions
 from mnnpy.backends.cpu.scratch import SharedBuffer, Workspace, _aligned, filled
 from mnnpy.errors import UnsupportedOperatorError
@@ -49,6 +50,10 @@ class CPUBackend(Backend):
     def create_execution(self, info: OpInfo) -> Execution | None:
         cls = executions().get(info.type)
         return None if cls is None else cls(self, info)
+
+    def on_resize_partition(self, partition) -> None:
+        """Adjacent Executions whose tensor between them nothing else reads are fused (``fusion.py``)."""
+        fuse(partition)
 
     def allocate_arena(self, nbytes: int) -> None:
         self.arena = _aligned(filled(nbytes + ALIGN, np.uint8), nbytes)  # pages mapped now (charged by the planner)

@@ -1,4 +1,10 @@
-"""CPU ConvTranspose (ONNX operators.md #ConvTranspose): ``cols = W^T @ X`` then col2im."""
+"""CPU ConvTranspose (ONNX operators.md #ConvTranspose): ``cols = W^T @ X`` then col2im.
+
+float32 2-D ConvTransposes whose taps never overlap (every stride at least its dilated kernel
+extent: PP-OCR det's 2x2 stride-2 up-sampling) do the col2im and the bias in one pass of the
+compiled kernel (``mnnpy.backends.cpu.kernels.conv_transpose``), split by output rows over the
+backend's pool; the NumPy copies remain for the rest and where numba cannot compile.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +15,10 @@ import numpy as np
 
 from mnnpy.backend import Execution
 from mnnpy.backends.cpu.blas import MatMul
+from mnnpy.backends.cpu.kernels.conv_transpose import kernel as scatter_kernel
 from mnnpy.backends.cpu.ops.activation import bias_activation
 from mnnpy.backends.cpu.ops.windows import view_as
+from mnnpy.backends.cpu.parallel import PARALLEL_ELEMENTS, parallel, split
 from mnnpy.backends.cpu.registry import cpu_execution
 from mnnpy.backends.cpu.scratch import charge_taps, scratch
 from mnnpy.ops.geometry import tap_range
@@ -65,18 +73,67 @@ class ConvTranspose(Execution):
         self.bias = None if b is None else view_as(b, (m, 1))
         act = ("", ())
         self.finish = lambda: bias_activation(self, self.y2, self.bias, act, None)
-        self.prepare(w)
+        self.scatter = self._compiled(x, y, kernel, strides, dil, pads) if self.disjoint else None
+        self.prepare(w, b)
 
-    def prepare(self, w):
+    def _compiled(self, x, y, kernel, strides, dil, pads):
+        """The compiled col2im + bias tasks where they apply (2-D, float32, contiguous), else ``None``."""
+        if len(kernel) != 2 or any(a.dtype != np.float32 or not a.flags.c_contiguous for a in (x, y)):
+            return None
+        scatter = scatter_kernel()
+        if scatter is None:
+            return None
+        (h, w), (ho, wo), (kh, kw) = x.shape[2:], y.shape[2:], kernel
+        rows = np.full(ho, -1, np.int64)
+        for ky in range(kh):
+            lo, hi, start = tap_range(ho, h, ky * dil[0] - pads[0], strides[0])
+            for i in range(lo, hi):
+                rows[start + (i - lo) * strides[0]] = ky * h + i
+        taps, seen = np.zeros((kw, 3), np.int64), np.zeros(wo, bool)
+        for kx in range(kw):
+            lo, hi, start = tap_range(wo, w, kx * dil[1] - pads[1], strides[1])
+            if hi > lo:
+                taps[kx] = lo, hi, start
+                seen[start : start + (hi - lo - 1) * strides[1] + 1 : strides[1]] = True
+        pair = kw == 2 and strides[1] == 2 and wo == 2 * w and taps.tolist() == [[0, w, 0], [0, w, 1]]
+        m = y.shape[1]
+        self.b32 = scratch((m,), np.float32)
+        cols = view_as(self.cols, (y.shape[0] * m, kh * kw, h * w))
+        self.scatter_args = (scatter, cols, (rows, taps, w, strides[1], int(seen.all()), int(pair)))
+        return self._scatter_tasks(y, 0)
+
+    def _scatter_tasks(self, y, relu: int) -> list:
+        """The compiled col2im tasks writing ``y`` (``relu``: 1 applies Relu in the same pass)."""
+        scatter, cols, args = self.scatter_args
+        y3 = view_as(y, (-1, *y.shape[2:]))
+        parts = self.backend.num_threads if y.size >= PARALLEL_ELEMENTS else 1
+        return [lambda r=r: scatter(cols, self.b32, y3, *args, relu, *r) for r in split(y3.shape[0] * y3.shape[1], parts)]
+
+    def fuse_relu(self, y) -> bool:
+        """Write ``Relu(Y)`` into ``y`` (the output of a Relu reading only this op's output),
+        in the compiled pass; ``False`` (nothing changed) where that pass is not used."""
+        if self.scatter is None or y.dtype != np.float32 or not y.flags.c_contiguous:
+            return False
+        self.scatter = self._scatter_tasks(y, 1)
+        return True
+
+    def prepare(self, w, b=None):
         g, mk, cg = self.wt.shape
         np.copyto(self.wt, np.swapaxes(w.reshape(g, cg, mk), 1, 2))
+        if self.scatter is not None:
+            self.b32.fill(0)
+            if b is not None:
+                np.copyto(self.b32, b)
 
     def on_execute(self, inputs, outputs):
         if self.empty:
             return
         if not self.const:
-            self.prepare(inputs[1])
+            self.prepare(inputs[1], inputs[2] if len(inputs) > 2 else None)
         self.mm()
+        if self.scatter is not None:
+            parallel(self.backend, self.scatter)
+            return
         y = outputs[0]
         if self.zero:
             y.fill(0)

@@ -3,7 +3,9 @@
 
 Row normalisations (LayerNormalization, InstanceNormalization, GroupNormalization)
 view X as ``(rows, cols)`` and normalise each row in the stash dtype
-(``_RowNorm``); scratch is made at resize.
+(``_RowNorm``); scratch is made at resize. float32 LayerNormalization with a scale (and
+bias) of one value per normalised element runs the compiled rows of
+``mnnpy.backends.cpu.kernels.layer_norm`` instead (split over the pool when large).
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ import math
 import numpy as np
 
 from mnnpy.backend import Execution
+from mnnpy.backends.cpu.kernels.layer_norm import kernel as layer_norm_kernel
 from mnnpy.backends.cpu.ops.windows import view_as
+from mnnpy.backends.cpu.parallel import PARALLEL_ELEMENTS, parallel, split
 from mnnpy.backends.cpu.registry import cpu_execution
 from mnnpy.backends.cpu.scratch import charge_taps, scratch
 from mnnpy.ops.geometry import tap_slices
@@ -120,9 +124,45 @@ class LayerNormalization(Execution):
         self.norm = _RowNorm(rows, cols, _stash(self.attrs, x.dtype), self.attrs["epsilon"])
         self.shape = x.shape
         self.empty = rows * cols == 0
+        self.tasks = None if self.empty else self._compiled(inputs, outputs, rows, cols)
+
+    def _compiled(self, inputs, outputs, rows, cols):
+        """The compiled rows' tasks where they apply (float32 throughout, contiguous, scale and
+        bias of ``cols`` values), else ``None``."""
+        arrays = [a for a in (*inputs[:3], *outputs) if a is not None]
+        if any(a.dtype != np.float32 or not a.flags.c_contiguous for a in arrays) or self.norm.d.dtype != np.float32:
+            return None
+        if any(a is not None and a.size != cols for a in inputs[1:3]):
+            return None
+        rows_kernel = layer_norm_kernel()
+        if rows_kernel is None:
+            return None
+        params = []  # scale, bias (zeros if absent): constants copied (the kernel takes writable arrays)
+        for k in (1, 2):
+            a = inputs[k] if len(inputs) > k else None
+            if a is None or not a.flags.writeable:
+                copy = scratch((cols,), np.float32)
+                if a is not None:
+                    np.copyto(copy, a.reshape(-1))
+                a = copy
+            params.append(view_as(a, (cols,)))
+        args = (
+            view_as(inputs[0], (rows, cols)),
+            *params,
+            float(self.attrs["epsilon"]),
+            view_as(outputs[0], (rows, cols)),
+            view_as(self.norm.mean, (rows,)),
+            view_as(self.norm.inv, (rows,)),
+        )
+        parts = self.backend.num_threads if rows * cols >= PARALLEL_ELEMENTS else 1
+        return [lambda r=r: rows_kernel(*args, *r) for r in split(rows, parts)]
 
     def on_execute(self, inputs, outputs):
         if self.empty:
+            return
+        if self.tasks is not None:
+            parallel(self.backend, self.tasks)
+            self._stats(outputs)
             return
         y = outputs[0]
         d = self.norm(inputs[0].reshape(self.norm.d.shape))
@@ -130,6 +170,10 @@ class LayerNormalization(Execution):
         np.multiply(y, inputs[1], out=y)
         if len(inputs) > 2 and inputs[2] is not None:
             np.add(y, inputs[2], out=y)
+        self._stats(outputs)
+
+    def _stats(self, outputs):
+        """The optional outputs ``Mean`` and ``InvStdDev`` from the row statistics."""
         for k, stat in ((1, self.norm.mean), (2, self.norm.inv)):
             if len(outputs) > k and outputs[k] is not None:
                 np.copyto(outputs[k], stat.reshape(outputs[k].shape), casting="unsafe")

@@ -7,8 +7,9 @@ the cropped input at ``j - max(pads_begin[a], 0)``; outside the cropped extent `
 repeating the edge (period ``2*(D-1)``); ``wrap`` takes it modulo ``D``.
 
 Execution: one copy of the kept interior, then the borders. Constant mode fills each
-border slab once; the other modes copy border rows from rows already in the output,
-axis by axis (each later axis reads the earlier axes' completed borders).
+border slab once; the other modes gather each border slab (one ``np.take`` per side and
+axis) from rows already in the output, axis by axis (each later axis reads the earlier axes'
+completed borders).
 """
 
 from __future__ import annotations
@@ -64,9 +65,10 @@ class Pad(Execution):
         for a, (lo, hi) in enumerate(inner):
             srcs = source_index(np.arange(y.shape[a]) - lo, hi - lo, self.mode) + lo
             pre, tail = (slice(None),) * a, tuple(slice(*r) for r in inner[a + 1 :])
-            for j in [*range(lo), *range(hi, y.shape[a])]:
-                s = int(srcs[j])
-                self.copies.append((y[pre + (slice(j, j + 1),) + tail], y[pre + (slice(s, s + 1),) + tail]))
+            rows = y[pre + (slice(None),) + tail]  # the source rows lie inside [lo, hi): no overlap
+            for border in (slice(0, lo), slice(hi, y.shape[a])):
+                if border.stop > border.start:
+                    self.copies.append((rows, np.ascontiguousarray(srcs[border], np.intp), a, rows[pre + (border,)]))
 
     def on_execute(self, inputs, outputs):
         if self.empty:
@@ -78,5 +80,5 @@ class Pad(Execution):
             value = np.asarray(cv).reshape(-1)[0] if np.ndim(cv) else cv
             for s in self.slabs:
                 s.fill(value)
-        for dst, src in self.copies:
-            np.copyto(dst, src)
+        for rows, index, axis, border in self.copies:
+            np.take(rows, index, axis=axis, out=border, mode="clip")

@@ -4,6 +4,12 @@
 ``mnnpy.ops.common.window_output`` (pads, auto_pad, ceil_mode, dilations). A window is
 reduced tap by tap: each kernel tap is one strided slice of X against the outputs whose
 input position lies inside X (padding is never read), so no padded copy is made.
+
+float32 2-D MaxPool (without ``Indices``) and AveragePool run the compiled kernel of
+``mnnpy.backends.cpu.kernels.pool`` instead (one pass per output row), split by output rows
+over the backend's pool; the NumPy path remains for other dtypes and ranks, ``Indices``, and
+machines where numba cannot compile. GlobalAveragePool on float32 takes the compiled row means
+(``np.mean`` otherwise); both global pools are split by rows over the pool when large.
 """
 
 from __future__ import annotations
@@ -14,11 +20,13 @@ import math
 import numpy as np
 
 from mnnpy.backend import Execution
+from mnnpy.backends.cpu.kernels.pool import kernel as pool_kernel
+from mnnpy.backends.cpu.kernels.pool import rows_mean_kernel
 from mnnpy.backends.cpu.ops.windows import view_as
-from mnnpy.backends.cpu.parallel import parallel, split, workers
+from mnnpy.backends.cpu.parallel import PARALLEL_ELEMENTS, parallel, split, workers
 from mnnpy.backends.cpu.registry import cpu_execution
 from mnnpy.backends.cpu.scratch import charge_taps, scratch
-from mnnpy.ops.geometry import tap_slices
+from mnnpy.ops.geometry import tap_range, tap_slices
 
 
 def _lowest(dtype: np.dtype):
@@ -105,6 +113,25 @@ class Pool(Execution):
                 c = np.multiply.outer(c, cj)
             self.recip = (1.0 / np.maximum(c, 1)).astype(x.dtype)
         self.tasks = [lambda r=r: self._range(*r) for r in self.ranges]
+        if ind is None and nd == 2:
+            self.tasks = self._compiled(x3, y3, k, strides, dil, pads) or self.tasks
+
+    def _compiled(self, x3, y3, k, strides, dil, pads):
+        """The compiled kernel's tasks where it applies (float32, contiguous), else ``None``."""
+        if any(a.dtype != np.float32 or not a.flags.c_contiguous for a in (x3, y3)):
+            return None
+        window = pool_kernel()
+        if window is None:
+            return None
+        (w, wo), avg = (x3.shape[2], y3.shape[2]), not self.is_max
+        cols = np.zeros((k[1], 2), np.int64)
+        for kx in range(k[1]):
+            lo, hi, _ = tap_range(w, wo, kx * dil[1] - pads[1], strides[1])
+            cols[kx] = lo, max(lo, hi)
+        recip = self.recip if avg else np.ones((1, 1), np.float32)
+        args = (recip, cols, *k, *strides, *dil, pads[0], pads[1], int(avg))
+        parts = self.backend.num_threads if y3.size * k[0] * k[1] >= PARALLEL_ELEMENTS else 1
+        return [lambda r=r: window(x3, y3, *args, *r) for r in split(y3.shape[0] * y3.shape[1], parts)]
 
     def _range(self, y, pairs, ind, base):
         reduce = np.maximum if self.is_max else np.add
@@ -132,6 +159,9 @@ class Pool(Execution):
             parallel(self.backend, self.tasks)
 
 
+GLOBAL_PARALLEL = 1 << 20  # inputs of a global pool split over the pool (measured: not below)
+
+
 @cpu_execution("GlobalAveragePool", "GlobalMaxPool")
 class GlobalPool(Execution):
     """``Y[n, c, 1, ...] = mean (or max) of X[n, c, ...]``, ``X: (N, C, *S) -> Y: (N, C, 1, ...)``."""
@@ -141,8 +171,15 @@ class GlobalPool(Execution):
         nc = x.shape[0] * x.shape[1]
         self.x2 = view_as(x, (nc, -1)) if x.size else None
         self.y1 = view_as(y, (nc,))
-        self.reduce = np.mean if self.op.type == "GlobalAveragePool" else np.max
+        parts = self.backend.num_threads if x.size >= GLOBAL_PARALLEL else 1
+        mean = self.op.type == "GlobalAveragePool"
+        rows = rows_mean_kernel() if mean and x.dtype == y.dtype == np.float32 and x.flags.c_contiguous else None
+        if rows is not None:
+            self.tasks = [lambda r=r: rows(self.x2, self.y1, *r) for r in split(nc, parts)]
+            return
+        reduce = np.mean if mean else np.max
+        self.tasks = [lambda r=r: reduce(self.x2[r[0] : r[1]], axis=1, out=self.y1[r[0] : r[1]]) for r in split(nc, parts)]
 
     def on_execute(self, inputs, outputs):
         if self.x2 is not None and self.y1.size:
-            self.reduce(self.x2, axis=1, out=self.y1)
+            parallel(self.backend, self.tasks)

@@ -15,6 +15,11 @@ precomputed flat indices (integer up-sampling with floor rounding becomes a broa
 copy). ``linear`` (2 taps) and ``cubic`` (4 taps, ``cubic_coeff_a``, ``exclude_outside``)
 are separable: one 1-D pass per axis with precomputed index/weight arrays; input
 indices are clamped to the edge.
+
+float32 resizes of the last two axes (no extrapolated positions) run the compiled kernels of
+``mnnpy.backends.cpu.kernels.resize`` instead, split by output rows over the backend's pool;
+the NumPy paths remain for other dtypes, other axes, ``tf_crop_and_resize`` positions
+outside the input, and machines where numba cannot compile.
 """
 
 from __future__ import annotations
@@ -24,7 +29,9 @@ import math
 import numpy as np
 
 from mnnpy.backend import Execution
+from mnnpy.backends.cpu.kernels.resize import kernels as resize_kernels
 from mnnpy.backends.cpu.ops.windows import view_as
+from mnnpy.backends.cpu.parallel import PARALLEL_ELEMENTS, parallel, split
 from mnnpy.backends.cpu.registry import cpu_execution
 from mnnpy.backends.cpu.scratch import scratch
 from mnnpy.ops.geometry import interp_taps, nearest_index
@@ -49,12 +56,67 @@ class Resize(Execution):
             maps[ax] = (c, outside if outside is not None and outside.any() else None)
         if not maps:
             self.run = lambda: np.copyto(y, x)
+        elif self._compiled(x, y, maps, mode, a):
+            pass
         elif mode == "nearest":
             self._setup_nearest(x, y, maps, a["nearest_mode"])
         elif x.dtype.kind == "f":
             self._setup_separable(x, y, maps, mode, a["cubic_coeff_a"], a["exclude_outside"])
         else:
             self._setup_integer(x, y, maps, mode, a)
+
+    def _compiled(self, x, y, maps, mode, a) -> bool:
+        """Set up the compiled kernels where they apply (float32, contiguous, only the last two
+        axes resized, no extrapolated positions); whether they did."""
+        last = {x.ndim - 2, x.ndim - 1}
+        if x.dtype != np.float32 or y.dtype != np.float32 or x.ndim < 2 or not set(maps) <= last:
+            return False
+        if any(m is not None for _, m in maps.values()) or not (x.flags.c_contiguous and y.flags.c_contiguous):
+            return False
+        ks = resize_kernels()
+        if ks is None:
+            return False
+        h, w, ho, wo = *x.shape[-2:], *y.shape[-2:]
+        x3, y3 = view_as(x, (-1, h, w)), view_as(y, (-1, ho, wo))
+        ay, ax = x.ndim - 2, x.ndim - 1
+        if mode == "nearest":
+            iy, ix = (
+                nearest_index(maps[k][0], a["nearest_mode"], x.shape[k]) if k in maps else np.arange(x.shape[k]) for k in (ay, ax)
+            )
+            fx = wo // w if wo % w == 0 and np.array_equal(ix, np.arange(wo) // (wo // w)) else 0
+            self.tables = (np.ascontiguousarray(iy, np.int64), np.ascontiguousarray(ix, np.int64), fx)
+            kernel = ks[0]
+            self.nearest = (ks[2], x3)
+        else:
+            taps = []
+            for k in (ay, ax):
+                if k in maps:
+                    idx, wt = interp_taps(maps[k][0], mode, x.shape[k], a["cubic_coeff_a"], a["exclude_outside"])
+                else:
+                    idx, wt = np.arange(x.shape[k])[None, :], np.ones((1, x.shape[k]))
+                taps += [np.ascontiguousarray(idx, np.int64), np.ascontiguousarray(wt, np.float32)]
+            self.tables = tuple(taps)
+            kernel = ks[1]
+        parts = self.backend.num_threads if y.size >= PARALLEL_ELEMENTS else 1
+        tasks = [lambda r=r: kernel(x3, y3, *self.tables, *r) for r in split(y3.shape[0] * ho, parts)]
+        self.run = lambda: parallel(self.backend, tasks)
+        return True
+
+    def fuse_add(self, z, y) -> bool:
+        """Write ``z + Resize(X)`` into ``y`` (``z`` like ``y``, the other input of an ``Add``
+        reading only this op's output), in the compiled nearest pass; ``False`` (nothing
+        changed) where that pass is not used."""
+        if getattr(self, "nearest", None) is None or self.empty:
+            return False
+        if any(a.dtype != np.float32 or not a.flags.c_contiguous or a.shape != y.shape for a in (z, y)):
+            return False
+        kernel, x3 = self.nearest
+        ho, wo = y.shape[-2:]
+        z3, y3 = view_as(z, (-1, ho, wo)), view_as(y, (-1, ho, wo))
+        parts = self.backend.num_threads if y.size >= PARALLEL_ELEMENTS else 1
+        tasks = [lambda r=r: kernel(x3, z3, y3, *self.tables, *r) for r in split(y3.shape[0] * ho, parts)]
+        self.run = lambda: parallel(self.backend, tasks)
+        return True
 
     def _setup_integer(self, x, y, maps, mode, a):
         """Integer data, linear/cubic: interpolated in float32 and truncated toward zero into
