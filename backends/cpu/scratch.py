@@ -109,7 +109,8 @@ class SharedBuffer:
         if self.buf.nbytes < nbytes:
             self.buf, self.touched = _reserve(nbytes), 0
         if self.touched < nbytes:
-            limits.charge(nbytes - self.touched, f"a CPU scratch buffer for the temporaries Executions share ({nbytes} bytes in all)")
+            what = f"a CPU scratch buffer for the temporaries Executions share ({nbytes} bytes in all)"
+            limits.charge(nbytes - self.touched, what)
             self.buf[self.touched : nbytes].fill(0)
             self.touched = nbytes
         return self.buf
