@@ -9,9 +9,9 @@ where positions outside ``x`` read zero (ONNX Conv with ``group == C == M``). Pe
 plane: the zero-padded input is copied into ``sh*sw`` phase planes (phase ``(a, e)`` holds
 ``X_pad[a::sh, e::sw]`` on a ``(Hq, Wq)`` grid), so that every kernel tap, for every stride
 and dilation, reads one contiguous slice shifted by ``(ky*dh // sh)*Wq + kx*dw // sw``;
-the sums are formed on the wide ``(Ho, Wq)`` grid, starting at the bias (long contiguous
-loops that vectorise, also for small maps), and cropped to ``Wo`` columns through the
-activation into ``y``. Callers split the ``N*C`` planes over their threads (numba's own
+the sums are formed on the wide ``(Ho, Wq)`` grid, starting at the bias, up to eight taps
+per pass (long contiguous loops that vectorise, also for small maps), and cropped to ``Wo``
+columns into ``y``, then the activation runs over the plane. Callers split the ``N*C`` planes over their threads (numba's own
 threads, ``parallel=True``, measured worse: their OpenMP workers spin after each launch and
 slowed the BLAS product after it, MobileNetV2 53.7 ms against 14.5 with NumPy).
 
@@ -101,11 +101,32 @@ def _planes(x, w, b, y, lo, hi, sh, sw, dh, dw, pt, pl, act, a0, a1):  # pragma:
         bias = b[c]
         for j in range(span):
             acc[j] = bias
-        for t in range(kk):
-            s0 = u(toff[t])
-            wv = wf[c * kk + t]
+        # taps eight, then four at a time: one load and store of acc per eight products (the
+        # single-tap loop was bound by its three memory accesses per product; measured on the
+        # 30 depthwise layers of MobileNetV2, PP-OCR rec and cls, det's first: 5.44 ms one tap
+        # per pass, 3.93 four, 3.52 eight; 5x5 kernels up to twice as fast)
+        t, w0 = 0, c * kk
+        while t + 8 <= kk:
+            s0, s1, s2, s3 = u(toff[t]), u(toff[t + 1]), u(toff[t + 2]), u(toff[t + 3])
+            s4, s5, s6, s7 = u(toff[t + 4]), u(toff[t + 5]), u(toff[t + 6]), u(toff[t + 7])
+            v0, v1, v2, v3 = wf[w0 + t], wf[w0 + t + 1], wf[w0 + t + 2], wf[w0 + t + 3]
+            v4, v5, v6, v7 = wf[w0 + t + 4], wf[w0 + t + 5], wf[w0 + t + 6], wf[w0 + t + 7]
             for j in range(span):
-                acc[j] += wv * buf[s0 + u(j)]
+                acc[j] += (v0 * buf[s0 + u(j)] + v1 * buf[s1 + u(j)] + v2 * buf[s2 + u(j)] + v3 * buf[s3 + u(j)]) + (
+                    v4 * buf[s4 + u(j)] + v5 * buf[s5 + u(j)] + v6 * buf[s6 + u(j)] + v7 * buf[s7 + u(j)]
+                )
+            t += 8
+        while t + 4 <= kk:
+            s0, s1, s2, s3 = u(toff[t]), u(toff[t + 1]), u(toff[t + 2]), u(toff[t + 3])
+            v0, v1, v2, v3 = wf[w0 + t], wf[w0 + t + 1], wf[w0 + t + 2], wf[w0 + t + 3]
+            for j in range(span):
+                acc[j] += v0 * buf[s0 + u(j)] + v1 * buf[s1 + u(j)] + v2 * buf[s2 + u(j)] + v3 * buf[s3 + u(j)]
+            t += 4
+        while t < kk:
+            s0, v0 = u(toff[t]), wf[w0 + t]
+            for j in range(span):
+                acc[j] += v0 * buf[s0 + u(j)]
+            t += 1
         for oy in range(ho):
             src, dst = u(oy * wq), u((nc * ho + oy) * wo)
             for ox in range(wo):
