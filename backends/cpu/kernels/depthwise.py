@@ -143,15 +143,17 @@ def _planes(x, w, b, y, lo, hi, sh, sw, dh, dw, pt, pl, act, a0, a1):  # pragma:
             for j in range(span):
                 acc[j] += v0 * buf[s0 + u(j)] + v1 * buf[s1 + u(j)] + v2 * buf[s2 + u(j)] + v3 * buf[s3 + u(j)]
             t += 4
-        while t < kk:
+        while t < kk - 1:
             s0, v0 = u(toff[t]), wf[w0 + t]
             for j in range(span):
                 acc[j] += v0 * buf[s0 + u(j)]
             t += 1
+        # the last tap (3x3, 5x5 and 7x7 kernels leave one) is added in the crop
+        s0, v0 = (u(toff[t]), wf[w0 + t]) if t < kk else (u(0), np.float32(0.0))
         for oy in range(ho):
             src, dst = u(oy * wq), u((nc * ho + oy) * wo)
             for ox in range(wo):
-                yf[dst + u(ox)] = acc[src + u(ox)]
+                yf[dst + u(ox)] = acc[src + u(ox)] + v0 * buf[s0 + src + u(ox)]
         if act != 0:  # the plane is still in cache
             _span_jit(yf, nc * ho * wo, ho * wo, np.float32(0.0), act, a0, a1)  # noqa: F821
 
