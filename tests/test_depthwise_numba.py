@@ -1,7 +1,7 @@
 """The compiled (numba) depthwise Conv kernel of the CPU backend against onnxruntime
 (``ACCUMULATE``): strides 1/2, dilations 1/2, asymmetric pads, kernels 3/5/7, odd sizes,
-with and without bias, with no / Relu / Relu6 (Clip) / LeakyRelu fused and an activation the
-kernel leaves to NumPy (Sigmoid); that the Conv picks it; its cache folder; and the NumPy
+with and without bias, with no / Relu / Relu6 (Clip) / LeakyRelu / HardSigmoid / HardSwish
+fused and an activation the kernel leaves to NumPy (Sigmoid); that the Conv picks it; its cache folder; and the NumPy
 fallback, with a warning, where numba cannot compile."""
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ ACTS = {
     "relu": (("Relu", {}, ()),),
     "relu6": (("Clip", {}, (0.0, 6.0)),),
     "leaky": (("LeakyRelu", {"alpha": 0.1}, ()),),
+    "hardsigmoid": (("HardSigmoid", {"alpha": 0.25, "beta": 0.4}, ()),),
+    "hardswish": (("HardSwish", {}, ()),),
     "sigmoid": (("Sigmoid", {}, ()),),
 }
 
@@ -69,6 +71,20 @@ def test_conv_picks_the_compiled_kernel(monkeypatch):
     model, feeds = _model((1, 8, 12, 12), 3, {"pads": [1, 1, 1, 1]}, True, "relu6", seed=1)
     check(model, feeds, **ACCUMULATE)
     assert len(picked) == 1 and picked[0].fused_activation and picked[0].code == dw_kernel.ACT["Clip"]
+
+
+def test_hard_swish_is_fused(monkeypatch):
+    picked = []
+    real = dw_ops._DepthwiseNumba.__init__
+
+    def spy(self, *a, **kw):
+        picked.append(self)
+        real(self, *a, **kw)
+
+    monkeypatch.setattr(dw_ops._DepthwiseNumba, "__init__", spy)
+    model, feeds = _model((1, 16, 7, 7), 3, {"pads": [1, 1, 1, 1]}, True, "hardswish", seed=6)
+    check(model, feeds, **ACCUMULATE)
+    assert len(picked) == 1 and picked[0].fused_activation and picked[0].code == dw_kernel.ACT["HardSwish"]
 
 
 def test_nan_passes_through_fused_relu():

@@ -7,7 +7,9 @@
 then the fused activation (``activation``/``activation_params``) in place. The kernel is
 chosen at resize:
 
-* pointwise (1x1, stride 1, no pads): one matmul ``W (G, M/G, C/G) @ X (N, G, C/G, HW)``;
+* pointwise (1x1, stride 1, no pads): ``pointwise.py``: one matmul
+  ``W (G, M/G, C/G) @ X (N, G, C/G, HW)`` per thread's block, bias and activation by the
+  compiled epilogue on that block;
 * depthwise (2-D, ``G == C == M``): ``depthwise.py``: float32 by the compiled (numba) kernel
   with bias and activation in its pass, else a NumPy sum over kernel taps;
 * kn2row (2-D, stride 1, ``M <= C/2``): one GEMM for every tap, shifted sums of its rows;
@@ -32,6 +34,7 @@ from mnnpy.backend import Execution
 from mnnpy.backends.cpu.blas import MatMul
 from mnnpy.backends.cpu.ops.activation import bias_activation
 from mnnpy.backends.cpu.ops.depthwise import SHORT_MAPS, _Depthwise, _DepthwiseNumba, _DepthwiseRows
+from mnnpy.backends.cpu.ops.pointwise import _Pointwise
 from mnnpy.backends.cpu.ops.windows import box_complement, view_as
 from mnnpy.backends.cpu.parallel import parallel, workers
 from mnnpy.backends.cpu.registry import cpu_execution
@@ -40,28 +43,6 @@ from mnnpy.ops.geometry import tap_slices
 
 MAX_TAP_LOOP = 256  # kernel taps up to which a kernel may loop over taps in Python (16x16)
 CHUNK_BYTES = 1 << 25  # bytes of _Windowed's column buffer, unless one output row needs more
-
-
-class _Pointwise:
-    """1x1, stride 1, no pads: ``Y (N, G, M/G, HW) = W (G, M/G, C/G) @ X (N, G, C/G, HW)``."""
-
-    fused_bias = False
-
-    def __init__(self, exe, x, w, y, g):
-        n, c, m = x.shape[0], x.shape[1], w.shape[0]
-        hw = math.prod(x.shape[2:])
-        if n == 1 and g == 1:
-            self.w, self.x, self.y = view_as(w, (m, c)), view_as(x, (c, hw)), view_as(y, (m, hw))
-        else:
-            self.w = view_as(w, (g, m // g, c // g))
-            self.x, self.y = view_as(x, (n, g, c // g, hw)), view_as(y, (n, g, m // g, hw))
-        self.mm = MatMul(exe.backend, self.w, self.x, self.y)
-
-    def prepare(self, w, b):
-        pass  # self.w is a view of the weight tensor (constant or the same arena view every run)
-
-    def run(self, exe):
-        self.mm()
 
 
 class _Im2col:
@@ -266,7 +247,8 @@ class Conv(Execution):
         self.act = (act, tuple(self.attrs["activation_params"]))
         self.y2 = view_as(y, (n, m, -1))
         self.bias = None if b is None or self.kernel.fused_bias else view_as(b, (m, 1))
-        self.scratch = self.ws.like(self.y2) if act == "HardSwish" else None
+        fused = getattr(self.kernel, "fused_activation", False) or isinstance(self.kernel, _Depthwise)
+        self.scratch = self.ws.like(self.y2) if act == "HardSwish" and not fused else None
         self.kernel.prepare(w, b)
 
     def on_execute(self, inputs, outputs):

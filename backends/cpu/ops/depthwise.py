@@ -168,7 +168,8 @@ class _Depthwise:
 
 class _DepthwiseNumba:
     """2-D float32 depthwise Conv by the compiled kernel (``mnnpy.backends.cpu.kernels.depthwise``):
-    taps, bias and the fused activation (none, Relu, Clip, LeakyRelu) in one pass over
+    taps, bias and the fused activation (none, Relu, Clip, LeakyRelu, HardSigmoid, HardSwish:
+    ``kernels/epilogue.py``) in one pass over
     ``Y: (N, C, Ho, Wo)``, any stride, dilation and padding; other activations are applied by
     ``Conv`` afterwards. Split by channel plane over the backend's pool (``num_threads``) when
     the output has at least ``DEPTHWISE_PARALLEL_MIN`` elements (the kernel releases the GIL)."""
