@@ -1,0 +1,127 @@
+"""Winograd Conv for the CPU Conv execution (``conv.py``): float32 2-D 3x3, stride 1,
+dilation 1, group 1, any padding; the kernels and the algorithm are in
+``mnnpy.backends.cpu.kernels.winograd`` (Lavin and Gray, 2016).
+
+Which convolutions take it, and with which tile (``choose``), follows measurements on the
+2-core reference machine (AMD EPYC Zen 4, OpenBLAS sgemm; per layer, both cores, against
+the im2col product it replaces):
+
+* output maps of at least ``MIN_SIDE`` on both sides and at least ``MIN_CHANNELS`` input
+  and output channels: below, the transformed weights (``a*a/9`` times the weights: 4x for
+  F(4x4, 3x3)) and the thin ``(C, T)`` products cost more than the saved multiplications
+  (ResNet-18's 512-channel 7x7 layers: F(2x2) 1.6 ms, F(4x4) 3.5 ms, im2col 1.6 ms on one
+  core);
+* F(4x4, 3x3) (36 products) from ``F4_MIN_SIDE``, F(2x2, 3x3) (16 products) below it: on
+  14x14 maps a 4x4 tile wastes an eighth of the products on the crop, and F(2x2) measured
+  as fast; F(2x2) also has the smaller rounding error.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from mnnpy.backends.cpu.kernels.depthwise import ACT
+from mnnpy.backends.cpu.kernels.winograd import kernels as winograd_kernels
+from mnnpy.backends.cpu.kernels.winograd import weights as winograd_weights
+from mnnpy.backends.cpu.parallel import parallel, split
+from mnnpy.backends.cpu.scratch import scratch
+
+MIN_SIDE = 10  # output maps from this side (both axes) take Winograd
+F4_MIN_SIDE = 16  # ... and F(4x4, 3x3) from this side, F(2x2, 3x3) below
+MIN_CHANNELS = 8  # input and output channels from which Winograd pays
+BAND_BYTES = 1 << 22  # bytes of one band's transformed input V, at least one tile row
+SPLIT_CHANNELS = None  # None: split by channels where M > tiles an image (see _Winograd); True/False force it
+
+
+def choose(x, w, strides, dil, group, out) -> int:
+    """The output tile side ``m`` (4 or 2) of the Winograd kernel for this Conv, or 0 where it
+    is not taken (see the module doc); ``x: (N, C, H, W)``, ``w: (M, C, KH, KW)``."""
+    if x.ndim != 4 or group != 1 or tuple(w.shape[2:]) != (3, 3) or any(s != 1 for s in strides) or any(d != 1 for d in dil):
+        return 0
+    if x.dtype != np.float32 or w.dtype != np.float32 or not x.flags.c_contiguous:
+        return 0
+    if min(out) < MIN_SIDE or min(x.shape[1], w.shape[0]) < MIN_CHANNELS:
+        return 0
+    if winograd_kernels() is None:
+        return 0
+    return 4 if min(out) >= F4_MIN_SIDE else 2
+
+
+class _Winograd:
+    """F(m x m, 3 x 3) Winograd Conv ``X: (N, C, H, W) -> Y: (N, M, Ho, Wo)`` float32 with
+    bias and the fused activation (none, Relu, Clip, LeakyRelu; others by ``Conv`` after).
+
+    The ``N * ceil(Ho/m)`` tile rows are cut into bands of at most ``BAND_BYTES`` of
+    transformed input, and the bands shared out among the backend's threads; each thread
+    has its own ``V: (a*a, C, T)`` and ``P: (a*a, M, T)`` and runs, band after band, the
+    input transform, the ``a*a`` products ``P[k] = U[k] @ V[k]`` (one batched ``np.matmul``)
+    and the output transform into ``Y``, so a band's buffers stay in cache.
+    """
+
+    fused_bias = True
+
+    def __init__(self, exe, x, w, y, bias, out, pads, m):
+        n, c, mo = x.shape[0], x.shape[1], w.shape[0]
+        a2 = (m + 2) ** 2
+        th, tw = -(-out[0] // m), -(-out[1] // m)
+        threads = exe.backend.num_threads
+        self.m, self.u = m, scratch((a2, mo, c), np.float32)
+        self.b = scratch((mo,), np.float32)
+        act = exe.attrs["activation"] or ""
+        params = tuple(exe.attrs["activation_params"]) + (0.0, 0.0)
+        code = ACT.get(act, 0)
+        self.fused_activation = act in ACT
+        a0, a1 = (np.float32(params[0]), np.float32(params[1])) if code else (np.float32(0), np.float32(0))
+        inp, outp = winograd_kernels()
+        self.phases = []  # lists of tasks, run one list after the other
+        if SPLIT_CHANNELS if SPLIT_CHANNELS is not None else mo > th * tw:
+            # the weights outweigh the tiles: per image, the input transform split by input
+            # channels, then products and output transform split by output channels
+            v, p = exe.ws.take((a2, c, th * tw), np.float32), exe.ws.take((a2, mo, th * tw), np.float32)
+            for i in range(n):
+                self.phases.append([functools.partial(inp, x, v, i, c0, c1, 0, th, tw, pads[0], pads[1], m) for c0, c1 in split(c, threads)])
+                self.phases.append(
+                    [
+                        functools.partial(
+                            _run_all,
+                            [
+                                functools.partial(np.matmul, self.u[:, m0:m1], v, out=p[:, m0:m1]),
+                                functools.partial(outp, p, y, self.b, i, m0, m1, 0, th, tw, m, code, a0, a1),
+                            ],
+                        )
+                        for m0, m1 in split(mo, threads)
+                    ]
+                )
+            return
+        rows = max(1, min(th, BAND_BYTES // (a2 * c * tw * 4), -(-n * th // threads)))
+        bands = [(i, r, min(th, r + rows)) for i in range(n) for r in range(0, th, rows)]
+        tasks = []
+        for lo, hi in split(len(bands), threads):
+            cap = rows * tw
+            v, p = exe.ws.take((a2, c, cap), np.float32), exe.ws.take((a2, mo, cap), np.float32)
+            steps = []
+            for i, t0, t1 in bands[lo:hi]:
+                nt = (t1 - t0) * tw
+                steps.append(functools.partial(inp, x, v, i, 0, c, t0, t1, tw, pads[0], pads[1], m))
+                steps.append(functools.partial(np.matmul, self.u, v[:, :, :nt], out=p[:, :, :nt]))
+                steps.append(functools.partial(outp, p, y, self.b, i, 0, mo, t0, t1, tw, m, code, a0, a1))
+            tasks.append(functools.partial(_run_all, steps))
+        self.phases.append(tasks)
+
+    def prepare(self, w, b):
+        np.copyto(self.u, winograd_weights(np.asarray(w), self.m))
+        if b is not None:
+            np.copyto(self.b, b)
+        else:
+            self.b.fill(0)
+
+    def run(self, exe):
+        for tasks in self.phases:
+            parallel(exe.backend, tasks)
+
+
+def _run_all(steps):
+    for s in steps:
+        s()
