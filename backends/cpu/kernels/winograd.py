@@ -41,7 +41,14 @@ _BT4 = [
     [0, 2, -1, -2, 1, 0],
     [0, 4, 0, -5, 0, 1],
 ]
-_G4 = [[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6], [1 / 24, 1 / 12, 1 / 6], [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]]
+_G4 = [
+    [1 / 4, 0, 0],
+    [-1 / 6, -1 / 6, -1 / 6],
+    [-1 / 6, 1 / 6, -1 / 6],
+    [1 / 24, 1 / 12, 1 / 6],
+    [1 / 24, -1 / 12, 1 / 6],
+    [0, 0, 1],
+]
 _AT4 = [[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]]
 # F(2x2, 3x3): points 0, 1, -1, infinity
 _BT2 = [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]]
@@ -60,8 +67,8 @@ def weights(w: np.ndarray, m: int) -> np.ndarray:
     """``U: (a*a, M, C) float32``, ``U[i*a + j] = (G w G^T)[i, j]`` for ``w: (M, C, 3, 3)``,
     computed in float64."""
     g = matrices(m)[1]
-    u = np.einsum("ia,mcab,jb->ijmc", g, w.astype(np.float64), g)
-    return np.ascontiguousarray(u.reshape(-1, w.shape[0], w.shape[1]), dtype=np.float32)
+    u = g @ w.astype(np.float64) @ g.T  # (M, C, a, a)
+    return np.ascontiguousarray(u.transpose(2, 3, 0, 1).reshape(-1, w.shape[0], w.shape[1]), dtype=np.float32)
 
 
 Z = np.float32(0)
@@ -192,7 +199,12 @@ def _output_tiles(p, y, b, n, m0, m1, ty0, ty1, tw, m, act, a0, a1):  # pragma: 
                 for t in range(nt):
                     e = src + u(t)
                     p0, p1, p2, p3, p4, p5 = (
-                        pf[e], pf[e + u(6) * step], pf[e + u(12) * step], pf[e + u(18) * step], pf[e + u(24) * step], pf[e + u(30) * step]
+                        pf[e],
+                        pf[e + u(6) * step],
+                        pf[e + u(12) * step],
+                        pf[e + u(18) * step],
+                        pf[e + u(24) * step],
+                        pf[e + u(30) * step],
                     )
                     f = d + u(t)
                     s[f] = p0 + p1 + p2 + p3 + p4

@@ -81,7 +81,9 @@ class _Winograd:
             # channels, then products and output transform split by output channels
             v, p = exe.ws.take((a2, c, th * tw), np.float32), exe.ws.take((a2, mo, th * tw), np.float32)
             for i in range(n):
-                self.phases.append([functools.partial(inp, x, v, i, c0, c1, 0, th, tw, pads[0], pads[1], m) for c0, c1 in split(c, threads)])
+                self.phases.append(
+                    [functools.partial(inp, x, v, i, c0, c1, 0, th, tw, pads[0], pads[1], m) for c0, c1 in split(c, threads)]
+                )
                 self.phases.append(
                     [
                         functools.partial(
