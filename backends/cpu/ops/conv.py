@@ -265,7 +265,7 @@ class Conv(Execution):
             self.kernel = _DepthwiseRows(self, x, w, y, b, out, strides, dil, pads)
         elif x.ndim == 4 and g == c == m:
             self.kernel = _Depthwise(self, x, w, y, b, out, strides, dil, pads)
-        elif tile := winograd_tile(x, w, strides, dil, g, out):
+        elif tile := winograd_tile(x, w, y, strides, dil, g):
             self.kernel = _Winograd(self, x, w, y, b, out, pads, tile)
         elif x.ndim == 4 and g == 1 and all(s == 1 for s in strides) and 2 * m <= c and w.shape[2] * w.shape[3] > 1:
             self.kernel = _Kn2row(self, x, w, y, b, out, strides, dil, pads)

@@ -35,13 +35,15 @@ BAND_BYTES = 1 << 22  # bytes of one band's transformed input V, at least one ti
 SPLIT_CHANNELS = None  # None: split by channels where M > tiles an image (see _Winograd); True/False force it
 
 
-def choose(x, w, strides, dil, group, out) -> int:
+def choose(x, w, y, strides, dil, group) -> int:
     """The output tile side ``m`` (4 or 2) of the Winograd kernel for this Conv, or 0 where it
-    is not taken (see the module doc); ``x: (N, C, H, W)``, ``w: (M, C, KH, KW)``."""
+    is not taken (see the module doc); ``x: (N, C, H, W)``, ``w: (M, C, KH, KW)``,
+    ``y: (N, M, Ho, Wo)``."""
     if x.ndim != 4 or group != 1 or tuple(w.shape[2:]) != (3, 3) or any(s != 1 for s in strides) or any(d != 1 for d in dil):
         return 0
-    if x.dtype != np.float32 or w.dtype != np.float32 or not x.flags.c_contiguous:
+    if any(a.dtype != np.float32 for a in (x, w, y)) or not (x.flags.c_contiguous and y.flags.c_contiguous):
         return 0
+    out = y.shape[2:]
     if min(out) < MIN_SIDE or min(x.shape[1], w.shape[0]) < MIN_CHANNELS:
         return 0
     if winograd_kernels() is None:
