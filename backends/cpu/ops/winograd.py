@@ -2,18 +2,35 @@
 dilation 1, group 1, any padding; the kernels and the algorithm are in
 ``mnnpy.backends.cpu.kernels.winograd`` (Lavin and Gray, 2016).
 
-Which convolutions take it, and with which tile (``choose``), follows measurements on the
-2-core reference machine (AMD EPYC Zen 4, OpenBLAS sgemm; per layer, both cores, against
-the im2col product it replaces):
+Which convolutions take it, and how the work is cut, follows measurements on the 2-core
+reference machine (AMD EPYC Zen 4, OpenBLAS sgemm, machine shared, so medians of runs
+alternated in one process; whole Conv with bias and Relu on 2 threads, ms):
+
+===================  =============  ==========  ==========  ==========  ==========
+layer                before         F(2x2)      F(2x2)      F(4x4)      F(4x4)
+                                    by channel  by band     by channel  by band
+===================  =============  ==========  ==========  ==========  ==========
+64->64, 56x56        2.23 im2col    1.44        1.33        0.94        0.96
+128->128, 28x28      1.88 im2col    1.14        1.11        0.99        0.96
+256->256, 14x14      1.82 im2col    1.30        1.62        1.30        1.61
+512->512, 7x7        2.42 im2col    2.16        3.76        2.43        3.68
+96->24, 160x160      9.28 kn2row    11.7        7.07        7.78        6.27
+96->24, 80x80        2.41 kn2row    2.88        1.87        1.65        1.50
+===================  =============  ==========  ==========  ==========  ==========
 
 * output maps of at least ``MIN_SIDE`` on both sides and at least ``MIN_CHANNELS`` input
-  and output channels: below, the transformed weights (``a*a/9`` times the weights: 4x for
-  F(4x4, 3x3)) and the thin ``(C, T)`` products cost more than the saved multiplications
-  (ResNet-18's 512-channel 7x7 layers: F(2x2) 1.6 ms, F(4x4) 3.5 ms, im2col 1.6 ms on one
-  core);
+  and output channels: on 7x7 maps the gain is within the noise while the transformed
+  weights take ``a*a/9`` times the weights' memory (16.8 MB for a 512x512 layer with F(2x2));
 * F(4x4, 3x3) (36 products) from ``F4_MIN_SIDE``, F(2x2, 3x3) (16 products) below it: on
-  14x14 maps a 4x4 tile wastes an eighth of the products on the crop, and F(2x2) measured
-  as fast; F(2x2) also has the smaller rounding error.
+  14x14 maps a 4x4 tile wastes an eighth of the products on the crop and the two measured
+  the same; F(2x2) also has the smaller rounding error;
+* split by channels where the weights outweigh the tiles (``M > T``, see ``_Winograd``),
+  else by bands of tile rows of at most ``BAND_BYTES`` of transformed input (4 MiB measured
+  best of 0.25/1/4/16 MiB on the 160x160 layer: 5.5 ms against 6.0-6.6).
+
+Single-core split of one 64->64 56x56 layer, F(4x4): input transform 0.12-0.16 ms, the 36
+products 0.26-0.29 ms, output transform 0.08-0.10 ms, against 1.2-1.3 ms for the im2col
+product alone.
 """
 
 from __future__ import annotations
@@ -54,12 +71,18 @@ def choose(x, w, y, strides, dil, group) -> int:
 class _Winograd:
     """F(m x m, 3 x 3) Winograd Conv ``X: (N, C, H, W) -> Y: (N, M, Ho, Wo)`` float32 with
     bias and the fused activation (none, Relu, Clip, LeakyRelu; others by ``Conv`` after).
+    ``U: (a*a, M, C)`` is made from the weights at ``prepare``. Two ways to cut the work
+    over the backend's threads:
 
-    The ``N * ceil(Ho/m)`` tile rows are cut into bands of at most ``BAND_BYTES`` of
-    transformed input, and the bands shared out among the backend's threads; each thread
-    has its own ``V: (a*a, C, T)`` and ``P: (a*a, M, T)`` and runs, band after band, the
-    input transform, the ``a*a`` products ``P[k] = U[k] @ V[k]`` (one batched ``np.matmul``)
-    and the output transform into ``Y``, so a band's buffers stay in cache.
+    * by bands (``M`` at most the tiles of an image, ``T``): the ``N * ceil(Ho/m)`` tile rows
+      are cut into bands of at most ``BAND_BYTES`` of transformed input, dealt out among the
+      threads; each thread has its own ``V: (a*a, C, T_band)`` and ``P: (a*a, M, T_band)``
+      and runs, band after band, the input transform, the ``a*a`` products
+      ``P[k] = U[k] @ V[k]`` (one batched ``np.matmul``) and the output transform into ``Y``;
+    * by channels (``M > T``: small maps, many channels, where reading ``U`` dominates): per
+      image, the input transform of all tiles split by input channels, then the products
+      and the output transform split by output channels, so each thread reads only its rows
+      of ``U``.
     """
 
     fused_bias = True
