@@ -11,10 +11,11 @@ import functools
 
 import numpy as np
 
+from mnnpy.backends.cpu.blas import MIN_FLOPS
 from mnnpy.backends.cpu.kernels.depthwise import ACT
 from mnnpy.backends.cpu.kernels.im2col import kernels as im2col_kernels
 from mnnpy.backends.cpu.ops.windows import view_as
-from mnnpy.backends.cpu.parallel import parallel, split
+from mnnpy.backends.cpu.parallel import parallel, split, workers
 from mnnpy.backends.cpu.scratch import scratch
 
 CHUNK_BYTES = 1 << 20  # bytes of one block of columns (at least one output row)
@@ -36,8 +37,9 @@ class _Im2colNumba:
     Output rows are cut into blocks of at most ``CHUNK_BYTES`` of columns; with at least
     one block per thread each thread fills, multiplies and finishes its own blocks (its own
     column buffer). Otherwise (small maps, many channels: all outputs fit one block) the
-    image's whole column buffer is filled split by channels, then the products and the
-    epilogue are split by output channels.
+    image's whole column buffer is filled (split by channels when it has at least
+    ``parallel.PARALLEL_MIN`` elements), then the products and the epilogue are split by
+    output channels (from ``blas.MIN_FLOPS``).
     """
 
     fused_bias = True
@@ -89,11 +91,12 @@ class _Im2colNumba:
             fills = [
                 functools.partial(fill, x, col[gi, c0 * kk :], i, gi * cg + c0, gi * cg + c1, 0, ho, wo, *geo)
                 for gi in range(g)
-                for c0, c1 in split(cg, threads)
+                for c0, c1 in split(cg, workers(exe.backend, col.size))
             ]
             prods = []
+            parts = threads if 2.0 * m * rowsz * ho * wo >= MIN_FLOPS else 1  # as blas.MatMul
             for gi in range(g):
-                for m0, m1 in split(mg, max(1, threads // g)):
+                for m0, m1 in split(mg, max(1, parts // g)):
                     o0, o1 = gi * mg + m0, gi * mg + m1
                     prods.append(
                         [
@@ -101,8 +104,8 @@ class _Im2colNumba:
                             *epilogue(i, o0, o1, 0, ho * wo),
                         ]
                     )
-            self.phases.append(_spread(fills, threads))
-            self.phases.append(_spread([s for p in prods for s in p], threads, groups=[len(p) for p in prods]))
+            self.phases.append(_spread(fills, workers(exe.backend, col.size)))
+            self.phases.append(_spread([s for p in prods for s in p], parts, groups=[len(p) for p in prods]))
 
     def prepare(self, w, b):
         np.copyto(self.w, np.asarray(w).reshape(self.w.shape))
