@@ -3,6 +3,13 @@ stride, dilation, padding and group count; the column buffer is written by one n
 kernel (``mnnpy.backends.cpu.kernels.im2col``) instead of one NumPy copy per kernel tap,
 and bias plus the fused activation run as an epilogue on each block of outputs while it is
 still in cache.
+
+Measured against the NumPy im2col it replaces (``conv._Im2col``: one strided copy per tap,
+bias through a row of ones), whole Conv with bias and Relu on 2 threads, medians of 40 runs
+alternated in one process on the shared 2-core machine, ms: ResNet-18's stem 3->64 7x7/2 at
+224x224 3.77 -> 2.65; PP-OCR det's stem 3->16 3x3/2 at 640x640 9.05 -> 6.20; 3x3/2
+64->128 at 56x56 1.12 -> 0.99, 128->256 at 28x28 0.78 -> 0.76, 256->512 at 14x14 1.08 ->
+1.08; 3x3/1 512->512 at 7x7 2.28 -> 2.27; 1x1/2 256->512 at 14x14 0.19 -> 0.17.
 """
 
 from __future__ import annotations
