@@ -194,3 +194,21 @@ def test_one_session_from_several_threads(force):
 
 def test_conv_module_routes_through_choose():
     assert conv_ops.winograd_tile is wo.choose
+
+
+@pytest.mark.parametrize("m", [2, 4])
+def test_weights_fed_at_run_time(monkeypatch, force, m):
+    """Weights and bias as graph inputs: transformed again every run."""
+    from onnx import helper
+
+    from tests.oracle import make_model
+
+    force(m)
+    rng = np.random.default_rng(12)
+    feeds = {
+        "x": rng.standard_normal((1, 12, 15, 13)).astype(np.float32),
+        "w": (rng.standard_normal((10, 12, 3, 3)) / 10).astype(np.float32),
+        "b": rng.standard_normal(10).astype(np.float32),
+    }
+    node = helper.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[3, 3], pads=[1, 0, 1, 2])
+    assert _picked(monkeypatch, make_model([node], feeds, ["y"]), feeds) == [m]
