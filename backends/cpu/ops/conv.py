@@ -12,7 +12,10 @@ chosen at resize:
   compiled epilogue on that block;
 * depthwise (2-D, ``G == C == M``): ``depthwise.py``: float32 by the compiled (numba) kernel
   with bias and activation in its pass, else a NumPy sum over kernel taps;
+* Winograd (float32 2-D 3x3, stride 1, group 1, maps and channels large enough): ``winograd.py``;
 * kn2row (2-D, stride 1, ``M <= C/2``): one GEMM for every tap, shifted sums of its rows;
+* general, float32 2-D: ``im2col.py``, the column buffer written by a compiled kernel, bias and
+  activation as an epilogue;
 * general: im2col into the shared workspace (each tap one strided copy plus zero fills
   where it reads padding; a row of ones carries the bias) and one matmul per group;
 * more than ``MAX_TAP_LOOP`` kernel taps (any group count, any rank): ``_Windowed``, the same
@@ -34,8 +37,12 @@ from mnnpy.backend import Execution
 from mnnpy.backends.cpu.blas import MatMul
 from mnnpy.backends.cpu.ops.activation import bias_activation
 from mnnpy.backends.cpu.ops.depthwise import SHORT_MAPS, _Depthwise, _DepthwiseNumba, _DepthwiseRows
+from mnnpy.backends.cpu.ops.im2col import _Im2colNumba
+from mnnpy.backends.cpu.ops.im2col import usable as im2col_usable
 from mnnpy.backends.cpu.ops.pointwise import _Pointwise
 from mnnpy.backends.cpu.ops.windows import box_complement, view_as
+from mnnpy.backends.cpu.ops.winograd import _Winograd
+from mnnpy.backends.cpu.ops.winograd import choose as winograd_tile
 from mnnpy.backends.cpu.parallel import parallel, workers
 from mnnpy.backends.cpu.registry import cpu_execution
 from mnnpy.backends.cpu.scratch import charge_taps, scratch
@@ -239,8 +246,12 @@ class Conv(Execution):
             self.kernel = _DepthwiseRows(self, x, w, y, b, out, strides, dil, pads)
         elif x.ndim == 4 and g == c == m:
             self.kernel = _Depthwise(self, x, w, y, b, out, strides, dil, pads)
+        elif tile := winograd_tile(x, w, y, strides, dil, g):
+            self.kernel = _Winograd(self, x, w, y, b, out, pads, tile)
         elif x.ndim == 4 and g == 1 and all(s == 1 for s in strides) and 2 * m <= c and w.shape[2] * w.shape[3] > 1:
             self.kernel = _Kn2row(self, x, w, y, b, out, strides, dil, pads)
+        elif im2col_usable(x, w, y):
+            self.kernel = _Im2colNumba(self, x, w, y, b, out, strides, dil, pads)
         else:
             self.kernel = _Im2col(self, x, w, y, b, out, strides, dil, pads)
         act = self.attrs["activation"]

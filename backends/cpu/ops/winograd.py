@@ -1,0 +1,152 @@
+"""Winograd Conv for the CPU Conv execution (``conv.py``): float32 2-D 3x3, stride 1,
+dilation 1, group 1, any padding; the kernels and the algorithm are in
+``mnnpy.backends.cpu.kernels.winograd`` (Lavin and Gray, 2016).
+
+Which convolutions take it, and how the work is cut, follows measurements on the 2-core
+reference machine (AMD EPYC Zen 4, OpenBLAS sgemm, machine shared, so medians of runs
+alternated in one process; whole Conv with bias and Relu on 2 threads, ms):
+
+===================  =============  ==========  ==========  ==========  ==========
+layer                before         F(2x2)      F(2x2)      F(4x4)      F(4x4)
+                                    by channel  by band     by channel  by band
+===================  =============  ==========  ==========  ==========  ==========
+64->64, 56x56        2.23 im2col    1.44        1.33        0.94        0.96
+128->128, 28x28      1.88 im2col    1.14        1.11        0.99        0.96
+256->256, 14x14      1.82 im2col    1.30        1.62        1.30        1.61
+512->512, 7x7        2.42 im2col    2.16        3.76        2.43        3.68
+96->24, 160x160      9.28 kn2row    11.7        7.07        7.78        6.27
+96->24, 80x80        2.41 kn2row    2.88        1.87        1.65        1.50
+===================  =============  ==========  ==========  ==========  ==========
+
+* output maps of at least ``MIN_SIDE`` on both sides and at least ``MIN_CHANNELS`` input
+  and output channels: on 7x7 maps the gain is within the noise while the transformed
+  weights take ``a*a/9`` times the weights' memory (16.8 MB for a 512x512 layer with F(2x2));
+* F(4x4, 3x3) (36 products) from ``F4_MIN_SIDE``, F(2x2, 3x3) (16 products) below it: on
+  14x14 maps a 4x4 tile wastes an eighth of the products on the crop and the two measured
+  the same; F(2x2) also has the smaller rounding error;
+* split by channels where the weights outweigh the tiles (``M > T``, see ``_Winograd``),
+  else by bands of tile rows of at most ``BAND_BYTES`` of transformed input (4 MiB measured
+  best of 0.25/1/4/16 MiB on the 160x160 layer: 5.5 ms against 6.0-6.6).
+
+Single-core split of one 64->64 56x56 layer, F(4x4): input transform 0.12-0.16 ms, the 36
+products 0.26-0.29 ms, output transform 0.08-0.10 ms, against 1.2-1.3 ms for the im2col
+product alone.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from mnnpy.backends.cpu.kernels.epilogue import codes
+from mnnpy.backends.cpu.kernels.winograd import kernels as winograd_kernels
+from mnnpy.backends.cpu.kernels.winograd import weights as winograd_weights
+from mnnpy.backends.cpu.parallel import parallel, split
+from mnnpy.backends.cpu.scratch import scratch
+
+MIN_SIDE = 10  # output maps from this side (both axes) take Winograd
+F4_MIN_SIDE = 16  # ... and F(4x4, 3x3) from this side, F(2x2, 3x3) below
+MIN_CHANNELS = 8  # input and output channels from which Winograd pays
+BAND_BYTES = 1 << 22  # bytes of one band's transformed input V, at least one tile row
+SPLIT_CHANNELS = None  # None: split by channels where M > tiles an image (see _Winograd); True/False force it
+
+
+def choose(x, w, y, strides, dil, group) -> int:
+    """The output tile side ``m`` (4 or 2) of the Winograd kernel for this Conv, or 0 where it
+    is not taken (see the module doc); ``x: (N, C, H, W)``, ``w: (M, C, KH, KW)``,
+    ``y: (N, M, Ho, Wo)``."""
+    if x.ndim != 4 or group != 1 or tuple(w.shape[2:]) != (3, 3) or any(s != 1 for s in strides) or any(d != 1 for d in dil):
+        return 0
+    if any(a.dtype != np.float32 for a in (x, w, y)) or not (x.flags.c_contiguous and y.flags.c_contiguous):
+        return 0
+    out = y.shape[2:]
+    if min(out) < MIN_SIDE or min(x.shape[1], w.shape[0]) < MIN_CHANNELS:
+        return 0
+    if winograd_kernels() is None:
+        return 0
+    return 4 if min(out) >= F4_MIN_SIDE else 2
+
+
+class _Winograd:
+    """F(m x m, 3 x 3) Winograd Conv ``X: (N, C, H, W) -> Y: (N, M, Ho, Wo)`` float32 with
+    bias and the fused activation (none, Relu, Clip, LeakyRelu; others by ``Conv`` after).
+    ``U: (a*a, M, C)`` is made from the weights at ``prepare``. Two ways to cut the work
+    over the backend's threads:
+
+    * by bands (``M`` at most the tiles of an image, ``T``): the ``N * ceil(Ho/m)`` tile rows
+      are cut into bands of at most ``BAND_BYTES`` of transformed input, dealt out among the
+      threads; each thread has its own ``V: (a*a, C, T_band)`` and ``P: (a*a, M, T_band)``
+      and runs, band after band, the input transform, the ``a*a`` products
+      ``P[k] = U[k] @ V[k]`` (one batched ``np.matmul``) and the output transform into ``Y``;
+    * by channels (``M > T``: small maps, many channels, where reading ``U`` dominates): per
+      image, the input transform of all tiles split by input channels, then the products
+      and the output transform split by output channels, so each thread reads only its rows
+      of ``U``.
+    """
+
+    fused_bias = True
+
+    def __init__(self, exe, x, w, y, bias, out, pads, m):
+        n, c, mo = x.shape[0], x.shape[1], w.shape[0]
+        a2 = (m + 2) ** 2
+        th, tw = -(-out[0] // m), -(-out[1] // m)
+        threads = exe.backend.num_threads
+        self.m, self.u = m, scratch((a2, mo, c), np.float32)
+        self.b = scratch((mo,), np.float32)
+        fused = codes(exe.attrs["activation"], exe.attrs["activation_params"])
+        self.fused_activation = fused is not None  # else Conv applies the activation afterwards
+        code, a0, a1 = fused or (0, np.float32(0), np.float32(0))
+        inp, outp = winograd_kernels()
+        self.phases = []  # lists of tasks, run one list after the other
+        if SPLIT_CHANNELS if SPLIT_CHANNELS is not None else mo > th * tw:
+            # the weights outweigh the tiles: per image, the input transform split by input
+            # channels, then products and output transform split by output channels
+            v, p = exe.ws.take((a2, c, th * tw), np.float32), exe.ws.take((a2, mo, th * tw), np.float32)
+            for i in range(n):
+                self.phases.append(
+                    [functools.partial(inp, x, v, i, c0, c1, 0, th, tw, pads[0], pads[1], m) for c0, c1 in split(c, threads)]
+                )
+                self.phases.append(
+                    [
+                        functools.partial(
+                            _run_all,
+                            [
+                                functools.partial(np.matmul, self.u[:, m0:m1], v, out=p[:, m0:m1]),
+                                functools.partial(outp, p, y, self.b, i, m0, m1, 0, th, tw, m, code, a0, a1),
+                            ],
+                        )
+                        for m0, m1 in split(mo, threads)
+                    ]
+                )
+            return
+        rows = max(1, min(th, BAND_BYTES // (a2 * c * tw * 4), -(-n * th // threads)))
+        bands = [(i, r, min(th, r + rows)) for i in range(n) for r in range(0, th, rows)]
+        tasks = []
+        for lo, hi in split(len(bands), threads):
+            cap = rows * tw
+            v, p = exe.ws.take((a2, c, cap), np.float32), exe.ws.take((a2, mo, cap), np.float32)
+            steps = []
+            for i, t0, t1 in bands[lo:hi]:
+                nt = (t1 - t0) * tw
+                steps.append(functools.partial(inp, x, v, i, 0, c, t0, t1, tw, pads[0], pads[1], m))
+                steps.append(functools.partial(np.matmul, self.u, v[:, :, :nt], out=p[:, :, :nt]))
+                steps.append(functools.partial(outp, p, y, self.b, i, 0, mo, t0, t1, tw, m, code, a0, a1))
+            tasks.append(functools.partial(_run_all, steps))
+        self.phases.append(tasks)
+
+    def prepare(self, w, b):
+        np.copyto(self.u, winograd_weights(np.asarray(w), self.m))
+        if b is not None:
+            np.copyto(self.b, b)
+        else:
+            self.b.fill(0)
+
+    def run(self, exe):
+        for tasks in self.phases:
+            parallel(exe.backend, tasks)
+
+
+def _run_all(steps):
+    for s in steps:
+        s()
