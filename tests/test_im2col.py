@@ -109,3 +109,29 @@ def test_falls_back_to_numpy_without_numba(monkeypatch):
     for case in (0, 5):
         model, feeds = _model(case, True, "relu6", seed=2)
         check(model, feeds, **ACCUMULATE)
+
+
+@pytest.mark.parametrize(
+    ("xs", "mo", "k", "attrs"),
+    [
+        ((1, 1, 640), 10, 256, {"strides": [128], "pads": [0, 0]}),  # silero VAD's STFT conv
+        ((2, 6, 9), 4, 3, {"pads": [1, 2], "dilations": [2]}),
+        ((1, 8, 7), 8, 3, {"group": 2, "strides": [2], "pads": [1, 1]}),
+    ],
+)
+def test_one_dimensional_conv_takes_the_2d_kernel(monkeypatch, xs, mo, k, attrs):
+    """A float32 1-D Conv runs as a 2-D one with one row (no Python loop over its taps)."""
+    picked = []
+    real = io._Im2colNumba.__init__
+
+    def spy(self, *a, **kw):
+        picked.append(self)
+        real(self, *a, **kw)
+
+    monkeypatch.setattr(io._Im2colNumba, "__init__", spy)
+    g = attrs.get("group", 1)
+    model, feeds = conv_model(
+        np.random.default_rng(3), xs, (mo, xs[1] // g, k), {"kernel_shape": [k], **attrs}, after=ACTS["relu"]
+    )
+    check(model, feeds, **ACCUMULATE)
+    assert len(picked) == 1

@@ -23,7 +23,8 @@ chosen at resize:
   of output rows, so no Python loop runs over the taps (the loops above cost microseconds per
   tap: a 4000x4000 kernel took 99 s per run) and the column buffer stays bounded.
 
-ConvTranspose is in ``conv_transpose.py``; window geometry from the shape function (``mnnpy.ops.geometry.Window``).
+A float32 1-D Conv is viewed as a 2-D one with one row, so the kernels above take it (silero
+VAD's 256-tap stride-128 conv: 0.12 -> 0.014 ms). ConvTranspose is in ``conv_transpose.py``; window geometry from the shape function (``mnnpy.ops.geometry.Window``).
 """
 
 from __future__ import annotations
@@ -229,6 +230,11 @@ class Conv(Execution):
         b = inputs[2] if len(inputs) > 2 else None
         n, c, m, g = x.shape[0], x.shape[1], w.shape[0], self.attrs["group"]
         out, strides, dil, pads = self.geometry["window"].unpack()
+        if x.ndim == 3 and x.dtype == np.float32 and x.flags.c_contiguous and y.flags.c_contiguous:
+            # 1-D as 2-D with one row (silero's STFT conv, 256 taps): the 2-D kernels take it
+            x, y = view_as(x, (n, c, 1, x.shape[2])), view_as(y, (n, m, 1, y.shape[2]))
+            w = np.asarray(w).reshape(m, w.shape[1], 1, w.shape[2])
+            out, strides, dil, pads = (1, *out), (1, *strides), (1, *dil), (0, pads[0], 0, pads[1])
         self.const = all(i is None or i.value is not None for i in self.input_infos[1:])
         self.empty = y.size == 0
         if self.empty:
