@@ -24,7 +24,8 @@ chosen at resize:
   tap: a 4000x4000 kernel took 99 s per run) and the column buffer stays bounded.
 
 A float32 1-D Conv is viewed as a 2-D one with one row, so the kernels above take it (silero
-VAD's 256-tap stride-128 conv: 0.12 -> 0.014 ms). ConvTranspose is in ``conv_transpose.py``; window geometry from the shape function (``mnnpy.ops.geometry.Window``).
+VAD's 256-tap stride-128 conv: 0.12 -> 0.014 ms). ConvTranspose is in ``conv_transpose.py``;
+window geometry from the shape function (``mnnpy.ops.geometry.Window``).
 """
 
 from __future__ import annotations
