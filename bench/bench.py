@@ -36,7 +36,9 @@ includes loading numba, once per process, and compiling its kernels when the ker
 cold); the
 model's work per run in GFLOPs (the op schemas' FLOPs rules over mnnpy's plan,
 ``Session.op_mflops``; a multiply-add counts two) and each engine's rate at its median in
-GFLOP/s; CPU utilisation (process CPU time / wall time over the engine's timed runs, in cores);
+GFLOP/s; CPU utilisation (process CPU time / wall time over the engine's timed runs, in cores:
+first with the engine alone in a child process, then in the shared process, where other
+engines' spinning threads count too);
 peak RSS (each engine measured alone in a child process: ``VmHWM`` after import, session
 creation and 3 runs, and the import alone, in MiB); max |difference| of the first output from
 onnxruntime's. ``--profile`` prints mnnpy's time per op type (each Execution's ``on_execute``
@@ -69,6 +71,7 @@ BLOCK = 5  # runs per engine before switching engines
 SETTLE_S = 0.2  # pause at each switch: the engines' worker threads spin-wait after a run,
 # and would otherwise steal the cores from the next engine's runs
 RSS_RUNS = 3  # runs in the peak-RSS child after creation
+ALONE_RUNS = 20  # then timed runs there, for the cores busy with the engine alone in its process
 ENGINES = ("onnxruntime", "mnnpy", "MNN", "OpenVINO")
 MODELS = ("mobilenet_v2", "resnet18", "ppocr_det", "ppocr_rec", "ppocr_cls", "silero_vad")
 
@@ -209,25 +212,27 @@ IMPORT_NAME = {"onnxruntime": "onnxruntime", "mnnpy": "mnnpy", "MNN": "MNN", "Op
 PREPARE = {"onnxruntime": _ort, "mnnpy": _mnnpy, "MNN": _mnn, "OpenVINO": _openvino}
 
 
-def peak_rss_child(engine: str, model: str, threads: int) -> tuple[float, float, float, float]:
+def peak_rss_child(engine: str, model: str, threads: int) -> tuple[float, float, float, float, float]:
     """(peak RSS after importing ``engine`` and loading the model, peak RSS after creation and
     ``RSS_RUNS`` runs) in MiB, then (the engine's import, its first session's creation) in ms,
+    then the cores it keeps busy over ``ALONE_RUNS`` more runs (process CPU time / wall time),
     of ``engine`` alone on ``model`` (a name of ``MODELS``), measured in a fresh process (this
     file with ``--rss-child``; ``VmHWM``, ``_peak_rss_mib``): what a process that starts,
-    loads one model and runs it pays. Raises ``RuntimeError`` with the child's last line when
-    it fails."""
+    loads one model and runs it pays; no other engine's threads count in its CPU time (in the
+    shared process, MNN's spinning workers add theirs to everyone's). Raises
+    ``RuntimeError`` with the child's last line when it fails."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--rss-child", engine, model, str(threads)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     last = (done.stdout.strip().splitlines() or [""])[-1]
     if done.returncode != 0 or not last.startswith("rss "):
         tail = (done.stderr.strip().splitlines() or [last])[-1]
         raise RuntimeError(f"rss child for {engine} on {model} failed: {tail[:200]}")
-    _, base, peak, imported, created = last.split()
-    return float(base), float(peak), float(imported), float(created)
+    _, base, peak, imported, created, cores = last.split()
+    return float(base), float(peak), float(imported), float(created), float(cores)
 
 
 def _rss_child_main(engine: str, model: str, threads: int) -> int:
-    """The child of ``peak_rss_child``: prints ``rss <base MiB> <peak MiB> <import ms> <create ms>``."""
+    """The child of ``peak_rss_child``: prints ``rss <base MiB> <peak MiB> <import ms> <create ms> <cores>``."""
     t0 = time.perf_counter()
     importlib.import_module(IMPORT_NAME[engine])
     imported = _ms(t0)
@@ -239,7 +244,12 @@ def _rss_child_main(engine: str, model: str, threads: int) -> int:
         created = _ms(t0) - getattr(run, "convert_ms", 0.0)
         for _ in range(RSS_RUNS):
             run(feeds)
-    print(f"rss {base:.1f} {_peak_rss_mib():.1f} {imported:.1f} {created:.1f}", flush=True)
+        peak = _peak_rss_mib()
+        c0, w0 = time.process_time(), time.perf_counter()
+        for _ in range(ALONE_RUNS):
+            run(feeds)
+        cores = (time.process_time() - c0) / (time.perf_counter() - w0)
+    print(f"rss {base:.1f} {peak:.1f} {imported:.1f} {created:.1f} {cores:.2f}", flush=True)
     return 0
 
 
@@ -320,7 +330,7 @@ def bench_model(
         for e in names:
             try:
                 m = peak_rss_child(e, rss_model, threads)
-                out[e]["rss_base"], out[e]["rss_peak"], out[e]["fresh_import"], out[e]["fresh_create"] = m
+                out[e]["rss_base"], out[e]["rss_peak"], out[e]["fresh_import"], out[e]["fresh_create"], out[e]["cores_alone"] = m
             except Exception as ex:  # noqa: BLE001 - a failed measurement is reported, not fatal
                 out[e]["rss_error"] = type(ex).__name__
     return out
@@ -399,8 +409,9 @@ def table_rows(name: str, feeds: dict, res: dict[str, dict]) -> list[str]:
             rss = r.get("rss_error", "not measured")
         diff = "" if r.get("max_diff") is None else f"{r['max_diff']:.1e}"
         fresh = f"{r['fresh_import']:.0f} + {r['fresh_create']:.0f}" if "fresh_create" in r else "not measured"
+        cores = f"{r['cores_alone']:.2f} alone ({r['cores']:.2f})" if "cores_alone" in r else f"{r['cores']:.2f}"
         rows.append(
-            head + f"| {eng} | {r['median']:.2f} | {r['min']:.2f} | {ratio} | {rate} | {r['cores']:.2f} "
+            head + f"| {eng} | {r['median']:.2f} | {r['min']:.2f} | {ratio} | {rate} | {cores} "
             f"| {r['create']:.0f} / {r['first']:.1f} | {fresh} | {rss} | {diff} | {r['info']} |"
         )
     return rows
@@ -528,7 +539,9 @@ def main(argv: list[str] | None = None) -> int:
                 "first: the first run "
                 "after that. GFLOPs: one run's work by the op schemas' FLOPs rules (`Session.op_mflops`, a "
                 "multiply-add counts two); GFLOP/s: that work over the engine's median. cores busy: process "
-                "CPU time / wall time over the engine's timed runs. peak RSS: `VmHWM` of the engine alone "
+                "CPU time / wall time over the engine's timed runs, first alone in a child process "
+                f"({ALONE_RUNS} runs; then, in brackets, in the shared process, where other engines' spinning threads "
+                "count too). peak RSS: `VmHWM` of the engine alone "
                 f"in a child process after import, creation and {RSS_RUNS} runs (in brackets: after the import "
                 "alone). max diff: max |difference| of the first output from onnxruntime's."
             ),

@@ -75,9 +75,10 @@ def test_peak_rss_child():
     pytest.importorskip("onnxruntime")
     bench = _bench()
     data, feeds = bench.load_models(["silero_vad"])["silero_vad"]
-    base, peak, imported, created = bench.peak_rss_child("onnxruntime", "silero_vad", 1)
+    base, peak, imported, created, cores = bench.peak_rss_child("onnxruntime", "silero_vad", 1)
     assert 10 < base <= peak < 4096
     assert 0 < imported < 60_000 and 0 < created < 60_000
+    assert 0 < cores < 64
 
 
 def test_unknown_model_is_a_clear_error():
