@@ -71,7 +71,7 @@ BLOCK = 5  # runs per engine before switching engines
 SETTLE_S = 0.2  # pause at each switch: the engines' worker threads spin-wait after a run,
 # and would otherwise steal the cores from the next engine's runs
 RSS_RUNS = 3  # runs in the peak-RSS child after creation
-ALONE_RUNS = 20  # then timed runs there, for the cores busy with the engine alone in its process
+ALONE_RUNS, ALONE_S = 20, 1.0  # then runs there (at least these many and seconds), for the cores busy alone
 ENGINES = ("onnxruntime", "mnnpy", "MNN", "OpenVINO")
 MODELS = ("mobilenet_v2", "resnet18", "ppocr_det", "ppocr_rec", "ppocr_cls", "silero_vad")
 
@@ -215,7 +215,8 @@ PREPARE = {"onnxruntime": _ort, "mnnpy": _mnnpy, "MNN": _mnn, "OpenVINO": _openv
 def peak_rss_child(engine: str, model: str, threads: int) -> tuple[float, float, float, float, float]:
     """(peak RSS after importing ``engine`` and loading the model, peak RSS after creation and
     ``RSS_RUNS`` runs) in MiB, then (the engine's import, its first session's creation) in ms,
-    then the cores it keeps busy over ``ALONE_RUNS`` more runs (process CPU time / wall time),
+    then the cores it keeps busy over ``ALONE_RUNS`` more runs and ``ALONE_S`` seconds at least
+    (process CPU time / wall time),
     of ``engine`` alone on ``model`` (a name of ``MODELS``), measured in a fresh process (this
     file with ``--rss-child``; ``VmHWM``, ``_peak_rss_mib``): what a process that starts,
     loads one model and runs it pays; no other engine's threads count in its CPU time (in the
@@ -245,9 +246,10 @@ def _rss_child_main(engine: str, model: str, threads: int) -> int:
         for _ in range(RSS_RUNS):
             run(feeds)
         peak = _peak_rss_mib()
-        c0, w0 = time.process_time(), time.perf_counter()
-        for _ in range(ALONE_RUNS):
+        c0, w0, done = time.process_time(), time.perf_counter(), 0
+        while done < ALONE_RUNS or time.perf_counter() - w0 < ALONE_S:
             run(feeds)
+            done += 1
         cores = (time.process_time() - c0) / (time.perf_counter() - w0)
     print(f"rss {base:.1f} {peak:.1f} {imported:.1f} {created:.1f} {cores:.2f}", flush=True)
     return 0
@@ -540,8 +542,8 @@ def main(argv: list[str] | None = None) -> int:
                 "after that. GFLOPs: one run's work by the op schemas' FLOPs rules (`Session.op_mflops`, a "
                 "multiply-add counts two); GFLOP/s: that work over the engine's median. cores busy: process "
                 "CPU time / wall time over the engine's timed runs, first alone in a child process "
-                f"({ALONE_RUNS} runs; then, in brackets, in the shared process, where other engines' spinning threads "
-                "count too). peak RSS: `VmHWM` of the engine alone "
+                f"(at least {ALONE_RUNS} runs and {ALONE_S:.0f} s; then, in brackets, in the shared process, "
+                "where other engines' spinning threads count too). peak RSS: `VmHWM` of the engine alone "
                 f"in a child process after import, creation and {RSS_RUNS} runs (in brackets: after the import "
                 "alone). max diff: max |difference| of the first output from onnxruntime's."
             ),
