@@ -88,7 +88,8 @@ def test_kernel_against_numpy_im2col():
         np.testing.assert_array_equal(col, want)
 
 
-def test_conv_picks_it(monkeypatch):
+def _spy(monkeypatch) -> list:
+    """The ``_Im2colNumba`` instances made from now on (appended as they are made)."""
     picked = []
     real = io._Im2colNumba.__init__
 
@@ -97,6 +98,11 @@ def test_conv_picks_it(monkeypatch):
         real(self, *a, **kw)
 
     monkeypatch.setattr(io._Im2colNumba, "__init__", spy)
+    return picked
+
+
+def test_conv_picks_it(monkeypatch):
+    picked = _spy(monkeypatch)
     model, feeds = _model(0, True, "relu", seed=1)
     check(model, feeds, **ACCUMULATE)
     assert len(picked) == 1 and picked[0].fused_activation
@@ -121,14 +127,7 @@ def test_falls_back_to_numpy_without_numba(monkeypatch):
 )
 def test_one_dimensional_conv_takes_the_2d_kernel(monkeypatch, xs, mo, k, attrs):
     """A float32 1-D Conv runs as a 2-D one with one row (no Python loop over its taps)."""
-    picked = []
-    real = io._Im2colNumba.__init__
-
-    def spy(self, *a, **kw):
-        picked.append(self)
-        real(self, *a, **kw)
-
-    monkeypatch.setattr(io._Im2colNumba, "__init__", spy)
+    picked = _spy(monkeypatch)
     g = attrs.get("group", 1)
     model, feeds = conv_model(
         np.random.default_rng(3), xs, (mo, xs[1] // g, k), {"kernel_shape": [k], **attrs}, after=ACTS["relu"]

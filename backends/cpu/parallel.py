@@ -34,6 +34,18 @@ def parallel(backend, tasks) -> None:
         f.result()
 
 
+def run_all(steps) -> None:
+    """Call each of ``steps`` in order (one task of several steps, on one thread)."""
+    for s in steps:
+        s()
+
+
+def run_phases(backend, phases) -> None:
+    """``parallel`` over each list of tasks in ``phases``, one list after the other."""
+    for tasks in phases:
+        parallel(backend, tasks)
+
+
 def workers(backend, size: int) -> int:
     """How many threads to split ``size`` elements of memory-bound work over."""
     return getattr(backend, "num_threads", 1) if size >= PARALLEL_MIN else 1

@@ -33,8 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mnnpy.backends.cpu.kernels import compiled
-from mnnpy.backends.cpu.kernels.epilogue import ACT, span
+from mnnpy.backends.cpu.kernels.epilogue import ACT, compiled_with_span
 
 __all__ = ["ACT", "kernel"]
 
@@ -171,8 +170,4 @@ def kernel():
     computing planes ``lo <= n*C + c < hi`` (arrays as in the module doc; the rest int64,
     ``a0, a1`` float32); it releases the GIL, so callers split planes over threads. ``None``
     where numba cannot compile here (a warning was given)."""
-    inner = span()  # built first: ``compiled`` holds its lock while building
-    if inner is None:
-        return None
-    globals()["_span_jit"] = inner
-    return compiled("depthwise", _build)
+    return compiled_with_span("depthwise", _build, globals())

@@ -111,11 +111,18 @@ def kernel():
     """The compiled ``rows(y, b, r0, r1, c0, c1, act, a0, a1)`` (module doc; ``y`` a
     C-contiguous float32 ``(R, L)``, ints int64, ``a0, a1`` float32); it releases the GIL.
     ``None`` where numba cannot compile here (a warning was given)."""
-    inner = span()  # built first: ``compiled`` holds its lock while building
+    return compiled_with_span("epilogue_rows", _build_rows, globals())
+
+
+def compiled_with_span(name: str, build, namespace: dict):
+    """``compiled(name, build)`` for a kernel whose code calls the epilogue as ``_span_jit``:
+    the compiled ``span`` is built first (``compiled`` holds its lock while building) and put
+    in the kernel module's ``namespace``; ``None`` where numba cannot compile here."""
+    inner = span()
     if inner is None:
         return None
-    globals()["_span_jit"] = inner
-    return compiled("epilogue_rows", _build_rows)
+    namespace["_span_jit"] = inner
+    return compiled(name, build)
 
 
 def codes(activation: str | None, params) -> tuple[int, np.float32, np.float32] | None:

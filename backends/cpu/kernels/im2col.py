@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mnnpy.backends.cpu.kernels import compiled
-from mnnpy.backends.cpu.kernels.epilogue import span
+from mnnpy.backends.cpu.kernels.epilogue import compiled_with_span
 
 Z = np.float32(0)
 
@@ -87,8 +86,4 @@ def kernels():
     """``(im2col, epilogue)`` compiled (signatures as ``_im2col`` and ``_epilogue``: arrays
     float32 C-contiguous, ints int64, ``a0, a1`` float32), or ``None`` where numba cannot
     compile here (a warning was given)."""
-    inner = span()  # built first: ``compiled`` holds its lock while building
-    if inner is None:
-        return None
-    globals()["_span_jit"] = inner
-    return compiled("im2col", _build)
+    return compiled_with_span("im2col", _build, globals())

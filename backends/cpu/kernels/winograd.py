@@ -30,8 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mnnpy.backends.cpu.kernels import compiled
-from mnnpy.backends.cpu.kernels.epilogue import span
+from mnnpy.backends.cpu.kernels.epilogue import compiled_with_span
 
 # F(4x4, 3x3): points 0, 1, -1, 2, -2, infinity
 _BT4 = [
@@ -275,8 +274,4 @@ def kernels():
     """``(input_tiles, output_tiles)`` compiled (signatures as ``_input_tiles`` and
     ``_output_tiles``: arrays float32 C-contiguous, ints int64, ``a0, a1`` float32), or
     ``None`` where numba cannot compile here (a warning was given)."""
-    inner = span()  # built first: ``compiled`` holds its lock while building
-    if inner is None:
-        return None
-    globals()["_span_jit"] = inner
-    return compiled("winograd", _build)
+    return compiled_with_span("winograd", _build, globals())

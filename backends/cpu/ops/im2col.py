@@ -22,7 +22,7 @@ from mnnpy.backends.cpu.blas import MIN_FLOPS
 from mnnpy.backends.cpu.kernels.epilogue import codes
 from mnnpy.backends.cpu.kernels.im2col import kernels as im2col_kernels
 from mnnpy.backends.cpu.ops.windows import view_as
-from mnnpy.backends.cpu.parallel import parallel, split, workers
+from mnnpy.backends.cpu.parallel import run_all, run_phases, split, workers
 from mnnpy.backends.cpu.scratch import scratch
 
 CHUNK_BYTES = 1 << 20  # bytes of one block of columns (at least one output row)
@@ -87,7 +87,7 @@ class _Im2colNumba:
                             functools.partial(np.matmul, self.w[gi], col[:, : p1 - p0], out=y3[i, gi * mg : (gi + 1) * mg, p0:p1])
                         )
                     steps += epilogue(i, 0, m, p0, p1)
-                tasks.append(functools.partial(_run_all, steps))
+                tasks.append(functools.partial(run_all, steps))
             self.phases.append(tasks)
             return
         col = exe.ws.take((g, rowsz, ho * wo), np.float32)
@@ -118,13 +118,7 @@ class _Im2colNumba:
             np.copyto(self.b, b)
 
     def run(self, exe):
-        for tasks in self.phases:
-            parallel(exe.backend, tasks)
-
-
-def _run_all(steps):
-    for s in steps:
-        s()
+        run_phases(exe.backend, self.phases)
 
 
 def _spread(steps, threads, groups=None):
@@ -134,4 +128,4 @@ def _spread(steps, threads, groups=None):
     for size in groups or [1] * len(steps):
         runs.append(steps[k : k + size])
         k += size
-    return [functools.partial(_run_all, [s for r in runs[lo:hi] for s in r]) for lo, hi in split(len(runs), threads)]
+    return [functools.partial(run_all, [s for r in runs[lo:hi] for s in r]) for lo, hi in split(len(runs), threads)]

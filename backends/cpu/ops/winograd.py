@@ -42,7 +42,7 @@ import numpy as np
 from mnnpy.backends.cpu.kernels.epilogue import codes
 from mnnpy.backends.cpu.kernels.winograd import kernels as winograd_kernels
 from mnnpy.backends.cpu.kernels.winograd import weights as winograd_weights
-from mnnpy.backends.cpu.parallel import parallel, split
+from mnnpy.backends.cpu.parallel import run_all, run_phases, split
 from mnnpy.backends.cpu.scratch import scratch
 
 MIN_SIDE = 10  # output maps from this side (both axes) take Winograd
@@ -110,7 +110,7 @@ class _Winograd:
                 self.phases.append(
                     [
                         functools.partial(
-                            _run_all,
+                            run_all,
                             [
                                 functools.partial(np.matmul, self.u[:, m0:m1], v, out=p[:, m0:m1]),
                                 functools.partial(outp, p, y, self.b, i, m0, m1, 0, th, tw, m, code, a0, a1),
@@ -132,7 +132,7 @@ class _Winograd:
                 steps.append(functools.partial(inp, x, v, i, 0, c, t0, t1, tw, pads[0], pads[1], m))
                 steps.append(functools.partial(np.matmul, self.u, v[:, :, :nt], out=p[:, :, :nt]))
                 steps.append(functools.partial(outp, p, y, self.b, i, 0, mo, t0, t1, tw, m, code, a0, a1))
-            tasks.append(functools.partial(_run_all, steps))
+            tasks.append(functools.partial(run_all, steps))
         self.phases.append(tasks)
 
     def prepare(self, w, b):
@@ -143,10 +143,4 @@ class _Winograd:
             self.b.fill(0)
 
     def run(self, exe):
-        for tasks in self.phases:
-            parallel(exe.backend, tasks)
-
-
-def _run_all(steps):
-    for s in steps:
-        s()
+        run_phases(exe.backend, self.phases)
