@@ -135,6 +135,32 @@ def he_weights(rng, *shape):
     return rand(rng, *shape, scale=1 / np.sqrt(np.prod(shape[1:])))
 
 
+# activations after a Conv, as ``conv_model``'s ``after``: the ones the CPU epilogue fuses
+# (kernels/epilogue.py) and Sigmoid, which it leaves to NumPy
+CONV_ACTIVATIONS = {
+    "none": (),
+    "relu": (("Relu", {}, ()),),
+    "relu6": (("Clip", {}, (0.0, 6.0)),),
+    "leaky": (("LeakyRelu", {"alpha": 0.1}, ()),),
+    "hardsigmoid": (("HardSigmoid", {"alpha": 0.25, "beta": 0.4}, ()),),
+    "hardswish": (("HardSwish", {}, ()),),
+    "sigmoid": (("Sigmoid", {}, ()),),
+}
+
+
+def spy_inits(monkeypatch, cls) -> list:
+    """The instances of ``cls`` made from now on, appended as their ``__init__`` runs."""
+    made = []
+    real = cls.__init__
+
+    def spy(self, *a, **kw):
+        made.append(self)
+        real(self, *a, **kw)
+
+    monkeypatch.setattr(cls, "__init__", spy)
+    return made
+
+
 def conv_model(rng, xs, ws, attrs, bias=True, after=(), w_scale=None, b_scale=0.5):
     """``(model, feeds)``: ``x -> Conv(w, b) -> after...`` (``after``: (op, attrs, extra
     constant inputs)); weights He-scaled (``w_scale``: N(0, w_scale²) instead), biases

@@ -16,18 +16,10 @@ import mnnpy
 from mnnpy.backends.cpu.kernels import epilogue
 from mnnpy.backends.cpu.ops import pointwise as pw_ops
 from mnnpy.converter import convert
-from tests.backend_compare import conv_model
+from tests.backend_compare import CONV_ACTIVATIONS, conv_model
 from tests.oracle import ACCUMULATE, check, run_ort
 
-ACTS = {
-    "none": (),
-    "relu": (("Relu", {}, ()),),
-    "relu6": (("Clip", {}, (0.0, 6.0)),),
-    "leaky": (("LeakyRelu", {"alpha": 0.1}, ()),),
-    "hardsigmoid": (("HardSigmoid", {"alpha": 0.25, "beta": 0.4}, ()),),
-    "hardswish": (("HardSwish", {}, ()),),
-    "sigmoid": (("Sigmoid", {}, ()),),  # not in the epilogue: the NumPy path after the product
-}
+ACTS = CONV_ACTIVATIONS
 
 SHAPES = [
     # (x shape, output channels, group)

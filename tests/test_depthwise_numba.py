@@ -17,18 +17,10 @@ from mnnpy.backends.cpu import kernels as kernels_mod
 from mnnpy.backends.cpu.kernels import depthwise as dw_kernel
 from mnnpy.backends.cpu.ops import depthwise as dw_ops
 from mnnpy.converter import convert
-from tests.backend_compare import conv_model
+from tests.backend_compare import CONV_ACTIVATIONS, conv_model, spy_inits
 from tests.oracle import ACCUMULATE, check, run_ort
 
-ACTS = {
-    "none": (),
-    "relu": (("Relu", {}, ()),),
-    "relu6": (("Clip", {}, (0.0, 6.0)),),
-    "leaky": (("LeakyRelu", {"alpha": 0.1}, ()),),
-    "hardsigmoid": (("HardSigmoid", {"alpha": 0.25, "beta": 0.4}, ()),),
-    "hardswish": (("HardSwish", {}, ()),),
-    "sigmoid": (("Sigmoid", {}, ()),),
-}
+ACTS = CONV_ACTIVATIONS
 
 GEOMETRY = [
     # (x shape, kernel, attrs)
@@ -60,28 +52,14 @@ def test_depthwise_against_onnxruntime(case, bias, act):
 
 
 def test_conv_picks_the_compiled_kernel(monkeypatch):
-    picked = []
-    real = dw_ops._DepthwiseNumba.__init__
-
-    def spy(self, *a, **kw):
-        picked.append(self)
-        real(self, *a, **kw)
-
-    monkeypatch.setattr(dw_ops._DepthwiseNumba, "__init__", spy)
+    picked = spy_inits(monkeypatch, dw_ops._DepthwiseNumba)
     model, feeds = _model((1, 8, 12, 12), 3, {"pads": [1, 1, 1, 1]}, True, "relu6", seed=1)
     check(model, feeds, **ACCUMULATE)
     assert len(picked) == 1 and picked[0].fused_activation and picked[0].code == dw_kernel.ACT["Clip"]
 
 
 def test_hard_swish_is_fused(monkeypatch):
-    picked = []
-    real = dw_ops._DepthwiseNumba.__init__
-
-    def spy(self, *a, **kw):
-        picked.append(self)
-        real(self, *a, **kw)
-
-    monkeypatch.setattr(dw_ops._DepthwiseNumba, "__init__", spy)
+    picked = spy_inits(monkeypatch, dw_ops._DepthwiseNumba)
     model, feeds = _model((1, 16, 7, 7), 3, {"pads": [1, 1, 1, 1]}, True, "hardswish", seed=6)
     check(model, feeds, **ACCUMULATE)
     assert len(picked) == 1 and picked[0].fused_activation and picked[0].code == dw_kernel.ACT["HardSwish"]

@@ -15,16 +15,10 @@ import pytest
 from mnnpy.backends.cpu.kernels import im2col as ik
 from mnnpy.backends.cpu.ops import im2col as io
 from mnnpy.backends.cpu.ops import winograd as wo
-from tests.backend_compare import conv_model
+from tests.backend_compare import CONV_ACTIVATIONS, conv_model, spy_inits
 from tests.oracle import ACCUMULATE, check
 
-ACTS = {
-    "none": (),
-    "relu": (("Relu", {}, ()),),
-    "relu6": (("Clip", {}, (0.0, 6.0)),),
-    "leaky": (("LeakyRelu", {"alpha": 0.1}, ()),),
-    "sigmoid": (("Sigmoid", {}, ()),),
-}
+ACTS = {k: CONV_ACTIVATIONS[k] for k in ("none", "relu", "relu6", "leaky", "sigmoid")}
 
 GEOMETRY = [
     # (x shape, M, kernel, attrs)
@@ -88,21 +82,8 @@ def test_kernel_against_numpy_im2col():
         np.testing.assert_array_equal(col, want)
 
 
-def _spy(monkeypatch) -> list:
-    """The ``_Im2colNumba`` instances made from now on (appended as they are made)."""
-    picked = []
-    real = io._Im2colNumba.__init__
-
-    def spy(self, *a, **kw):
-        picked.append(self)
-        real(self, *a, **kw)
-
-    monkeypatch.setattr(io._Im2colNumba, "__init__", spy)
-    return picked
-
-
 def test_conv_picks_it(monkeypatch):
-    picked = _spy(monkeypatch)
+    picked = spy_inits(monkeypatch, io._Im2colNumba)
     model, feeds = _model(0, True, "relu", seed=1)
     check(model, feeds, **ACCUMULATE)
     assert len(picked) == 1 and picked[0].fused_activation
@@ -127,7 +108,7 @@ def test_falls_back_to_numpy_without_numba(monkeypatch):
 )
 def test_one_dimensional_conv_takes_the_2d_kernel(monkeypatch, xs, mo, k, attrs):
     """A float32 1-D Conv runs as a 2-D one with one row (no Python loop over its taps)."""
-    picked = _spy(monkeypatch)
+    picked = spy_inits(monkeypatch, io._Im2colNumba)
     g = attrs.get("group", 1)
     model, feeds = conv_model(
         np.random.default_rng(3), xs, (mo, xs[1] // g, k), {"kernel_shape": [k], **attrs}, after=ACTS["relu"]

@@ -17,16 +17,10 @@ from mnnpy.backends.cpu.kernels import winograd as wk
 from mnnpy.backends.cpu.ops import conv as conv_ops
 from mnnpy.backends.cpu.ops import winograd as wo
 from mnnpy.converter import convert
-from tests.backend_compare import conv_model
+from tests.backend_compare import CONV_ACTIVATIONS, conv_model
 from tests.oracle import ACCUMULATE, check
 
-ACTS = {
-    "none": (),
-    "relu": (("Relu", {}, ()),),
-    "relu6": (("Clip", {}, (0.0, 6.0)),),
-    "leaky": (("LeakyRelu", {"alpha": 0.1}, ()),),
-    "sigmoid": (("Sigmoid", {}, ()),),
-}
+ACTS = {k: CONV_ACTIVATIONS[k] for k in ("none", "relu", "relu6", "leaky", "sigmoid")}
 
 GEOMETRY = [
     # (x shape, M, pads)
