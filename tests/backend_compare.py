@@ -161,6 +161,22 @@ def spy_inits(monkeypatch, cls) -> list:
     return made
 
 
+def spy_compiled(monkeypatch, cls) -> list:
+    """The executions of ``cls`` whose ``_compiled`` set up the compiled kernel from now on
+    (it returned tasks or ``True``, not ``None`` or ``False``), appended as it runs."""
+    taken = []
+    real = cls._compiled
+
+    def spy(self, *a):
+        result = real(self, *a)
+        if result is not None and result is not False:
+            taken.append(self)
+        return result
+
+    monkeypatch.setattr(cls, "_compiled", spy)
+    return taken
+
+
 def conv_model(rng, xs, ws, attrs, bias=True, after=(), w_scale=None, b_scale=0.5):
     """``(model, feeds)``: ``x -> Conv(w, b) -> after...`` (``after``: (op, attrs, extra
     constant inputs)); weights He-scaled (``w_scale``: N(0, w_scale²) instead), biases

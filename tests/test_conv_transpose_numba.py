@@ -11,6 +11,7 @@ import pytest
 from onnx import helper
 
 from mnnpy.backends.cpu.ops import conv_transpose as ct_ops
+from tests.backend_compare import spy_compiled
 from tests.oracle import ACCUMULATE, check, make_model, rand
 
 # (x shape, W shape (C, M/G, KH, KW), attrs, bias)
@@ -44,17 +45,7 @@ def _model(rng, xs, ws, attrs, bias, const=True):
 @pytest.fixture
 def picked(monkeypatch):
     """The ConvTranspose executions that took the compiled kernel."""
-    chosen = []
-    real = ct_ops.ConvTranspose._compiled
-
-    def spy(self, *a):
-        tasks = real(self, *a)
-        if tasks is not None:
-            chosen.append(self)
-        return tasks
-
-    monkeypatch.setattr(ct_ops.ConvTranspose, "_compiled", spy)
-    return chosen
+    return spy_compiled(monkeypatch, ct_ops.ConvTranspose)
 
 
 @pytest.mark.parametrize("case", range(len(DISJOINT)))

@@ -11,6 +11,7 @@ import pytest
 from onnx import helper
 
 from mnnpy.backends.cpu.ops import norm as norm_ops
+from tests.backend_compare import spy_compiled
 from tests.oracle import ACCUMULATE, HALF, check, make_model, rand
 
 
@@ -27,17 +28,7 @@ def _model(rng, xs, axis, bias=True, scale_shape=None, dynamic=(), outputs=("y",
 @pytest.fixture
 def picked(monkeypatch):
     """The LayerNormalizations that took the compiled rows."""
-    chosen = []
-    real = norm_ops.LayerNormalization._compiled
-
-    def spy(self, *a):
-        tasks = real(self, *a)
-        if tasks is not None:
-            chosen.append(self)
-        return tasks
-
-    monkeypatch.setattr(norm_ops.LayerNormalization, "_compiled", spy)
-    return chosen
+    return spy_compiled(monkeypatch, norm_ops.LayerNormalization)
 
 
 @pytest.mark.parametrize("axis", [0, 1, 2, -1, -2])

@@ -17,6 +17,7 @@ from onnx import helper
 import mnnpy
 from mnnpy.backends.cpu.ops import pool as pool_ops
 from mnnpy.converter import convert
+from tests.backend_compare import spy_compiled
 from tests.oracle import ACCUMULATE, EXACT, check, make_model, rand
 
 WINDOWS = [
@@ -45,17 +46,7 @@ def _model(rng, op, shape, attrs, special=False):
 @pytest.fixture
 def picked(monkeypatch):
     """The pools that took the compiled kernel."""
-    chosen = []
-    real = pool_ops.Pool._compiled
-
-    def spy(self, *a):
-        tasks = real(self, *a)
-        if tasks is not None:
-            chosen.append(self)
-        return tasks
-
-    monkeypatch.setattr(pool_ops.Pool, "_compiled", spy)
-    return chosen
+    return spy_compiled(monkeypatch, pool_ops.Pool)
 
 
 @pytest.mark.parametrize(("w", "shape"), list(itertools.product(range(len(WINDOWS)), range(len(SHAPES)))))

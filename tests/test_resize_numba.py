@@ -13,6 +13,7 @@ import pytest
 from onnx import helper
 
 from mnnpy.backends.cpu.ops import resize as resize_ops
+from tests.backend_compare import spy_compiled
 from tests.oracle import ACCUMULATE, EXACT, check, make_model, rand
 
 COORD = ["half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners", "asymmetric"]
@@ -40,17 +41,7 @@ def _model(rng, xs, scales=None, sizes=None, **attrs):
 @pytest.fixture
 def picked(monkeypatch):
     """The Resize executions that took the compiled kernels."""
-    chosen = []
-    real = resize_ops.Resize._compiled
-
-    def spy(self, *a):
-        done = real(self, *a)
-        if done:
-            chosen.append(self)
-        return done
-
-    monkeypatch.setattr(resize_ops.Resize, "_compiled", spy)
-    return chosen
+    return spy_compiled(monkeypatch, resize_ops.Resize)
 
 
 @pytest.mark.parametrize(("ctm", "nearest_mode", "target"), list(itertools.product(COORD, NEAREST, range(len(TARGETS)))))
