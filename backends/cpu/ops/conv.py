@@ -249,9 +249,9 @@ class Conv(Execution):
             self.kernel = _DepthwiseNumba(self, x, w, y, b, out, strides, dil, pads)
         elif math.prod(w.shape[2:]) > MAX_TAP_LOOP:
             self.kernel = _Windowed(self, x, w, y, out, strides, dil, pads)
-        elif x.ndim == 4 and g == c == m and all(s == 1 for s in strides) and out[0] < SHORT_MAPS * (out[0] + w.shape[2] - 1):
+        elif depthwise and all(s == 1 for s in strides) and out[0] < SHORT_MAPS * (out[0] + w.shape[2] - 1):
             self.kernel = _DepthwiseRows(self, x, w, y, b, out, strides, dil, pads)
-        elif x.ndim == 4 and g == c == m:
+        elif depthwise:
             self.kernel = _Depthwise(self, x, w, y, b, out, strides, dil, pads)
         elif tile := winograd_tile(x, w, y, strides, dil, g):
             self.kernel = _Winograd(self, x, w, y, b, out, pads, tile)
@@ -265,8 +265,9 @@ class Conv(Execution):
         self.act = (act, tuple(self.attrs["activation_params"]))
         self.y2 = view_as(y, (n, m, -1))
         self.bias = None if b is None or self.kernel.fused_bias else view_as(b, (m, 1))
-        fused = getattr(self.kernel, "fused_activation", False) or isinstance(self.kernel, _Depthwise)
-        self.scratch = self.ws.like(self.y2) if act == "HardSwish" and not fused else None
+        # the kernel applied bias and activation itself (else bias_activation after it)
+        self.fused = getattr(self.kernel, "fused_activation", False) or isinstance(self.kernel, _Depthwise)
+        self.scratch = self.ws.like(self.y2) if act == "HardSwish" and not self.fused else None
         self.kernel.prepare(w, b)
 
     def on_execute(self, inputs, outputs):
@@ -275,6 +276,6 @@ class Conv(Execution):
         if not self.const:
             self.kernel.prepare(inputs[1], inputs[2] if len(inputs) > 2 else None)
         self.kernel.run(self)
-        if not getattr(self.kernel, "fused_activation", False) and not isinstance(self.kernel, _Depthwise):
+        if not self.fused:
             act = self.act if self.act[0] else ("", ())
             bias_activation(self, self.y2, self.bias, act, self.scratch)
