@@ -3,16 +3,15 @@
 Memory: one ``numpy.uint8`` arena per session (and resize), laid out by the memory
 planner; each dynamic tensor is a C-contiguous view at its planned offset, so that
 ``run`` allocates nothing for intermediate tensors. Constants are used in place
-(zero-copy views of the model file). Matrix products use up to ``num_threads`` BLAS
-threads, chosen per product (``blas.py``); other work runs on the calling thread
-unless it is very large (measured: splitting it over Python threads beside spinning
-BLAS workers cost more than it gained).
+(zero-copy views of the model file). Threads: every BLAS is single-threaded during a run
+(``blas.py``); products and the compiled kernels are cut into blocks over the backend's
+``num_threads`` threads (``worker_pool.py``: the caller and workers that poll for tasks
+while a partition runs and sleep after it).
 """
 
 from __future__ import annotations
 
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -21,6 +20,7 @@ from mnnpy.backends.cpu.blas import BlasThreads
 from mnnpy.backends.cpu.fusion import fuse
 from mnnpy.backends.cpu.registry import executions
 from mnnpy.backends.cpu.scratch import SharedBuffer, Workspace, _aligned, filled
+from mnnpy.backends.cpu.worker_pool import WorkerPool
 from mnnpy.errors import UnsupportedOperatorError
 from mnnpy.heap import give_back_freed
 from mnnpy.memory_planner import ALIGN
@@ -52,8 +52,13 @@ class CPUBackend(Backend):
         return None if cls is None else cls(self, info)
 
     def on_resize_partition(self, partition) -> None:
-        """Adjacent Executions whose tensor between them nothing else reads are fused (``fusion.py``)."""
+        """Adjacent Executions whose tensor between them nothing else reads are fused
+        (``fusion.py``); the pool's workers get their compiled spin-wait (``kernels/spin.py``)."""
         fuse(partition)
+        if self.num_threads > 1 and self.pool._spin is None:
+            from mnnpy.backends.cpu.kernels.spin import kernel
+
+            self.pool.use_spin(kernel())
 
     def allocate_arena(self, nbytes: int) -> None:
         self.arena = _aligned(filled(nbytes + ALIGN, np.uint8), nbytes)  # pages mapped now (charged by the planner)
@@ -88,13 +93,16 @@ class CPUBackend(Backend):
 
     def execute_partition(self, partition) -> None:
         """Each Execution in order, with BLAS single-threaded: products are split over this
-        backend's pool (blas.py); the caller's BLAS setting is restored after."""
+        backend's pool (blas.py); the caller's BLAS setting is restored after. The pool's
+        workers poll for tasks while the partition runs and sleep after it (``worker_pool.py``)."""
+        self.runtime.blas.refresh()  # a len(sys.modules) test, unless modules were imported
         before = self.runtime.blas.use(1)
+        self.pool.wake()
         try:
             super().execute_partition(partition)
         finally:
-            if before not in (None, 1):
-                self.runtime.blas.use(before)  # leave the caller's BLAS as it was
+            self.pool.park()
+            self.runtime.blas.restore(before)  # leave the caller's BLAS as it was
 
     def run_host(self, info: OpInfo, inputs: list) -> list:
         """Run a dynamic op that is not control flow (the sequence ops) on host values:
@@ -119,11 +127,6 @@ class CPUBackend(Backend):
         return out_arrays
 
 
-def _quiet_numpy() -> None:
-    """Worker threads: no floating-point warnings (NaN/inf inputs propagate as in onnxruntime)."""
-    np.seterr(all="ignore")
-
-
 class CPURuntime(Runtime):
     """Process-wide CPU runtime: thread pools shared by sessions."""
 
@@ -133,18 +136,17 @@ class CPURuntime(Runtime):
         import os
 
         self.default_threads = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
-        self._pools: dict[int, ThreadPoolExecutor] = {}
+        self._pools: dict[int, WorkerPool] = {}
+        self._pools_lock = threading.Lock()
         self.blas = BlasThreads()
 
-    def pool(self, n: int) -> ThreadPoolExecutor:
-        """A shared pool of ``n`` worker threads (numpy releases the GIL in large ops)."""
-        if n not in self._pools:
-            pool = self._pools[n] = ThreadPoolExecutor(n, thread_name_prefix="mnnpy-cpu", initializer=_quiet_numpy)
-            # start the workers now (the executor starts them lazily, on a first run)
-            barrier = threading.Barrier(n)
-            for f in [pool.submit(barrier.wait) for _ in range(n)]:
-                f.result()
-        return self._pools[n]
+    def pool(self, n: int) -> WorkerPool:
+        """The shared pool of ``n`` threads (the caller and ``n - 1`` workers) of the sessions
+        that run on ``n`` threads."""
+        with self._pools_lock:
+            if n not in self._pools:
+                self._pools[n] = WorkerPool(n)
+            return self._pools[n]
 
     @classmethod
     def warm_up(cls) -> None:

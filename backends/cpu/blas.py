@@ -22,27 +22,52 @@ MIN_SPLIT_COLS = 256  # output columns per thread from which a product is cut in
 
 
 class BlasThreads:
-    """The BLAS library's thread count (process-wide), through threadpoolctl's controller."""
+    """The thread counts of every BLAS library loaded in the process (threadpoolctl).
+
+    NumPy and SciPy each bundle an OpenBLAS, and numba's compiled products call SciPy's:
+    all of them are set, not the first threadpoolctl lists. Leaving one at 2 threads let
+    its worker spin beside the backend's pool: ResNet-18 took 105-195 ms a run instead of
+    12-17 in the processes where the numba warm-up had loaded SciPy, whose library
+    threadpoolctl lists first, before the runtime looked (3 of 4 processes here). The list
+    is read again (about 1 ms) when more modules have been imported since (``refresh``).
+    """
 
     def __init__(self):
-        self._lib = None
+        self._libs: list = []
+        self._modules = -1
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Read the loaded BLAS libraries again if modules were imported since the last look."""
+        import sys
+
+        if len(sys.modules) == self._modules:
+            return
+        self._modules = len(sys.modules)
         try:
             from threadpoolctl import ThreadpoolController
 
-            ctl = ThreadpoolController().select(user_api="blas")
-            if ctl.lib_controllers:
-                self._lib = ctl.lib_controllers[0]
-        except Exception:  # no threadpoolctl-supported BLAS: leave its default alone
-            self._lib = None
+            self._libs = list(ThreadpoolController().select(user_api="blas").lib_controllers)
+        except Exception:  # no threadpoolctl-supported BLAS: leave their defaults alone
+            self._libs = []
 
-    def use(self, n: int) -> int | None:
-        """Make the BLAS run on ``n`` threads; returns the previous count (ctypes calls, ~1 µs)."""
-        if self._lib is None:
+    def use(self, n: int) -> list[int] | None:
+        """Make every BLAS run on ``n`` threads; returns the previous counts for ``restore``
+        (``None`` when nothing changed; ctypes calls, about 1 µs each)."""
+        before = [lib.get_num_threads() for lib in self._libs]
+        if all(b == n for b in before):
             return None
-        before = self._lib.get_num_threads()
-        if before != n:
-            self._lib.set_num_threads(n)
+        for lib, b in zip(self._libs, before):
+            if b != n:
+                lib.set_num_threads(n)
         return before
+
+    def restore(self, before: list[int] | None) -> None:
+        """Put back the counts ``use`` returned."""
+        if before is None:
+            return
+        for lib, b in zip(self._libs, before):
+            lib.set_num_threads(b)
 
 
 def _blocks(a: np.ndarray, b: np.ndarray, out: np.ndarray, parts: int) -> list[tuple]:

@@ -24,14 +24,12 @@ def split(n: int, parts: int) -> list[tuple[int, int]]:
 
 
 def parallel(backend, tasks) -> None:
-    """Run callables on the backend's pool, the last one on this thread; wait for all."""
+    """Run callables on the backend's pool (``worker_pool.WorkerPool``), the last share on
+    this thread; wait for all."""
     if len(tasks) == 1:
         tasks[0]()
         return
-    futures = [backend.pool.submit(t) for t in tasks[:-1]]
-    tasks[-1]()
-    for f in futures:
-        f.result()
+    backend.pool.run(tasks)
 
 
 def run_all(steps) -> None:
