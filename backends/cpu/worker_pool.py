@@ -10,16 +10,23 @@ executor against 380 µs one after the other on one thread. A worker polling a f
 its end the same way: the pair takes 186 µs. onnxruntime's and MNN's thread pools spin
 the same way while a run lasts.
 
-Spinning stops where the work stops. A worker polls for ``SPIN_US`` after its last task,
-then sleeps on a semaphore. The CPU backend calls ``wake()`` when it starts a partition
-(from then on a worker polls after each task) and ``park()`` when it ends one: parked
-workers sleep at once, so no worker of this pool spins outside a run, beside BLAS or
-another engine (DESIGN.md "CPU kernels", threads). Without numba the same protocol runs
-on the semaphores alone.
+Spinning stops where the work stops. The CPU backend calls ``wake()`` when it starts a
+partition (sleeping workers wake while its first ops run, and poll for tasks from then on)
+and ``park()`` when it ends one: parked workers sleep at once, so no worker of this pool
+spins outside a run, beside BLAS or another engine. A worker that sees no task for
+``SPIN_US`` sleeps too. Without numba the same protocol runs on the semaphores alone.
 
-Memory order: the flags a worker polls without the GIL are read with acquire loads; every
-other access to the shared state happens under the GIL, whose hand-overs are full
-barriers, so the "announce I sleep, then re-check" steps below cannot both miss.
+Two rules keep Python's GIL from turning the hand-over back into a sleep and a wake-up:
+
+- Every poll loop calls ``sched_yield`` now and then (``kernels/spin.py``). Linux often
+  wakes a thread on the CPU of the thread that woke it; if that one then polls, the woken
+  thread waited for the end of its time slice: MobileNetV2 runs right after 0.2 s idle took
+  17-30 ms instead of 7, with single hand-overs of 2-6 ms. With the yield: 7.7-8 ms.
+- A worker that sees its task waits ``SETTLE_US`` before it takes the GIL. The caller
+  still holds the GIL for the few µs it takes to call its own share; a worker asking for the
+  GIL then sleeps on CPython's condition variable and is woken only when the caller enters
+  compiled code. MobileNetV2, 9 hand-overs a run: median time from posting to the worker's
+  start 41 -> 14 µs.
 """
 
 from __future__ import annotations
@@ -34,7 +41,8 @@ import numpy as np
 
 from mnnpy.backends.cpu.parallel import run_all, split
 
-SPIN_US = 2000  # µs a worker polls for its next task before sleeping
+SPIN_US = 50000  # µs a worker polls for its next task before sleeping
+SETTLE_US = 10  # µs a worker waits after seeing its task before taking the GIL (see the module doc)
 WAIT_SPIN_US = 20000  # µs the caller polls for its workers' tasks before sleeping
 ROW = 16  # int64 flags per worker: one 128-byte row each, no two workers on one cache line
 POSTED, DONE, PARK, ZERO = 0, 1, 2, 3  # a row: tasks posted, tasks done, park request, always 0
@@ -56,7 +64,7 @@ class WorkerPool:
         self._lock = threading.Lock()
         self._state = threading.Lock()  # guards _active and the semaphores' wake-ups
         self._spin = None
-        self._spin_polls = self._wait_polls = 0
+        self._spin_polls = self._wait_polls = self._settle_polls = 0
         self._start()
         atexit.register(self.park)
 
@@ -82,11 +90,12 @@ class WorkerPool:
             return
         probe = np.zeros(ROW, np.int64)
         polls = 20000
-        spin(probe, ZERO, 0, ZERO, 1000)
+        spin(probe, ZERO, 0, ZERO, 1000, 0)
         t0 = time.perf_counter()
-        spin(probe, ZERO, 0, ZERO, polls)
+        spin(probe, ZERO, 0, ZERO, polls, 0)
         per_us = polls / max((time.perf_counter() - t0) * 1e6, 1.0)
         self._spin_polls, self._wait_polls = int(per_us * SPIN_US), int(per_us * WAIT_SPIN_US)
+        self._settle_polls = int(per_us * SETTLE_US)
         self._spin = spin
 
     # -- workers ---------------------------------------------------------------------------
@@ -96,7 +105,7 @@ class WorkerPool:
         flags = self.flags
         while True:
             spin = self._spin
-            if spin is None or not spin(flags, base + POSTED, seen, base + PARK, self._spin_polls):
+            if spin is None or not spin(flags, base + POSTED, seen, base + PARK, self._spin_polls, self._settle_polls):
                 if flags[base + POSTED] == seen:
                     self._asleep[i] = True
                     if flags[base + POSTED] == seen:  # re-checked after announcing the sleep
@@ -116,7 +125,7 @@ class WorkerPool:
     def _wait(self, i: int, target: int) -> None:
         base, flags = i * ROW, self.flags
         if self._spin is not None and flags[base + DONE] != target:
-            self._spin(flags, base + DONE, target - 1, base + ZERO, self._wait_polls)
+            self._spin(flags, base + DONE, target - 1, base + ZERO, self._wait_polls, 0)
         while flags[base + DONE] != target:
             self._waiting[i] = True
             if flags[base + DONE] != target:  # re-checked after announcing the wait
@@ -160,12 +169,15 @@ class WorkerPool:
             self._lock.release()
 
     def wake(self) -> None:
-        """A run starts: from now on a worker polls for its next task after each one, until
-        ``park``. A sleeping worker is woken by its first task, not here (waking it costs a
-        tiny model more than it gains: PP-OCR cls 0.53 -> 0.60 ms). Nested calls count."""
+        """A run starts: sleeping workers wake and poll (``park`` ends it); nested calls count."""
         with self._state:
             self._active += 1
             self.flags[PARK::ROW] = 0
+            if self._spin is None or os.getpid() != self._pid:
+                return
+            for i in range(self.n - 1):
+                if self._asleep[i]:
+                    self._wake[i].release()
 
     def park(self) -> None:
         """A run ends: when no other run is going on, every worker stops polling and sleeps."""
