@@ -141,10 +141,11 @@ class GraphRunner:
         dtypes = {t: dtype_of(a, self.graph.tensors[t].dtype) for t, a in arrays.items()}
         return (0, *plan_key(shapes, self.values_of(arrays), dtypes))
 
-    def run(self, arrays: dict[int, Any], wanted: list[int], context: RunContext) -> dict[int, Any]:
+    def run(self, arrays: dict[int, Any], wanted: list[int], context: RunContext, key: tuple | None = None) -> dict[int, Any]:
         """Tensor -> value of each ``wanted`` tensor after running the graph on ``arrays``
-        (graph input tensor -> ndarray, or list for a sequence), segment after segment."""
-        if self.plan is None or self.plan.key != self.key(arrays):
+        (graph input tensor -> ndarray, or list for a sequence), segment after segment.
+        ``key``: ``self.key(arrays)`` where the caller has it already."""
+        if self.plan is None or self.plan.key != (self.key(arrays) if key is None else key):
             shapes = {t: shape_of(a) for t, a in arrays.items()}
             dtypes = {t: dtype_of(a, self.graph.tensors[t].dtype) for t, a in arrays.items()}
             self.plan = self.plan_for(shapes, self.values_of(arrays), 0, dtypes)  # no reference to the old one kept here

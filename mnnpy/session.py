@@ -178,10 +178,11 @@ class Session:
         context = RunContext(_checked_timeout(loop_timeout))
         with GATE.entered(), self._lock:  # a run in flight at interpreter exit ends first (mnnpy.exit_gate)
             runner = self.runner
-            if runner.plan is None or runner.plan.key != runner.key(arrays):
+            key = runner.key(arrays)
+            if runner.plan is None or runner.plan.key != key:
                 self._check_shapes({self.graph.tensors[t].name: a.shape for t, a in arrays.items() if not isinstance(a, list)})
             try:
-                results = runner.run(arrays, wanted, context)
+                results = runner.run(arrays, wanted, context, key)
             except MemoryError as e:
                 shapes = {self.graph.tensors[t].name: shape_of(a) for t, a in arrays.items()}
                 raise ShapeError(f"input shapes {shapes}: the run ran out of memory: {e or 'MemoryError'}") from None

@@ -64,6 +64,7 @@ class WorkerPool:
         self._lock = threading.Lock()
         self._state = threading.Lock()  # guards _active and the semaphores' wake-ups
         self._spin = None
+        self.dispatches = 0  # calls of ``run`` that handed tasks to workers
         self._spin_polls = self._wait_polls = self._settle_polls = 0
         self._start()
         atexit.register(self.park)
@@ -142,6 +143,7 @@ class WorkerPool:
         try:
             if os.getpid() != self._pid:
                 self._start()
+            self.dispatches += 1
             groups = [tasks[lo:hi] for lo, hi in split(len(tasks), self.n)]
             calls = [g[0] if len(g) == 1 else functools.partial(run_all, g) for g in groups]
             posted = []
