@@ -16,11 +16,15 @@ from __future__ import annotations
 import importlib
 import math
 import os
+import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from mnnpy.deadline import check
+from mnnpy.device_queue import DeviceQueue
 from mnnpy.errors import BackendUnavailableError
 from mnnpy.ir import Op
 
@@ -135,6 +139,7 @@ class Backend:
     """
 
     name = "base"
+    run_deadline: float | None = None  # the running run's deadline (time.monotonic() s), set by the Session
 
     def __init__(self, runtime: Runtime, config: BackendConfig):
         self.runtime = runtime
@@ -209,12 +214,35 @@ class Backend:
         read the source in place (the CPU into its arena) or device to device overrides it."""
         self.upload(src_backend.download(src), dst)
 
+    def download_into(self, src: Any, out: np.ndarray) -> None:
+        """Copy a tensor handle into the host array ``out`` (its shape and dtype). Default:
+        through ``download``; a backend that can write ``out`` directly overrides it."""
+        np.copyto(out, self.download(src))
+
+    def device_time_us(self, partition: Any) -> float | None:
+        """Device time, µs, of ``partition``'s last ``execute_partition`` (a
+        ``mnnpy.planner.PartitionStep``), from the device's own clock; ``None`` where not
+        measured. Default: ``None``."""
+        return None
+
     def execute_partition(self, partition: Any) -> None:
         """Run one partition's Executions (a ``mnnpy.planner.PartitionStep``) after its border
-        copies. Default: each Execution's ``on_execute`` in order; a backend that recorded
-        the partition at resize submits the recording instead."""
+        copies. Default: each Execution's ``on_execute`` in order, checking the run's
+        deadline (``run_deadline``, ``time.monotonic()`` s, set by the Session for the run)
+        before each op; a backend that recorded the partition at resize submits the
+        recording instead."""
+        deadline = self.run_deadline
+        if deadline is None:
+            for exe, ins, outs in partition.runs:
+                exe.on_execute(ins, outs)
+            return
         for exe, ins, outs in partition.runs:
+            if time.monotonic() > deadline:
+                check(deadline, f"before op '{exe.op.name}' ({exe.op.type}) on {self.name}")
             exe.on_execute(ins, outs)
+
+
+_QUEUE_LOCK = threading.Lock()
 
 
 class Runtime:
@@ -229,6 +257,18 @@ class Runtime:
 
     name = "base"
     in_auto = True
+    _queue: DeviceQueue | None = None
+
+    def queue_capacity(self) -> int:
+        """Units of the device that runs share (``device_queue``): 1 (one queue) by default."""
+        return 1
+
+    def device_queue(self) -> DeviceQueue:
+        """The device's ``DeviceQueue``: runs from all sessions on it wait here by priority."""
+        with _QUEUE_LOCK:
+            if self._queue is None:
+                self._queue = DeviceQueue(self.queue_capacity())
+            return self._queue
 
     @classmethod
     def availability(cls) -> tuple[bool, str]:

@@ -227,6 +227,9 @@ def _run_args(p: argparse.ArgumentParser) -> None:
         help="how long each Loop may run, s (default 2, at most 15: NNAPI's)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (>= 0, default 0)")
+    p.add_argument("--timing", action="store_true", help="measure NNAPI's Timing of each run (on-device and in-driver µs)")
+    p.add_argument("--async", dest="in_flight", type=int, default=0, metavar="N", help="keep N runs in flight with run_async")
+    p.add_argument("--deadline-ms", type=float, default=None, metavar="MS", help="deadline of each run, ms after it is asked for")
 
 
 def _pairs(items: Sequence[str], what: str) -> dict[str, str]:
@@ -330,14 +333,12 @@ def _run(args) -> int:
     feeds = {d.name: loaded[d.name] if d.name in loaded else generated[d.name] for d in interp.inputs}
     backend = args.backend.split(",") if "," in args.backend else args.backend
     session = interp.create_session(backend=backend, num_threads=args.threads, precision=args.precision, tuning=args.tuning)
+    options = {"loop_timeout": args.loop_timeout, "measure_timing": args.timing, "timeout_ms": args.deadline_ms}
+    check_int(args.in_flight, "--async", 0, 64)
     t0 = time.perf_counter()
-    outputs = session.run(feeds, loop_timeout=args.loop_timeout)
+    outputs = session.run(feeds, **options)
     first = (time.perf_counter() - t0) * 1e3
-    times = []
-    for _ in range(args.repeat):
-        t0 = time.perf_counter()
-        session.run(feeds, loop_timeout=args.loop_timeout)
-        times.append((time.perf_counter() - t0) * 1e3)
+    times, timings, missed, wall = _timed_runs(session, feeds, options, args.repeat, args.in_flight)
     for name, a in feeds.items():
         print(f"input  {name}: {a.dtype} {tuple(a.shape)}")
     for name, a in outputs.items():
@@ -345,7 +346,57 @@ def _run(args) -> int:
         print(f"output {name}: {a.dtype} {tuple(a.shape)} first values {np.array2string(flat, precision=5, separator=', ')}")
     median = f"{statistics.median(times):.3f} ms (median of {len(times)})" if times else "n/a (--repeat 0)"
     print(f"latency: first {first:.3f} ms, {median}")
+    if args.in_flight and times:
+        print(f"throughput: {len(times) / wall:.1f} runs/s with {args.in_flight} in flight (run_async)")
+    if timings:
+        dev = [t.on_device_us for t in timings if t.on_device_us is not None]
+        drv = statistics.median(t.in_driver_us for t in timings)
+        on_dev = f"{statistics.median(dev):.1f} µs" if dev else "not measured"
+        print(f"timing (median): on device {on_dev}, in driver {drv:.1f} µs")
+    if missed:
+        print(f"deadline missed in {missed} of {args.repeat} runs (--deadline-ms {args.deadline_ms:g})", file=sys.stderr)
+        return 1
     return 0
+
+
+def _timed_runs(session, feeds, options, repeat: int, in_flight: int):
+    """``repeat`` runs, one after the other or ``in_flight`` at a time (``run_async``): their
+    latencies (ms, from the call to the result), their Timings, how many missed their
+    deadline, and the wall time of all of them (s)."""
+    from mnnpy.errors import DeadlineMissedError
+
+    times, timings, missed, pending = [], [], 0, []
+    start = time.perf_counter()
+
+    def finish(t0, future):
+        nonlocal missed
+        try:
+            r = future.result()
+        except DeadlineMissedError:
+            missed += 1
+            return
+        times.append((time.perf_counter() - t0) * 1e3)
+        if r.timing is not None:
+            timings.append(r.timing)
+
+    for _ in range(repeat):
+        if in_flight:
+            if len(pending) >= in_flight:
+                finish(*pending.pop(0))
+            pending.append((time.perf_counter(), session.run_async(feeds, **options)))
+            continue
+        t0 = time.perf_counter()
+        try:
+            r = session.run(feeds, **options)
+        except DeadlineMissedError:
+            missed += 1
+            continue
+        times.append((time.perf_counter() - t0) * 1e3)
+        if r.timing is not None:
+            timings.append(r.timing)
+    for item in pending:
+        finish(*item)
+    return times, timings, missed, time.perf_counter() - start
 
 
 # --------------------------------------------------------------------------------- main

@@ -2,8 +2,7 @@
 
 ``MnnpyError`` is the root; catch it to catch them all. Each message names what was
 wrong and where (file offset, tensor, op, input name) so that a user can act on it.
-A class is defined here only once something raises it: the NNAPI execution errors
-(output buffer too small, deadline missed) arrive with those features.
+A class is defined here only once something raises it.
 """
 
 from __future__ import annotations
@@ -51,7 +50,33 @@ class LoopTimeoutError(MnnpyError):
     usable: its next run starts afresh."""
 
 
+class DeadlineMissedError(MnnpyError):
+    """A run (or a session's preparation) could not complete by its deadline (NNAPI's
+    ``MISSED_DEADLINE_*``): raised before the run starts when the deadline has passed, and
+    between partitions (between ops on the CPU) when it passes during the run. Says how late.
+    The session stays usable."""
+
+
+class OutputBufferTooSmallError(MnnpyError):
+    """A caller-provided output array cannot take its output (NNAPI's
+    ``OUTPUT_INSUFFICIENT_SIZE``). ``needed``: output name -> the shape each output needs
+    (0 for a dimension not known before the run), for every output given. The session
+    stays usable."""
+
+    def __init__(self, message: str, needed: dict[str, tuple[int, ...]]):
+        self.needed = dict(needed)
+        super().__init__(message)
+
+
+class DependencyFailedError(MnnpyError):
+    """A fenced run did not start because a fence it waited for signalled a failed run
+    (NNAPI: an execution whose sync fence signals an error fails too); names the fence."""
+
+
 __all__ = [
+    "DeadlineMissedError",
+    "DependencyFailedError",
+    "OutputBufferTooSmallError",
     "MnnpyError",
     "ModelFormatError",
     "UnsupportedOperatorError",

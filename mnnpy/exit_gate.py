@@ -34,17 +34,25 @@ class ExitGate:
     @contextmanager
     def entered(self) -> Iterator[None]:
         """One run (or resize) in flight; after ``close`` it never starts (the thread waits)."""
+        self.enter()
+        try:
+            yield
+        finally:
+            self.leave()
+
+    def enter(self) -> None:
+        """``entered`` without a context manager (the run path: about 0.3 µs); pair with ``leave``."""
         with self._cond:
             while self._closing:
                 self._cond.wait()
             self._busy += 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._busy -= 1
-                if self._closing:
-                    self._cond.notify_all()
+
+    def leave(self) -> None:
+        """The run that ``enter`` admitted is over."""
+        with self._cond:
+            self._busy -= 1
+            if self._closing:
+                self._cond.notify_all()
 
     def close(self, timeout: float = EXIT_WAIT_S) -> bool:
         """Admit no new run; wait up to ``timeout`` s for those in flight; True when none is left."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import gc
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,14 +39,18 @@ MAX_LOOP_TIMEOUT_S = 15.0  # NNAPI's maximum
 
 @dataclass
 class RunContext:
-    """What one run call carries down to the host steps: ``loop_timeout`` (s), the limit of
-    each Loop's run (NNAPI's loop time-out), ``started`` (``time.perf_counter()`` at the
-    call), and ``deadline``: the ``perf_counter`` time by which the innermost running Loop
-    must end (its own limit, or an enclosing loop's if sooner; ``None`` outside loops)."""
+    """What one run call carries down to its plans and host steps: ``loop_timeout`` (s), the
+    limit of each Loop's run (NNAPI's loop time-out), ``started`` (``time.perf_counter()`` at
+    the call), ``deadline``: the ``perf_counter`` time by which the innermost running Loop
+    must end (its own limit, or an enclosing loop's if sooner; ``None`` outside loops);
+    ``run_deadline``: the run's deadline (``time.monotonic()`` s, ``mnnpy.deadline``) or
+    ``None``; ``meter``: a ``mnnpy.timing.TimingMeter`` when timing was asked for."""
 
     loop_timeout: float = LOOP_TIMEOUT_S
     started: float = field(default_factory=time.perf_counter)
     deadline: float | None = None
+    run_deadline: float | None = None
+    meter: Any = None
 
 
 class GraphRunner:
@@ -118,6 +123,16 @@ class GraphRunner:
         out.update((t, list(a)) for t, a in arrays.items() if isinstance(a, list))
         return out
 
+    def clear(self) -> None:
+        """Forget every plan and body (``Session.close``): their arenas, Executions and
+        device memory go now; the backends give back what only they used."""
+        self._plans.clear()
+        self._bodies.clear()
+        self.plan, self.segments = None, []
+        gc.collect()  # plans and their Executions refer to each other (see plan_for)
+        for b in self.backends:
+            b.on_plans_evicted()
+
     def drop_unused(self) -> None:
         """Forget every cached plan not in use, so that its memory can go (the budget's
         reclaimer): while this runner runs, all but the segments of the run in progress."""
@@ -141,10 +156,20 @@ class GraphRunner:
         dtypes = {t: dtype_of(a, self.graph.tensors[t].dtype) for t, a in arrays.items()}
         return (0, *plan_key(shapes, self.values_of(arrays), dtypes))
 
-    def run(self, arrays: dict[int, Any], wanted: list[int], context: RunContext, key: tuple | None = None) -> dict[int, Any]:
+    def run(
+        self,
+        arrays: dict[int, Any],
+        wanted: list[int],
+        context: RunContext,
+        key: tuple | None = None,
+        into: Callable[[Plan, int], np.ndarray | None] | None = None,
+    ) -> dict[int, Any]:
         """Tensor -> value of each ``wanted`` tensor after running the graph on ``arrays``
         (graph input tensor -> ndarray, or list for a sequence), segment after segment.
-        ``key``: ``self.key(arrays)`` where the caller has it already."""
+        ``key``: ``self.key(arrays)`` where the caller has it already. ``into(plan, t)``: the
+        caller's array to write output ``t`` into (``Plan.read_into``), or ``None`` for a new
+        one; it is asked before the first segment runs (``t`` not yet in the plan's shapes:
+        a shape known only later) and again when ``t`` is read."""
         if self.plan is None or self.plan.key != (self.key(arrays) if key is None else key):
             shapes = {t: shape_of(a) for t, a in arrays.items()}
             dtypes = {t: dtype_of(a, self.graph.tensors[t].dtype) for t, a in arrays.items()}
@@ -154,13 +179,21 @@ class GraphRunner:
         results: dict[int, Any] = {}
         self._running += 1
         try:
+            if into is not None:
+                for t in wanted:
+                    into(plan, t)  # checks what the first plan knows before anything runs
             while True:
                 plan.write(arrays)
                 with np.errstate(all="ignore"):  # NaN/inf propagate silently, as in onnxruntime
                     plan.execute(arrays, context)
                 for t in wanted:
                     if t not in results and (t in plan.sizes.shapes or t in plan.results):
-                        results[t] = plan.read(t, arrays)
+                        out = None if into is None else into(plan, t)
+                        if out is None:
+                            results[t] = plan.read(t, arrays)
+                        else:
+                            plan.read_into(t, arrays, out)
+                            results[t] = out
                 barrier = plan.sizes.barrier
                 if barrier is None or barrier >= len(self.graph.ops):
                     return results

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 
 from mnnpy import model_file
 from mnnpy.backend import BackendConfig, backend_availability, backend_in_auto, get_runtime, registered_backends, warm_up
+from mnnpy.deadline import check, resolve
+from mnnpy.device_queue import priority_level
 from mnnpy.errors import BackendUnavailableError, InputError
 from mnnpy.io_desc import IODesc
 from mnnpy.ir import Net
@@ -21,6 +23,7 @@ from mnnpy.limits import checked_limit
 from mnnpy.log import get_logger
 from mnnpy.ops import resolve_attrs
 from mnnpy.session import Session
+from mnnpy.timing import clock
 
 PRECISIONS = ("high", "normal", "low")
 TUNING = ("none", "fast", "wide")
@@ -58,14 +61,19 @@ class Interpreter:
         return [IODesc(g.tensors[t].name, g.tensors[t].shape, g.tensors[t].dtype, g.tensors[t].kind) for t in g.outputs]
 
     def unplanned_session(
-        self, backend: str | Sequence[str] = "cpu", config: BackendConfig | None = None, memory_limit: int | None = None
+        self,
+        backend: str | Sequence[str] = "cpu",
+        config: BackendConfig | None = None,
+        memory_limit: int | None = None,
+        priority: str = "medium",
     ) -> Session:
         """A Session that has planned nothing yet, not even for static shapes: for describing
         schedules (``session.partitions(shapes)``, ``mnnpy info --partitions``) without
         allocating memory or preparing Executions. ``run``/``resize`` plan as usual."""
         limit = checked_limit(memory_limit)
+        priority_level(priority)  # InputError before any backend is made
         backends = [get_runtime(n).create_backend(config or BackendConfig()) for n in resolve_backends(backend)]
-        return Session(self.net, backends, limit)
+        return Session(self.net, backends, limit, priority)
 
     def create_session(
         self,
@@ -74,6 +82,9 @@ class Interpreter:
         num_threads: int | None = None,
         tuning: str = "none",
         memory_limit: int | None = None,
+        priority: str = "medium",
+        deadline: float | None = None,
+        timeout_ms: float | None = None,
     ) -> Session:
         """A Session on ``backend``: a name, a preference list (``["opencl", "cpu"]``) or ``"auto"``.
 
@@ -85,10 +96,17 @@ class Interpreter:
         the bytes the session's plans may hold together (arenas of every backend, constant
         copies, scratch and workspaces, Loop outputs); default ``limits.DEFAULT_FRACTION`` of
         the memory available now. Every size is checked against it before anything is
-        allocated (``ShapeError`` naming the op, its shapes and the bytes asked for). Raises
+        allocated (``ShapeError`` naming the op, its shapes and the bytes asked for).
+        ``priority``: NNAPI's execution priority, "low", "medium" (default) or "high": when
+        runs of several sessions wait for one device, higher priority goes first
+        (``mnnpy.device_queue``). ``deadline`` (``time.monotonic()`` s) or ``timeout_ms``:
+        NNAPI's preparation deadline, checked before preparing, after the backends are made
+        and after the plan for static shapes (``DeadlineMissedError``). Raises
         ``BackendUnavailableError`` for a named backend that cannot run here, ``InputError``
         for a bad option.
         """
+        prepare_by = resolve(deadline, timeout_ms, "create_session")
+        check(prepare_by, "before preparing the session")
         if tuning not in TUNING:
             raise InputError(f"tuning must be one of {TUNING}, got {tuning!r}")
         if precision not in PRECISIONS:
@@ -99,10 +117,14 @@ class Interpreter:
             raise InputError(f"num_threads must be an int in 1..{MAX_THREADS}, got {num_threads!r}")
         t0 = time.perf_counter()
         config = BackendConfig(precision=precision, num_threads=num_threads, tuning=tuning)
-        session = self.unplanned_session(backend, config, memory_limit)
+        session = self.unplanned_session(backend, config, memory_limit, priority)
+        check(prepare_by, "preparing the session, after its backends were made")
         fixed = {d.name: d.shape for d in session.inputs}
         if all(s is not None and all(isinstance(x, int) and x >= 0 for x in s) for s in fixed.values()):
             session.resize(fixed)  # static shapes: plan now, as MNN's createSession does
+            if prepare_by is not None and clock() > prepare_by:
+                session.close()
+                check(prepare_by, "preparing the session, after planning it")
         _log.info("session on %s created in %.1f ms", [b.name for b in session.backends], (time.perf_counter() - t0) * 1e3)
         return session
 

@@ -36,6 +36,7 @@ import numpy as np
 
 from mnnpy import limits
 from mnnpy.backend import Backend, Execution, OpInfo
+from mnnpy.deadline import check
 from mnnpy.ir import Graph
 from mnnpy.log import get_logger, lazy
 from mnnpy.memory_planner import MemoryPlan, plan_memory, tensor_lifetimes
@@ -129,14 +130,34 @@ class Plan:
 
     def execute(self, arrays: Mapping[int, Any], context: Any = None) -> None:
         """Every partition in order (``PartitionStep.execute``), then the host step, if any,
-        on its inputs (``arrays``: the inputs written)."""
+        on its inputs (``arrays``: the inputs written). With a ``context``
+        (``mnnpy.graph_runner.RunContext``): its ``run_deadline`` is checked before each
+        partition (``DeadlineMissedError``) and its ``meter`` times each one."""
+        deadline = getattr(context, "run_deadline", None)
+        meter = getattr(context, "meter", None)
         for step in self.steps:
-            step.execute()
+            if deadline is not None:
+                check(deadline, f"before a partition on {step.backend.name}")
+            if meter is None:
+                step.execute()
+            else:
+                t0 = time.perf_counter()
+                step.execute()
+                meter.partition(step, time.perf_counter() - t0)
         if self.host is not None:
             op = self.host.info.op
             ins = [self.read(t, arrays) if t >= 0 else None for t in op.inputs]
             outs = self.host.run(ins, context)
             self.results = {t: v for t, v in zip(op.outputs, outs) if t >= 0}
+
+    def read_into(self, t: int, arrays: Mapping[int, Any], out: np.ndarray) -> None:
+        """Tensor ``t``'s contents after ``execute`` written into ``out`` (an ndarray of its
+        shape and dtype): one copy, from the backend's handle (``Backend.download_into``)."""
+        if t in self.results or t in self.sizes.values or t in arrays:
+            np.copyto(out, self.read(t, arrays))
+            return
+        b = self.schedule.home[t]
+        self.backends[b].download_into(self.handles[b][t], out)
 
     def read(self, t: int, arrays: Mapping[int, Any]) -> Any:
         """Tensor ``t``'s contents after ``execute``: a new host array (a sequence: its list)

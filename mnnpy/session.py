@@ -14,18 +14,27 @@ from __future__ import annotations
 import math
 import numbers
 import threading
+import time
 from collections.abc import Mapping
+from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
 
 from mnnpy.backend import Backend
-from mnnpy.errors import InputError, ShapeError
+from mnnpy.burst import Burst
+from mnnpy.deadline import check, remaining, resolve
+from mnnpy.device_queue import priority_level
+from mnnpy.errors import DependencyFailedError, InputError, ShapeError
 from mnnpy.exit_gate import GATE
+from mnnpy.fence import Fence
 from mnnpy.graph_runner import LOOP_TIMEOUT_S, MAX_LOOP_TIMEOUT_S, RESIZE_CACHE, GraphRunner, RunContext, shape_of
 from mnnpy.io_desc import IODesc
 from mnnpy.ir import Graph, Net
 from mnnpy.limits import MemoryBudget, checked_limit
+from mnnpy.run_queue import RunQueue
+from mnnpy.run_request import RunRequest, checked_outputs
+from mnnpy.timing import RunOutputs, Timing, TimingMeter
 
 __all__ = ["RESIZE_CACHE", "Session"]
 
@@ -35,15 +44,24 @@ class Session:
 
     Created by ``Interpreter.create_session``. ``memory_limit`` (bytes; default
     ``limits.default_memory_limit()``, a fraction of the memory available now): what its plans
-    may hold together (``budget``), checked before anything is allocated. Threads: a Session may be shared by threads;
-    ``run`` and ``resize`` hold one lock per Session, so its runs happen one at a time (the
-    plan, its arenas and the backends' staging are reused by every run). Input validation
-    happens before the lock. For runs in parallel, create one Session per thread. At
-    interpreter exit, runs in flight on other threads finish first and no new one starts
-    (``mnnpy.exit_gate``).
+    may hold together (``budget``), checked before anything is allocated.
+
+    Executions (NNAPI's: one run call each): ``run`` (synchronous), ``run_async`` (a
+    ``concurrent.futures.Future``), ``run_fenced`` (a ``Fence`` and a Future, after other
+    runs' fences), ``burst()`` (rapid successive runs); each takes ``measure_timing``,
+    caller-provided ``outputs``, a ``deadline``/``timeout_ms`` and ``loop_timeout``.
+
+    Threads: a Session may be shared by threads; ``run`` and ``resize`` hold one lock per
+    Session, so its runs happen one at a time (the plan, its arenas and the backends'
+    staging are reused by every run); input validation happens before the lock. Runs of
+    different sessions on one device also take turns on that device's queue, higher
+    ``priority`` first (``mnnpy.device_queue``; the CPU lets as many runs in as it has
+    cores for their threads). For runs in parallel on the CPU, create one Session per
+    thread. ``close()`` (or ``with``) frees its memory at once. At interpreter exit, runs in
+    flight on other threads finish first and no new one starts (``mnnpy.exit_gate``).
     """
 
-    def __init__(self, net: Net, backends: list[Backend], memory_limit: int | None = None):
+    def __init__(self, net: Net, backends: list[Backend], memory_limit: int | None = None, priority: str = "medium"):
         self.net = net
         self.graph: Graph = net.main
         self.backends = backends
@@ -54,6 +72,14 @@ class Session:
         self._input_index = {g.tensors[t].name: t for t in g.inputs}
         self._input_desc = {t: self._desc(t) for t in g.inputs}
         self._output_shapes: dict[str, tuple[int, ...]] | None = None
+        self.priority = priority
+        self.priority_level = priority_level(priority)
+        runtimes = {id(b.runtime): (b.runtime, b) for b in backends}
+        self._devices = [
+            (getattr(b, "num_threads", 1) or 1, rt) for rt, b in sorted(runtimes.values(), key=lambda rb: rb[0].name)
+        ]
+        self._queue = RunQueue(f"mnnpy-run-{self.graph.name or 'session'}")
+        self._closed = False
 
     @property
     def resize_count(self) -> int:
@@ -159,35 +185,189 @@ class Session:
         self._check_names(shapes, sequences_given=False)
         return {self._input_index[n]: self._input_desc[self._input_index[n]].check_shape(s) for n, s in shapes.items()}
 
-    # -- run ----------------------------------------------------------------------------
+    # -- run (NNAPI executions: run, run_async, run_fenced, burst) ---------------------------
     def run(
-        self, feeds: Mapping[str, Any], output_names: list[str] | None = None, loop_timeout: float = LOOP_TIMEOUT_S
-    ) -> dict[str, np.ndarray]:
-        """Compute the outputs for ``feeds`` (input name -> array-like).
+        self,
+        feeds: Mapping[str, Any],
+        output_names: list[str] | None = None,
+        loop_timeout: float = LOOP_TIMEOUT_S,
+        *,
+        outputs: Mapping[str, np.ndarray] | None = None,
+        measure_timing: bool = False,
+        deadline: float | None = None,
+        timeout_ms: float | None = None,
+    ) -> RunOutputs:
+        """Compute the outputs for ``feeds`` (input name -> array-like): NNAPI's synchronous
+        execution.
 
-        Returns output name -> new ndarray (a list of ndarrays for a sequence output).
-        Resizes first when the input shapes differ from the last run's. ``loop_timeout``
-        (s, default 2, at most 15: NNAPI's): how long each Loop may run before
-        ``LoopTimeoutError``. Raises ``InputError`` (wrong name, missing input, wrong
-        rank/dtype/shape, a bad ``loop_timeout``), ``ShapeError`` (shapes the model cannot
-        take, or memory beyond the session's limit; also when the machine runs out of memory
-        during the run: NumPy's ``MemoryError``) or ``LoopTimeoutError``.
+        Returns output name -> ndarray (a list for a sequence output) as a ``RunOutputs``
+        dict, whose ``timing`` is NNAPI's ``Timing(on_device_us, in_driver_us)`` when
+        ``measure_timing`` (``mnnpy.timing``), else ``None``. Resizes first when the input
+        shapes differ from the last run's. ``loop_timeout`` (s, default 2, at most 15:
+        NNAPI's): how long each Loop may run. ``outputs`` (output name -> ndarray): arrays
+        to write those outputs into (``mnnpy.run_request``). ``deadline``
+        (``time.monotonic()`` s) or ``timeout_ms``: the run raises ``DeadlineMissedError``
+        if it has not completed by then, checked before it starts, while it waits for the
+        device, between partitions and between ops on the CPU. Raises ``InputError`` (wrong
+        name, missing input, wrong rank/dtype/shape, bad options, a closed session),
+        ``ShapeError`` (shapes the model cannot take, or memory beyond the session's limit;
+        also when the machine runs out of memory during the run: NumPy's ``MemoryError``),
+        ``OutputBufferTooSmallError``, ``DeadlineMissedError`` or ``LoopTimeoutError``.
         """
         arrays = self._check_feeds(feeds)
-        wanted = self._wanted_outputs(output_names)
-        context = RunContext(_checked_timeout(loop_timeout))
-        with GATE.entered(), self._lock:  # a run in flight at interpreter exit ends first (mnnpy.exit_gate)
-            runner = self.runner
-            key = runner.key(arrays)
-            if runner.plan is None or runner.plan.key != key:
-                self._check_shapes({self.graph.tensors[t].name: a.shape for t, a in arrays.items() if not isinstance(a, list)})
+        return self._execute(arrays, self._request(output_names, loop_timeout, outputs, measure_timing, deadline, timeout_ms))
+
+    def run_async(
+        self,
+        feeds: Mapping[str, Any],
+        output_names: list[str] | None = None,
+        loop_timeout: float = LOOP_TIMEOUT_S,
+        **options: Any,
+    ) -> Future:
+        """``run`` on the session's run thread (NNAPI's asynchronous execution): returns at
+        once a ``concurrent.futures.Future`` of the ``RunOutputs``; ``future.result()``
+        raises what the run raised. Runs of one session go in the order asked for. Inputs
+        are checked now (``InputError`` raised here); the arrays given are read when the run
+        starts, so keep them unchanged until the future is done. ``options``: as ``run``."""
+        arrays = self._check_feeds(feeds)
+        request = self._request(output_names, loop_timeout, **options)
+        return self._queue.submit(lambda: self._execute(arrays, request))
+
+    def run_fenced(
+        self,
+        feeds: Mapping[str, Any],
+        wait_for: list[Fence] | tuple[Fence, ...] = (),
+        output_names: list[str] | None = None,
+        loop_timeout: float = LOOP_TIMEOUT_S,
+        **options: Any,
+    ) -> tuple[Fence, Future]:
+        """``run_async`` that starts only after every fence in ``wait_for`` has signalled
+        (NNAPI's ``executeFenced``; fences from any session's ``run_fenced``). Returns
+        ``(fence, future)``: the fence signals when this run completes, successfully or not
+        (``fence.error``); with ``measure_timing`` it then carries ``timing_launched`` and
+        ``timing_fenced`` (``mnnpy.fence``). A fence in ``wait_for`` that signalled a failed
+        run fails this one (``DependencyFailedError``); ``deadline``/``timeout_ms`` bound
+        the wait too (``DeadlineMissedError``: a fence that never signals times out cleanly).
+        ``options``: as ``run``."""
+        if not isinstance(wait_for, (list, tuple)) or not all(isinstance(f, Fence) for f in wait_for):
+            raise InputError("run_fenced: wait_for must be a list of Fence objects (from run_fenced)")
+        arrays = self._check_feeds(feeds)
+        request = self._request(output_names, loop_timeout, **options)
+        fence, launched = Fence(f"{self.graph.name or 'session'} run"), time.perf_counter()
+        waits = list(wait_for)
+
+        def job() -> RunOutputs:
             try:
-                results = runner.run(arrays, wanted, context, key)
-            except MemoryError as e:
-                shapes = {self.graph.tensors[t].name: shape_of(a) for t, a in arrays.items()}
-                raise ShapeError(f"input shapes {shapes}: the run ran out of memory: {e or 'MemoryError'}") from None
-            self._output_shapes = {self.graph.tensors[t].name: shape_of(results[t]) for t in wanted}
-            return {self.graph.tensors[t].name: results[t] for t in wanted}
+                for f in waits:
+                    if not f.wait(remaining(request.deadline)):
+                        check(request.deadline, f"waiting for {f!r}")
+                    if f.error is not None:
+                        raise DependencyFailedError(f"{f!r} signalled a failed run: {type(f.error).__name__}: {f.error}")
+                fenced = time.perf_counter()
+                result = self._execute(arrays, request)
+            except BaseException as e:
+                fence.signal(e)
+                raise
+            if result.timing is not None:
+                done, device = time.perf_counter(), result.timing.on_device_us
+                fence.timing_launched = Timing(device, (done - launched) * 1e6)
+                fence.timing_fenced = Timing(device, (done - fenced) * 1e6)
+            fence.signal()
+            return result
+
+        return fence, self._queue.submit(job)
+
+    def burst(self) -> Burst:
+        """A ``Burst`` for rapid successive runs (NNAPI's burst; ``mnnpy.burst``):
+        ``with session.burst() as b: b.run(feeds)``."""
+        return Burst(self)
+
+    def close(self) -> None:
+        """Free the session's plans, arenas and device memory now (a run in progress ends
+        first); later calls raise ``InputError``. Queued asynchronous runs fail with it.
+        Also ``with interpreter.create_session() as s:``. Closing twice is a no-op."""
+        self._closed = True
+        self._queue.close()
+        with self._lock:
+            self.runner.clear()
+            self._output_shapes = None
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _request(
+        self,
+        output_names: list[str] | None,
+        loop_timeout: float = LOOP_TIMEOUT_S,
+        outputs: Mapping[str, np.ndarray] | None = None,
+        measure_timing: bool = False,
+        deadline: float | None = None,
+        timeout_ms: float | None = None,
+    ) -> RunRequest:
+        """The checked options of one execution; raises ``InputError``."""
+        wanted = self._wanted_outputs(output_names)
+        return RunRequest(
+            wanted,
+            _checked_timeout(loop_timeout),
+            checked_outputs(self.graph, wanted, outputs),
+            bool(measure_timing),
+            resolve(deadline, timeout_ms),
+        )
+
+    def _execute(self, arrays: dict[int, Any], request: RunRequest, key: tuple | None = None) -> RunOutputs:
+        """One execution of checked ``arrays`` (input tensor -> array) with ``request``;
+        ``key``: the plan key of ``arrays`` where the caller (a burst) has it."""
+        if self._closed:
+            raise InputError("the session is closed")
+        check(request.deadline, "before the run started")
+        context = RunContext(request.loop_timeout, run_deadline=request.deadline)
+        if request.measure_timing:
+            context.meter = TimingMeter()
+        into = (lambda plan, t: request.into(self.graph, plan, t)) if request.outputs else None
+        GATE.enter()
+        held = []
+        try:
+            for units, runtime in self._devices:  # in name order: no two runs wait on each other
+                queue = runtime.device_queue()
+                held.append((queue, queue.acquire(self.priority_level, units, request.deadline)))
+            with self._lock:
+                return self._execute_locked(arrays, request, key, context, into)
+        finally:
+            for queue, units in reversed(held):
+                queue.release(units)
+            GATE.leave()
+
+    def _execute_locked(self, arrays, request: RunRequest, key, context: RunContext, into) -> RunOutputs:
+        if self._closed:
+            raise InputError("the session is closed")
+        runner = self.runner
+        key = runner.key(arrays) if key is None else key
+        if runner.plan is None or runner.plan.key != key:
+            self._check_shapes({self.graph.tensors[t].name: a.shape for t, a in arrays.items() if not isinstance(a, list)})
+        deadline = request.deadline
+        if deadline is not None:
+            for b in self.backends:
+                b.run_deadline = deadline
+        t0 = time.perf_counter()
+        try:
+            results = runner.run(arrays, request.wanted, context, key, into)
+        except MemoryError as e:
+            shapes = {self.graph.tensors[t].name: shape_of(a) for t, a in arrays.items()}
+            raise ShapeError(f"input shapes {shapes}: the run ran out of memory: {e or 'MemoryError'}") from None
+        finally:
+            if deadline is not None:
+                for b in self.backends:
+                    b.run_deadline = None
+        names = self.graph.tensors
+        self._output_shapes = {names[t].name: shape_of(results[t]) for t in request.wanted}
+        out = RunOutputs((names[t].name, results[t]) for t in request.wanted)
+        if context.meter is not None:
+            context.meter.span(time.perf_counter() - t0)
+            out.timing = context.meter.timing()
+        return out
 
     def _wanted_outputs(self, output_names) -> list[int]:
         g = self.graph

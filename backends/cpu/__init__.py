@@ -83,6 +83,9 @@ class CPUBackend(Backend):
     def download(self, src: np.ndarray) -> np.ndarray:
         return np.array(src)
 
+    def download_into(self, src: np.ndarray, out: np.ndarray) -> None:
+        np.copyto(out, src)
+
     def copy(self, src_backend: Backend, src, dst: np.ndarray) -> None:
         """Into the arena view ``dst``: the source backend writes it in place where it can
         (``download_into``), else through a host array."""
@@ -147,6 +150,10 @@ class CPURuntime(Runtime):
         self._pools: dict[int, WorkerPool] = {}
         self._pools_lock = threading.Lock()
         self.blas = BlasThreads()
+
+    def queue_capacity(self) -> int:
+        """A run takes as many units of the CPU's device queue as its session has threads."""
+        return self.default_threads
 
     def pool(self, n: int) -> WorkerPool:
         """The shared pool of ``n`` threads (the caller and ``n - 1`` workers) of the sessions

@@ -47,27 +47,41 @@ class BlasThreads:
         try:
             from threadpoolctl import ThreadpoolController
 
-            self._libs = list(ThreadpoolController().select(user_api="blas").lib_controllers)
+            self._libs = [_calls(lib) for lib in ThreadpoolController().select(user_api="blas").lib_controllers]
         except Exception:  # no threadpoolctl-supported BLAS: leave their defaults alone
             self._libs = []
 
     def use(self, n: int) -> list[int] | None:
         """Make every BLAS run on ``n`` threads; returns the previous counts for ``restore``
-        (``None`` when nothing changed; ctypes calls, about 1 µs each)."""
-        before = [lib.get_num_threads() for lib in self._libs]
+        (``None`` when nothing changed; about 0.2 µs per library and call)."""
+        before = [get() for get, _ in self._libs]
         if all(b == n for b in before):
             return None
-        for lib, b in zip(self._libs, before):
+        for (_, set_), b in zip(self._libs, before):
             if b != n:
-                lib.set_num_threads(n)
+                set_(n)
         return before
 
     def restore(self, before: list[int] | None) -> None:
         """Put back the counts ``use`` returned."""
         if before is None:
             return
-        for lib, b in zip(self._libs, before):
-            lib.set_num_threads(b)
+        for (_, set_), b in zip(self._libs, before):
+            set_(b)
+
+
+def _calls(lib) -> tuple:
+    """``(get_num_threads, set_num_threads)`` of a threadpoolctl controller: for OpenBLAS its
+    own C functions through ctypes (threadpoolctl's wrappers look each symbol up again on
+    every call: 1.9 µs a call against 0.2), else the controller's methods."""
+    if getattr(lib, "internal_api", None) == "openblas":
+        try:
+            get, set_ = lib._get_symbol("openblas_get_num_threads"), lib._get_symbol("openblas_set_num_threads")
+            if get is not None and set_ is not None:
+                return get, set_
+        except Exception:  # another threadpoolctl: its public methods
+            pass
+    return lib.get_num_threads, lib.set_num_threads
 
 
 def _blocks(a: np.ndarray, b: np.ndarray, out: np.ndarray, parts: int) -> list[tuple]:
