@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from mnnpy.errors import InputError
+from mnnpy.session_runs import execute
 
 
 class Burst:
@@ -52,7 +53,7 @@ class Burst:
             self._arrays_index = [(n, s._input_index[n]) for n in feeds]
             self._key = key
         request = self._request(output_names, options)
-        return s._execute(arrays, request, key)
+        return execute(s, arrays, request, key)
 
     def _request(self, output_names, options: dict):
         if options.get("deadline") is not None or options.get("timeout_ms") is not None:

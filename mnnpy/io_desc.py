@@ -4,6 +4,7 @@ accepts (shape and value checks behind ``Session.resize`` and ``Session.run``)."
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,3 +66,17 @@ class IODesc:
                 return np.asarray(value, dtype=self.dtype)
         except (ValueError, TypeError, OverflowError, RuntimeWarning) as e:
             raise InputError(f"input '{self.name}': cannot make a {self.dtype} array of {type(value).__name__}: {e}") from None
+
+
+def check_names(
+    index: Mapping[str, int], desc: Mapping[int, IODesc], feeds: Mapping[str, Any], sequences_given: bool = True
+) -> None:
+    """Every name in ``feeds`` is an input (``index``: input name -> tensor) and every input
+    is there (sequence inputs only where ``sequences_given``: a shape dict has none).
+    Raises ``InputError``."""
+    unknown = [n for n in feeds if n not in index]
+    if unknown:
+        raise InputError(f"unknown input name(s) {unknown}; the model's inputs are {list(index)}")
+    missing = [n for n, t in index.items() if n not in feeds and (sequences_given or desc[t].kind != "sequence")]
+    if missing:
+        raise InputError(f"missing input(s) {missing}; the model's inputs are {list(index)}")

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from mnnpy.deadline import resolve
 from mnnpy.errors import InputError, OutputBufferTooSmallError
 
 
@@ -35,6 +36,23 @@ class RunRequest:
     outputs: dict[int, np.ndarray] = field(default_factory=dict)
     measure_timing: bool = False
     deadline: float | None = None
+
+    @classmethod
+    def checked(
+        cls,
+        graph,
+        wanted: list[int],
+        loop_timeout: float,
+        outputs: Mapping[str, np.ndarray] | None = None,
+        measure_timing: bool = False,
+        deadline: float | None = None,
+        timeout_ms: float | None = None,
+    ) -> RunRequest:
+        """The request of ``wanted`` outputs with the options of ``Session.run`` checked
+        (``loop_timeout`` already is); raises ``InputError``."""
+        return cls(
+            wanted, loop_timeout, checked_outputs(graph, wanted, outputs), bool(measure_timing), resolve(deadline, timeout_ms)
+        )
 
     def into(self, graph, plan, t: int) -> np.ndarray | None:
         """The caller's array for output ``t`` as a view of ``t``'s shape in ``plan`` (``None``
@@ -100,3 +118,14 @@ def checked_outputs(graph, wanted: list[int], outputs: Any) -> dict[int, np.ndar
             raise InputError(f"outputs: the array for output '{name}' must be C-contiguous and writeable")
         out[t] = arr
     return out
+
+
+def wanted_outputs(graph, output_names: list[str] | None) -> list[int]:
+    """The output tensors of ``output_names`` (all outputs for ``None``); raises ``InputError``."""
+    if output_names is None:
+        return list(graph.outputs)
+    names = {graph.tensors[t].name: t for t in graph.outputs}
+    bad = [n for n in output_names if n not in names]
+    if bad:
+        raise InputError(f"unknown output name(s) {bad}; the model's outputs are {list(names)}")
+    return [names[n] for n in output_names]

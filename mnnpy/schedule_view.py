@@ -99,3 +99,17 @@ def _body_clusters(runner, i: int, anchor: str) -> list[str]:
         if first is not None:
             lines.append(f"  {anchor} -> {prefix}_{first} [style=dotted, label={quote_dot(attr)}];")
     return lines
+
+
+def op_mflops(runner, prefix: str = "") -> list[tuple[str, str, float]]:
+    """``Session.op_mflops`` of one runner's last plans, bodies nested under their op."""
+    plans = runner.segments or ([runner.plan] if runner.plan is not None else [])
+    ops, out = runner.graph.ops, []
+    for p in plans:
+        out += [(prefix + ops[i].name, ops[i].type, p.sizes.mflops[i]) for i in p.sizes.runtime_ops]
+        if p.sizes.dynamic is not None:
+            i = p.sizes.dynamic
+            for (j, attr), body in runner.bodies().items():
+                if j == i:
+                    out += op_mflops(body, f"{prefix}{ops[i].name}/{attr}/")
+    return out

@@ -11,10 +11,7 @@ of models whose shapes depend on values or that hold control flow.
 
 from __future__ import annotations
 
-import math
-import numbers
 import threading
-import time
 from collections.abc import Mapping
 from concurrent.futures import Future
 from typing import Any
@@ -23,18 +20,18 @@ import numpy as np
 
 from mnnpy.backend import Backend
 from mnnpy.burst import Burst
-from mnnpy.deadline import check, remaining, resolve
 from mnnpy.device_queue import priority_level
-from mnnpy.errors import DependencyFailedError, InputError, ShapeError
+from mnnpy.errors import InputError, ShapeError
 from mnnpy.exit_gate import GATE
 from mnnpy.fence import Fence
-from mnnpy.graph_runner import LOOP_TIMEOUT_S, MAX_LOOP_TIMEOUT_S, RESIZE_CACHE, GraphRunner, RunContext, shape_of
-from mnnpy.io_desc import IODesc
+from mnnpy.graph_runner import LOOP_TIMEOUT_S, RESIZE_CACHE, GraphRunner
+from mnnpy.io_desc import IODesc, check_names
 from mnnpy.ir import Graph, Net
 from mnnpy.limits import MemoryBudget, checked_limit
 from mnnpy.run_queue import RunQueue
-from mnnpy.run_request import RunRequest, checked_outputs
-from mnnpy.timing import RunOutputs, Timing, TimingMeter
+from mnnpy.run_request import RunRequest, wanted_outputs
+from mnnpy.session_runs import checked_timeout, device_units, execute, fenced_job
+from mnnpy.timing import RunOutputs
 
 __all__ = ["RESIZE_CACHE", "Session"]
 
@@ -74,10 +71,7 @@ class Session:
         self._output_shapes: dict[str, tuple[int, ...]] | None = None
         self.priority = priority
         self.priority_level = priority_level(priority)
-        runtimes = {id(b.runtime): (b.runtime, b) for b in backends}
-        self._devices = [
-            (getattr(b, "num_threads", 1) or 1, rt) for rt, b in sorted(runtimes.values(), key=lambda rb: rb[0].name)
-        ]
+        self._devices = device_units(backends)
         self._queue = RunQueue(f"mnnpy-run-{self.graph.name or 'session'}")
         self._closed = False
 
@@ -121,7 +115,9 @@ class Session:
         before a run or resize."""
         if self.runner.plan is None:
             raise InputError("no run yet: FLOPs are known after run() (or resize() for static shapes)")
-        return _mflops(self.runner, "")
+        from mnnpy.schedule_view import op_mflops
+
+        return op_mflops(self.runner)
 
     def partitions(self, shapes: Mapping[str, tuple[int, ...]] | None = None) -> str:
         """The Schedule, printed: a summary line, each partition with its ops, why each op
@@ -182,7 +178,7 @@ class Session:
     def _check_shapes(self, shapes: Mapping[str, Any]) -> dict[int, tuple[int, ...]]:
         if not isinstance(shapes, Mapping):
             raise InputError(f"resize() takes a dict of input name -> shape, got {type(shapes).__name__}")
-        self._check_names(shapes, sequences_given=False)
+        check_names(self._input_index, self._input_desc, shapes, sequences_given=False)
         return {self._input_index[n]: self._input_desc[self._input_index[n]].check_shape(s) for n, s in shapes.items()}
 
     # -- run (NNAPI executions: run, run_async, run_fenced, burst) ---------------------------
@@ -215,7 +211,18 @@ class Session:
         ``OutputBufferTooSmallError``, ``DeadlineMissedError`` or ``LoopTimeoutError``.
         """
         arrays = self._check_feeds(feeds)
-        return self._execute(arrays, self._request(output_names, loop_timeout, outputs, measure_timing, deadline, timeout_ms))
+        return execute(
+            self,
+            arrays,
+            self._request(
+                output_names,
+                loop_timeout,
+                outputs=outputs,
+                measure_timing=measure_timing,
+                deadline=deadline,
+                timeout_ms=timeout_ms,
+            ),
+        )
 
     def run_async(
         self,
@@ -231,7 +238,7 @@ class Session:
         starts, so keep them unchanged until the future is done. ``options``: as ``run``."""
         arrays = self._check_feeds(feeds)
         request = self._request(output_names, loop_timeout, **options)
-        return self._queue.submit(lambda: self._execute(arrays, request))
+        return self._queue.submit(lambda: execute(self, arrays, request))
 
     def run_fenced(
         self,
@@ -253,28 +260,7 @@ class Session:
             raise InputError("run_fenced: wait_for must be a list of Fence objects (from run_fenced)")
         arrays = self._check_feeds(feeds)
         request = self._request(output_names, loop_timeout, **options)
-        fence, launched = Fence(f"{self.graph.name or 'session'} run"), time.perf_counter()
-        waits = list(wait_for)
-
-        def job() -> RunOutputs:
-            try:
-                for f in waits:
-                    if not f.wait(remaining(request.deadline)):
-                        check(request.deadline, f"waiting for {f!r}")
-                    if f.error is not None:
-                        raise DependencyFailedError(f"{f!r} signalled a failed run: {type(f.error).__name__}: {f.error}")
-                fenced = time.perf_counter()
-                result = self._execute(arrays, request)
-            except BaseException as e:
-                fence.signal(e)
-                raise
-            if result.timing is not None:
-                done, device = time.perf_counter(), result.timing.on_device_us
-                fence.timing_launched = Timing(device, (done - launched) * 1e6)
-                fence.timing_fenced = Timing(device, (done - fenced) * 1e6)
-            fence.signal()
-            return result
-
+        fence, job = fenced_job(self, arrays, request, list(wait_for))
         return fence, self._queue.submit(job)
 
     def burst(self) -> Burst:
@@ -298,123 +284,12 @@ class Session:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _request(
-        self,
-        output_names: list[str] | None,
-        loop_timeout: float = LOOP_TIMEOUT_S,
-        outputs: Mapping[str, np.ndarray] | None = None,
-        measure_timing: bool = False,
-        deadline: float | None = None,
-        timeout_ms: float | None = None,
-    ) -> RunRequest:
-        """The checked options of one execution; raises ``InputError``."""
-        wanted = self._wanted_outputs(output_names)
-        return RunRequest(
-            wanted,
-            _checked_timeout(loop_timeout),
-            checked_outputs(self.graph, wanted, outputs),
-            bool(measure_timing),
-            resolve(deadline, timeout_ms),
-        )
-
-    def _execute(self, arrays: dict[int, Any], request: RunRequest, key: tuple | None = None) -> RunOutputs:
-        """One execution of checked ``arrays`` (input tensor -> array) with ``request``;
-        ``key``: the plan key of ``arrays`` where the caller (a burst) has it."""
-        if self._closed:
-            raise InputError("the session is closed")
-        check(request.deadline, "before the run started")
-        context = RunContext(request.loop_timeout, run_deadline=request.deadline)
-        if request.measure_timing:
-            context.meter = TimingMeter()
-        into = (lambda plan, t: request.into(self.graph, plan, t)) if request.outputs else None
-        GATE.enter()
-        held = []
-        try:
-            for units, runtime in self._devices:  # in name order: no two runs wait on each other
-                queue = runtime.device_queue()
-                held.append((queue, queue.acquire(self.priority_level, units, request.deadline)))
-            with self._lock:
-                return self._execute_locked(arrays, request, key, context, into)
-        finally:
-            for queue, units in reversed(held):
-                queue.release(units)
-            GATE.leave()
-
-    def _execute_locked(self, arrays, request: RunRequest, key, context: RunContext, into) -> RunOutputs:
-        if self._closed:
-            raise InputError("the session is closed")
-        runner = self.runner
-        key = runner.key(arrays) if key is None else key
-        if runner.plan is None or runner.plan.key != key:
-            self._check_shapes({self.graph.tensors[t].name: a.shape for t, a in arrays.items() if not isinstance(a, list)})
-        deadline = request.deadline
-        if deadline is not None:
-            for b in self.backends:
-                b.run_deadline = deadline
-        t0 = time.perf_counter()
-        try:
-            results = runner.run(arrays, request.wanted, context, key, into)
-        except MemoryError as e:
-            shapes = {self.graph.tensors[t].name: shape_of(a) for t, a in arrays.items()}
-            raise ShapeError(f"input shapes {shapes}: the run ran out of memory: {e or 'MemoryError'}") from None
-        finally:
-            if deadline is not None:
-                for b in self.backends:
-                    b.run_deadline = None
-        names = self.graph.tensors
-        self._output_shapes = {names[t].name: shape_of(results[t]) for t in request.wanted}
-        out = RunOutputs((names[t].name, results[t]) for t in request.wanted)
-        if context.meter is not None:
-            context.meter.span(time.perf_counter() - t0)
-            out.timing = context.meter.timing()
-        return out
-
-    def _wanted_outputs(self, output_names) -> list[int]:
-        g = self.graph
-        if output_names is None:
-            return list(g.outputs)
-        names = {g.tensors[t].name: t for t in g.outputs}
-        bad = [n for n in output_names if n not in names]
-        if bad:
-            raise InputError(f"unknown output name(s) {bad}; the model's outputs are {list(names)}")
-        return [names[n] for n in output_names]
+    def _request(self, output_names: list[str] | None, loop_timeout: float = LOOP_TIMEOUT_S, **options: Any) -> RunRequest:
+        """The checked options of one execution (``RunRequest.checked``); raises ``InputError``."""
+        return RunRequest.checked(self.graph, wanted_outputs(self.graph, output_names), checked_timeout(loop_timeout), **options)
 
     def _check_feeds(self, feeds: Mapping[str, Any]) -> dict[int, np.ndarray]:
         if not isinstance(feeds, Mapping):
             raise InputError(f"run() takes a dict of input name -> array, got {type(feeds).__name__}")
-        self._check_names(feeds)
+        check_names(self._input_index, self._input_desc, feeds)
         return {self._input_index[n]: self._input_desc[self._input_index[n]].array(v) for n, v in feeds.items()}
-
-    def _check_names(self, feeds: Mapping[str, Any], sequences_given: bool = True) -> None:
-        """Every name is an input, and every input is there (sequence inputs only where
-        ``sequences_given``: a shape dict has none). Raises ``InputError``."""
-        unknown = [n for n in feeds if n not in self._input_index]
-        if unknown:
-            raise InputError(f"unknown input name(s) {unknown}; the model's inputs are {list(self._input_index)}")
-        desc = self._input_desc
-        missing = [n for n, t in self._input_index.items() if n not in feeds and (sequences_given or desc[t].kind != "sequence")]
-        if missing:
-            raise InputError(f"missing input(s) {missing}; the model's inputs are {list(self._input_index)}")
-
-
-def _mflops(runner: GraphRunner, prefix: str) -> list[tuple[str, str, float]]:
-    """``Session.op_mflops`` of one runner's last plans, bodies nested under their op."""
-    plans = runner.segments or ([runner.plan] if runner.plan is not None else [])
-    ops, out = runner.graph.ops, []
-    for p in plans:
-        out += [(prefix + ops[i].name, ops[i].type, p.sizes.mflops[i]) for i in p.sizes.runtime_ops]
-        if p.sizes.dynamic is not None:
-            i = p.sizes.dynamic
-            for (j, attr), body in runner.bodies().items():
-                if j == i:
-                    out += _mflops(body, f"{prefix}{ops[i].name}/{attr}/")
-    return out
-
-
-def _checked_timeout(seconds: Any) -> float:
-    """``loop_timeout`` as a float in (0, ``MAX_LOOP_TIMEOUT_S``]; else ``InputError``."""
-    if isinstance(seconds, (bool, np.bool_)) or not isinstance(seconds, numbers.Real) or not math.isfinite(seconds):
-        raise InputError(f"loop_timeout must be a number of seconds, got {seconds!r}")
-    if not 0 < seconds <= MAX_LOOP_TIMEOUT_S:
-        raise InputError(f"loop_timeout must be in (0, {MAX_LOOP_TIMEOUT_S:g}] s (NNAPI's maximum), got {seconds}")
-    return float(seconds)

@@ -1,0 +1,125 @@
+"""The run path of a Session, shared by its executions (NNAPI's: ``run``, ``run_async``,
+``run_fenced``, bursts): device turns, the session lock, deadlines, timing, the caller's
+output arrays; and the job of a fenced run.
+
+Order of waiting: the exit gate (``mnnpy.exit_gate``), then each device's queue in name
+order by the session's priority (``mnnpy.device_queue``), then the session's lock. Every
+run waits for devices the same way, so two runs never hold one device each while waiting
+for the other's.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import time
+from typing import Any
+
+import numpy as np
+
+from mnnpy.deadline import check, remaining
+from mnnpy.errors import DependencyFailedError, InputError, ShapeError
+from mnnpy.exit_gate import GATE
+from mnnpy.fence import Fence
+from mnnpy.graph_runner import MAX_LOOP_TIMEOUT_S, RunContext, shape_of
+from mnnpy.run_request import RunRequest
+from mnnpy.timing import RunOutputs, Timing, TimingMeter
+
+
+def execute(session, arrays: dict[int, Any], request: RunRequest, key: tuple | None = None) -> RunOutputs:
+    """One execution of ``session`` on checked ``arrays`` (input tensor -> array) with
+    ``request``; ``key``: the plan key of ``arrays`` where the caller (a burst) has it.
+    Raises what ``Session.run`` documents."""
+    if session._closed:
+        raise InputError("the session is closed")
+    check(request.deadline, "before the run started")
+    context = RunContext(request.loop_timeout, run_deadline=request.deadline)
+    if request.measure_timing:
+        context.meter = TimingMeter()
+    into = (lambda plan, t: request.into(session.graph, plan, t)) if request.outputs else None
+    GATE.enter()
+    held = []
+    try:
+        for units, runtime in session._devices:
+            queue = runtime.device_queue()
+            held.append((queue, queue.acquire(session.priority_level, units, request.deadline)))
+        with session._lock:
+            return _locked(session, arrays, request, key, context, into)
+    finally:
+        for queue, units in reversed(held):
+            queue.release(units)
+        GATE.leave()
+
+
+def _locked(session, arrays, request: RunRequest, key, context: RunContext, into) -> RunOutputs:
+    if session._closed:
+        raise InputError("the session is closed")
+    runner, graph = session.runner, session.graph
+    key = runner.key(arrays) if key is None else key
+    if runner.plan is None or runner.plan.key != key:
+        session._check_shapes({graph.tensors[t].name: a.shape for t, a in arrays.items() if not isinstance(a, list)})
+    deadline = request.deadline
+    if deadline is not None:
+        for b in session.backends:
+            b.run_deadline = deadline
+    t0 = time.perf_counter()
+    try:
+        results = runner.run(arrays, request.wanted, context, key, into)
+    except MemoryError as e:
+        shapes = {graph.tensors[t].name: shape_of(a) for t, a in arrays.items()}
+        raise ShapeError(f"input shapes {shapes}: the run ran out of memory: {e or 'MemoryError'}") from None
+    finally:
+        if deadline is not None:
+            for b in session.backends:
+                b.run_deadline = None
+    names = graph.tensors
+    session._output_shapes = {names[t].name: shape_of(results[t]) for t in request.wanted}
+    out = RunOutputs((names[t].name, results[t]) for t in request.wanted)
+    if context.meter is not None:
+        context.meter.span(time.perf_counter() - t0)
+        out.timing = context.meter.timing()
+    return out
+
+
+def fenced_job(session, arrays: dict[int, Any], request: RunRequest, waits: list[Fence]):
+    """``(fence, job)`` of ``Session.run_fenced``: ``job()`` waits for every fence in
+    ``waits`` (until ``request.deadline``), runs, signals ``fence`` (with the error of a
+    failed run) and sets its timings (``mnnpy.fence``)."""
+    fence, launched = Fence(f"{session.graph.name or 'session'} run"), time.perf_counter()
+
+    def job() -> RunOutputs:
+        try:
+            for f in waits:
+                if not f.wait(remaining(request.deadline)):
+                    check(request.deadline, f"waiting for {f!r}")
+                if f.error is not None:
+                    raise DependencyFailedError(f"{f!r} signalled a failed run: {type(f.error).__name__}: {f.error}")
+            fenced = time.perf_counter()
+            result = execute(session, arrays, request)
+        except BaseException as e:
+            fence.signal(e)
+            raise
+        if result.timing is not None:
+            done, device = time.perf_counter(), result.timing.on_device_us
+            fence.timing_launched = Timing(device, (done - launched) * 1e6)
+            fence.timing_fenced = Timing(device, (done - fenced) * 1e6)
+        fence.signal()
+        return result
+
+    return fence, job
+
+
+def device_units(backends) -> list[tuple[int, Any]]:
+    """``(units, runtime)`` per device of ``backends`` in name order: what a run takes of each
+    device's queue (the CPU backend's threads; 1 on a GPU)."""
+    runtimes = {id(b.runtime): (b.runtime, b) for b in backends}
+    return [(getattr(b, "num_threads", 1) or 1, rt) for rt, b in sorted(runtimes.values(), key=lambda rb: rb[0].name)]
+
+
+def checked_timeout(seconds: Any) -> float:
+    """``loop_timeout`` as a float in (0, ``MAX_LOOP_TIMEOUT_S``]; else ``InputError``."""
+    if isinstance(seconds, (bool, np.bool_)) or not isinstance(seconds, numbers.Real) or not math.isfinite(seconds):
+        raise InputError(f"loop_timeout must be a number of seconds, got {seconds!r}")
+    if not 0 < seconds <= MAX_LOOP_TIMEOUT_S:
+        raise InputError(f"loop_timeout must be in (0, {MAX_LOOP_TIMEOUT_S:g}] s (NNAPI's maximum), got {seconds}")
+    return float(seconds)
