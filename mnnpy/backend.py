@@ -216,6 +216,17 @@ class Backend:
         for exe, ins, outs in partition.runs:
             exe.on_execute(ins, outs)
 
+    def device_time_us(self, partition) -> float | None:
+        """Device time, µs, of ``partition``'s last ``execute_partition`` (a ``mnnpy.planner.PartitionStep``),
+        from the device's own clock; ``None`` where not measured. Default: ``None``.
+
+        A GPU backend reads it after the run (Vulkan: two timestamp queries around the
+        partition's command buffer; OpenCL: profiling events of its first and last kernel)
+        and never returns more than the host wall time of that ``execute_partition`` call
+        (NNAPI: on-device time is never above in-driver time). The CPU backend keeps
+        ``None``: the session layer uses host wall time there."""
+        return None
+
 
 class Runtime:
     """One per device per process; creates Backends. Subclasses set ``name``.

@@ -8,8 +8,9 @@ is the buffer, a byte offset, a shape and the storage dtype. Constants get their
 uploaded once at resize; weights and biases stay fp32 in every precision (``weights``).
 
 Executions build their kernels and fix arguments and work sizes at resize (``launch``); a run
-only enqueues. The queue is flushed at the end of a partition and synchronised when a tensor
-is read (blocking read on the in-order queue). fp16 border tensors cross as float32 through
+only enqueues. ``execute_partition`` waits for its kernels (``clFinish``), which also gives
+its device time from their profiling events (``device_time_us``, ``device_time.py``); a
+tensor is read with a blocking read on the in-order queue. fp16 border tensors cross as float32 through
 their twin buffer and a cast kernel (``to_storage`` / ``from_storage`` of ``elementwise.cl``).
 """
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 import math
 import weakref
 from collections.abc import Sequence
+from time import perf_counter_ns
 
 import numpy as np
 
@@ -25,6 +27,7 @@ from mnnpy import limits
 from mnnpy.backend import BackendConfig, TensorInfo
 from mnnpy.backends.gpu.backend import GPUBackend
 from mnnpy.backends.opencl.device import FORK
+from mnnpy.backends.opencl.device_time import KernelSpan
 from mnnpy.backends.opencl.memory import CLTensor, buffer, read_only
 
 
@@ -146,9 +149,12 @@ class OpenCLBackend(GPUBackend):
         return self.scratch(t.shape)
 
     def prepare_partition(self, partition, uploads: list, downloads: list) -> None:
-        """With fp16 storage, each border handle with a twin gets a cast launch (once per
-        handle and direction): ``to_storage`` twin -> handle after its upload,
-        ``from_storage`` handle -> twin before its download."""
+        """The partition's ``KernelSpan`` (its first and last kernel launch, kept in
+        ``partition.recording``: ``device_time_us``); with fp16 storage, each border handle
+        with a twin gets a cast launch (once per handle and direction): ``to_storage`` twin ->
+        handle after its upload, ``from_storage`` handle -> twin before its download."""
+        launches = [la for exe in partition.executions for la in getattr(exe, "launches", ()) if all(la.work)]
+        partition.recording = KernelSpan(launches)
         i32 = np.int32
         for (t, tw), up in [(p, True) for p in uploads] + [(p, False) for p in downloads]:
             if tw is None or up in self._borders.get(t, {}):
@@ -195,8 +201,26 @@ class OpenCLBackend(GPUBackend):
             self.queue.finish()
 
     def execute_partition(self, partition) -> None:
-        """Enqueue each Execution's kernels, then flush (submit); the sync is the blocking
-        download of what is read next."""
+        """Enqueue each Execution's kernels and wait for them (``clFinish``: the partition's
+        device time lies inside this call); keeps the call's host wall time (ns) for
+        ``device_time_us``."""
         self.check_fork()
+        span = partition.recording
+        if span is None:  # a partition never announced through on_resize_partition
+            super().execute_partition(partition)
+            self.queue.finish()
+            return
+        span.wall_ns = 0  # until this run's kernels have finished: no stale events
+        t0 = perf_counter_ns()
         super().execute_partition(partition)
-        self.queue.flush()
+        self.queue.finish()
+        span.wall_ns = perf_counter_ns() - t0 or 1
+
+    def device_time_us(self, partition) -> float | None:
+        """Device time, µs, of ``partition``'s last ``execute_partition``: end of its last
+        kernel minus start of its first, from their profiling events
+        (``clGetEventProfilingInfo``, ns; ``device_time.py``), clamped to that call's host
+        wall time. ``None`` before a run of it finished, after a failed one, for a partition
+        without kernels or of another backend, and where the queue has no profiling."""
+        span = partition.recording if partition.backend is self else None
+        return span.device_time_us(self.cl) if isinstance(span, KernelSpan) else None

@@ -4,6 +4,8 @@ A ``Dispatch`` is what an Execution asks for at resize: a pipeline, the tensors 
 its storage-buffer bindings (which of them it writes), its push-constant bytes and its
 group counts. ``record_partition`` writes a partition's command buffer:
 
+0. where the queue has timestamps, the reset of the partition's two timestamp queries and
+   the first of them (top of pipe; ``timestamps.py``);
 1. a global memory barrier, so that this submission sees every earlier one (compute and
    transfer writes; submission order is the first synchronisation scope);
 2. staging -> device copies of the tensors uploaded before the partition, then a buffer
@@ -13,7 +15,8 @@ group counts. ``record_partition`` writes a partition's command buffer:
    write, read) by an earlier dispatch since the last barrier, one pipeline barrier
    (compute -> compute) with a buffer memory barrier for every range written since then;
 4. device -> staging copies of the tensors downloaded after the partition (after a
-   shader-write -> transfer-read barrier), then a transfer-write -> host-read barrier.
+   shader-write -> transfer-read barrier), then a transfer-write -> host-read barrier;
+5. the partition's second timestamp (bottom of pipe).
 
 The host waits on a fence after the submission, so reading the mapped (host-coherent)
 staging memory afterwards is safe. Source: Vulkan 1.3 specification, "Synchronization
@@ -61,6 +64,7 @@ class PartitionRecord:
     submit_info: Any = None
     keep: list = field(default_factory=list)  # cffi arrays the submit info points at
     timestamps: Any = None  # profile.Timestamps (MNNPY_VULKAN_PROFILE): one after the uploads, one per dispatch
+    clock: Any = None  # timestamps.PartitionClock: its device time, where the queue has timestamps
 
 
 def binding_range(t: VkTensor, align: int) -> tuple[int, int, int]:
@@ -169,6 +173,8 @@ def record_partition(vk, part: PartitionRecord, memory: ResizeMemory) -> None:
     begin = vk.VkCommandBufferBeginInfo(sType=vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO)
     vk.vkBeginCommandBuffer(cmd, begin)
     rec = Recorder(vk, cmd, memory.buffer, memory.staging)
+    if part.clock is not None:
+        part.clock.begin(cmd)
     stamps = part.timestamps
     if stamps is not None:
         stamps.reset(cmd)
@@ -196,6 +202,8 @@ def record_partition(vk, part: PartitionRecord, memory: ResizeMemory) -> None:
         rec.copies(part.downloads, to_device=False)
         host = vk.VK_PIPELINE_STAGE_HOST_BIT
         rec.barrier(staged, transfer, vk.VK_ACCESS_TRANSFER_WRITE_BIT, host, vk.VK_ACCESS_HOST_READ_BIT, memory.staging)
+    if part.clock is not None:
+        part.clock.end(cmd)
     vk.vkEndCommandBuffer(cmd)
     commands = vk.ffi.new("VkCommandBuffer[1]", [cmd])
     part.submit_info = vk.ffi.new(
