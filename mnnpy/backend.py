@@ -132,9 +132,14 @@ class Backend:
 
     Subclasses implement: ``supports``, ``create_execution``, ``allocate_arena``,
     ``acquire``, ``acquire_constant``, ``upload``, ``download``.
+
+    ``timing``: whether ``execute_partition`` measures what ``device_time_us`` reports (on by
+    default; a session may turn it off for runs nobody times, and not during a run: on a GPU
+    it costs a little per partition, see ``device_time_us``).
     """
 
     name = "base"
+    timing = True
 
     def __init__(self, runtime: Runtime, config: BackendConfig):
         self.runtime = runtime
@@ -223,8 +228,12 @@ class Backend:
         A GPU backend reads it after the run (Vulkan: two timestamp queries around the
         partition's command buffer; OpenCL: profiling events of its first and last kernel)
         and never returns more than the host wall time of that ``execute_partition`` call
-        (NNAPI: on-device time is never above in-driver time). The CPU backend keeps
-        ``None``: the session layer uses host wall time there."""
+        (NNAPI: on-device time is never above in-driver time); ``None`` after a run with
+        ``timing`` off. What measuring costs a run (``bench/bench_device_time.py``): Vulkan,
+        two timestamps per partition (lavapipe: about 50 µs, a real GPU: next to nothing);
+        OpenCL, waiting for the partition's kernels in the call instead of at the next read
+        (PoCL: about 10 µs per partition). The CPU backend keeps ``None``: the session layer
+        uses host wall time there."""
         return None
 
 

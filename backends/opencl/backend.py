@@ -8,10 +8,11 @@ is the buffer, a byte offset, a shape and the storage dtype. Constants get their
 uploaded once at resize; weights and biases stay fp32 in every precision (``weights``).
 
 Executions build their kernels and fix arguments and work sizes at resize (``launch``); a run
-only enqueues. ``execute_partition`` waits for its kernels (``clFinish``), which also gives
-its device time from their profiling events (``device_time_us``, ``device_time.py``); a
-tensor is read with a blocking read on the in-order queue. fp16 border tensors cross as float32 through
-their twin buffer and a cast kernel (``to_storage`` / ``from_storage`` of ``elementwise.cl``).
+only enqueues. With ``timing`` (the default) ``execute_partition`` waits for its kernels
+(``clFinish``), which also gives its device time from their profiling events
+(``device_time_us``, ``device_time.py``), else it flushes; a tensor is read with a blocking
+read on the in-order queue. fp16 border tensors cross as float32 through their twin buffer
+and a cast kernel (``to_storage`` / ``from_storage`` of ``elementwise.cl``).
 """
 
 from __future__ import annotations
@@ -201,16 +202,18 @@ class OpenCLBackend(GPUBackend):
             self.queue.finish()
 
     def execute_partition(self, partition) -> None:
-        """Enqueue each Execution's kernels and wait for them (``clFinish``: the partition's
-        device time lies inside this call); keeps the call's host wall time (ns) for
-        ``device_time_us``."""
+        """Enqueue each Execution's kernels; with ``timing`` wait for them (``clFinish``: the
+        partition's device time lies inside this call) and keep the call's host wall time
+        (ns) for ``device_time_us``, else flush (submit), the sync being the blocking read of
+        what is read next."""
         self.check_fork()
         span = partition.recording
-        if span is None:  # a partition never announced through on_resize_partition
+        if span is not None:
+            span.wall_ns = 0  # until a timed run's kernels have finished: no stale events
+        if not self.timing or span is None:
             super().execute_partition(partition)
-            self.queue.finish()
+            self.queue.flush()
             return
-        span.wall_ns = 0  # until this run's kernels have finished: no stale events
         t0 = perf_counter_ns()
         super().execute_partition(partition)
         self.queue.finish()
@@ -220,7 +223,8 @@ class OpenCLBackend(GPUBackend):
         """Device time, µs, of ``partition``'s last ``execute_partition``: end of its last
         kernel minus start of its first, from their profiling events
         (``clGetEventProfilingInfo``, ns; ``device_time.py``), clamped to that call's host
-        wall time. ``None`` before a run of it finished, after a failed one, for a partition
-        without kernels or of another backend, and where the queue has no profiling."""
+        wall time. ``None`` before a timed run of it finished, after a failed or untimed one
+        (``timing`` off), for a partition without kernels or of another backend, and where the
+        queue has no profiling."""
         span = partition.recording if partition.backend is self else None
         return span.device_time_us(self.cl) if isinstance(span, KernelSpan) else None

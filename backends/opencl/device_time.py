@@ -9,10 +9,13 @@ device's clock, read with ``clGetEventProfilingInfo`` only when someone asks
 partition ran between the two. Uploads, downloads and the fp16 border casts (enqueued by
 ``upload`` and ``download_into``, outside ``execute_partition``) are not part of it.
 
-``execute_partition`` waits for its kernels (``clFinish``), so the interval lies inside
-the host wall time of that call; the device's profiling timer has a resolution
-(``CL_DEVICE_PROFILING_TIMER_RESOLUTION``, ns) and runs on its own clock, so the value is
-clamped to that wall time (NNAPI: on-device time never above in-driver time).
+With ``OpenCLBackend.timing`` (the default) ``execute_partition`` waits for its kernels
+(``clFinish``), so the interval lies inside the host wall time of that call (without it
+the call only flushes and nothing is reported). Waiting there rather than at the next
+blocking read costs one more wake-up of the host (``bench/bench_device_time.py``); the
+profiling queue itself costs nothing measurable. The device's profiling timer has a
+resolution (``CL_DEVICE_PROFILING_TIMER_RESOLUTION``, ns) and runs on its own clock, so
+the value is clamped to that wall time (NNAPI: on-device time never above in-driver time).
 
 Source: OpenCL 3.0 API specification, "Profiling Operations on Memory Objects and Kernels"
 (``clGetEventProfilingInfo``: ``CL_PROFILING_COMMAND_START`` / ``END`` in ns, available once

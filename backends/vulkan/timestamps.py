@@ -1,13 +1,20 @@
 """Timestamp queries: a query pool (``Timestamps``) and the device time of a partition (``PartitionClock``).
 
 Where the compute queue family has timestamps (``timestampValidBits > 0``), every
-partition's command buffer is recorded with two of them, always: the first written at
-``TOP_OF_PIPE`` as the command buffer's first command after resetting the pool, the second
-at ``BOTTOM_OF_PIPE`` as its last one, after the download copies and their barrier. The
-interval is the partition's device time: the staging copies, the fp16 border casts and the
-dispatches of one submission. Reading them (``vkGetQueryPoolResults``) happens only when
-someone asks (``VulkanBackend.device_time_us``), after the fence wait; recording them costs
-two commands per submission and no host work per run.
+partition gets two at resize, always, each in a small command buffer of its own
+(``PartitionClock``): ``begin`` resets the pool and writes the first at ``TOP_OF_PIPE``,
+``end`` writes the second at ``BOTTOM_OF_PIPE``. A timed run (``VulkanBackend.timing``, on
+by default) submits ``[begin, partition, end]`` in one batch (``timed_submit``), an untimed
+one the partition's command buffer alone: both submit infos are built at resize. Query
+commands follow submission order across the command buffers of a batch, so the interval is
+the partition's device time: its staging copies, fp16 border casts and dispatches. Reading
+them (``vkGetQueryPoolResults``) happens only when someone asks
+(``VulkanBackend.device_time_us``), after the fence wait.
+
+Cost: Mesa's lavapipe (a CPU device) spends about 25 µs on each timestamp write, at the top
+of the pipe or the bottom alike, so a timed run costs about 50 µs more per partition there;
+an untimed one submits exactly what it did without timestamps (``bench/bench_device_time.py``).
+Not measured on a GPU here.
 
 Ticks are masked to ``timestampValidBits`` (the bits above are undefined) and the
 difference taken modulo ``2**timestampValidBits`` (a counter that wrapped once in between
@@ -26,8 +33,6 @@ query execute in submission order; ``vkGetQueryPoolResults`` with
 """
 
 from __future__ import annotations
-
-VK_NOT_READY = 1  # VkResult of vkGetQueryPoolResults when a query has no result yet
 
 
 class Timestamps:
@@ -76,21 +81,23 @@ class Timestamps:
 
 
 class PartitionClock:
-    """Two timestamps around one partition's command buffer and the host wall time of its
-    last submission (see the module docstring)."""
+    """Two timestamps around one partition's command buffer, recorded into command buffers
+    ``begin`` and ``end`` (allocated by the caller) and the host wall time of its last timed
+    submission (see the module docstring)."""
 
-    def __init__(self, runtime, memory):
+    def __init__(self, runtime, memory, begin, end):
         self.stamps = Timestamps(runtime, memory, 2)
-        self.wall_ns = 0  # host wall time of the last execute_partition; 0: none finished since resize
-
-    def begin(self, cmd) -> None:
-        """Record, as the command buffer's first commands, the pool's reset and the start timestamp."""
-        self.stamps.reset(cmd)
-        self.stamps.write(cmd, 0, top=True)
-
-    def end(self, cmd) -> None:
-        """Record, as the command buffer's last command, the end timestamp."""
-        self.stamps.write(cmd, 1)
+        self.begin, self.end = begin, end
+        self.wall_ns = 0  # host wall time of the last timed execute_partition; 0: none finished since
+        vk = runtime.vk
+        info = vk.VkCommandBufferBeginInfo(sType=vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO)
+        vk.vkBeginCommandBuffer(begin, info)
+        self.stamps.reset(begin)
+        self.stamps.write(begin, 0, top=True)
+        vk.vkEndCommandBuffer(begin)
+        vk.vkBeginCommandBuffer(end, info)
+        self.stamps.write(end, 1)
+        vk.vkEndCommandBuffer(end)
 
     def device_time_us(self) -> float | None:
         """Device time of the last submission, µs, at most its host wall time; ``None`` before one finished."""
