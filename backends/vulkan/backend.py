@@ -324,8 +324,8 @@ class VulkanBackend(GPUBackend):
 
     def device_time_us(self, partition) -> float | None:
         """Device time, µs, of ``partition``'s last ``execute_partition``: the interval between
-        the two timestamps its command buffer writes first (top of pipe) and last (bottom of
-        pipe), read now with ``vkGetQueryPoolResults``, masked to ``timestampValidBits`` and
+        the two timestamps submitted in one batch with its command buffer, just before it (top
+        of pipe) and just after it (bottom of pipe), read now with ``vkGetQueryPoolResults``, masked to ``timestampValidBits`` and
         converted with ``timestampPeriod`` (``timestamps.py``); clamped to that call's host wall
         time. ``None`` before a timed run of it finished, after a failed or untimed one
         (``timing`` off), for a partition of another backend, and where the queue has no
