@@ -136,10 +136,15 @@ class Backend:
 
     Subclasses implement: ``supports``, ``create_execution``, ``allocate_arena``,
     ``acquire``, ``acquire_constant``, ``upload``, ``download``.
+
+    ``timing``: whether ``execute_partition`` measures what ``device_time_us`` reports; the
+    Session sets it for each run from ``measure_timing`` (never during a run: on a GPU it
+    costs a little per partition, see ``device_time_us``).
     """
 
     name = "base"
     run_deadline: float | None = None  # the running run's deadline (time.monotonic() s), set by the Session
+    timing = False  # whether the running run measures device time (``device_time_us``), set by the Session
 
     def __init__(self, runtime: Runtime, config: BackendConfig):
         self.runtime = runtime
@@ -219,12 +224,6 @@ class Backend:
         through ``download``; a backend that can write ``out`` directly overrides it."""
         np.copyto(out, self.download(src))
 
-    def device_time_us(self, partition: Any) -> float | None:
-        """Device time, µs, of ``partition``'s last ``execute_partition`` (a
-        ``mnnpy.planner.PartitionStep``), from the device's own clock; ``None`` where not
-        measured. Default: ``None``."""
-        return None
-
     def execute_partition(self, partition: Any) -> None:
         """Run one partition's Executions (a ``mnnpy.planner.PartitionStep``) after its border
         copies. Default: each Execution's ``on_execute`` in order, checking the run's
@@ -240,6 +239,21 @@ class Backend:
             if time.monotonic() > deadline:
                 check(deadline, f"before op '{exe.op.name}' ({exe.op.type}) on {self.name}")
             exe.on_execute(ins, outs)
+
+    def device_time_us(self, partition) -> float | None:
+        """Device time, µs, of ``partition``'s last ``execute_partition`` (a ``mnnpy.planner.PartitionStep``),
+        from the device's own clock; ``None`` where not measured. Default: ``None``.
+
+        A GPU backend reads it after the run (Vulkan: two timestamp queries around the
+        partition's command buffer; OpenCL: profiling events of its first and last kernel)
+        and never returns more than the host wall time of that ``execute_partition`` call
+        (NNAPI: on-device time is never above in-driver time); ``None`` after a run with
+        ``timing`` off. What measuring costs a run (``bench/bench_device_time.py``): Vulkan,
+        two timestamps per partition (lavapipe: about 50 µs, a real GPU: next to nothing);
+        OpenCL, waiting for the partition's kernels in the call instead of at the next read
+        (PoCL: about 10 µs per partition). The CPU backend keeps ``None``: the session layer
+        uses host wall time there."""
+        return None
 
 
 _QUEUE_LOCK = threading.Lock()

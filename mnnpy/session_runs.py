@@ -58,9 +58,11 @@ def _locked(session, arrays, request: RunRequest, key, context: RunContext, into
     key = runner.key(arrays) if key is None else key
     if runner.plan is None or runner.plan.key != key:
         session._check_shapes({graph.tensors[t].name: a.shape for t, a in arrays.items() if not isinstance(a, list)})
-    deadline = request.deadline
-    if deadline is not None:
-        for b in session.backends:
+    deadline, timing = request.deadline, request.measure_timing
+    for b in session.backends:
+        if b.timing is not timing:
+            b.timing = timing  # GPU device time costs a little per partition: only when asked for
+        if deadline is not None:
             b.run_deadline = deadline
     t0 = time.perf_counter()
     try:

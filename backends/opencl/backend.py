@@ -8,9 +8,11 @@ is the buffer, a byte offset, a shape and the storage dtype. Constants get their
 uploaded once at resize; weights and biases stay fp32 in every precision (``weights``).
 
 Executions build their kernels and fix arguments and work sizes at resize (``launch``); a run
-only enqueues. The queue is flushed at the end of a partition and synchronised when a tensor
-is read (blocking read on the in-order queue). fp16 border tensors cross as float32 through
-their twin buffer and a cast kernel (``to_storage`` / ``from_storage`` of ``elementwise.cl``).
+only enqueues. With ``timing`` (the default) ``execute_partition`` waits for its kernels
+(``clFinish``), which also gives its device time from their profiling events
+(``device_time_us``, ``device_time.py``), else it flushes; a tensor is read with a blocking
+read on the in-order queue. fp16 border tensors cross as float32 through their twin buffer
+and a cast kernel (``to_storage`` / ``from_storage`` of ``elementwise.cl``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import math
 import weakref
 from collections.abc import Sequence
+from time import perf_counter_ns
 
 import numpy as np
 
@@ -25,6 +28,7 @@ from mnnpy import limits
 from mnnpy.backend import BackendConfig, TensorInfo
 from mnnpy.backends.gpu.backend import GPUBackend
 from mnnpy.backends.opencl.device import FORK
+from mnnpy.backends.opencl.device_time import KernelSpan
 from mnnpy.backends.opencl.memory import CLTensor, buffer, read_only
 
 
@@ -146,9 +150,12 @@ class OpenCLBackend(GPUBackend):
         return self.scratch(t.shape)
 
     def prepare_partition(self, partition, uploads: list, downloads: list) -> None:
-        """With fp16 storage, each border handle with a twin gets a cast launch (once per
-        handle and direction): ``to_storage`` twin -> handle after its upload,
-        ``from_storage`` handle -> twin before its download."""
+        """The partition's ``KernelSpan`` (its first and last kernel launch, kept in
+        ``partition.recording``: ``device_time_us``); with fp16 storage, each border handle
+        with a twin gets a cast launch (once per handle and direction): ``to_storage`` twin ->
+        handle after its upload, ``from_storage`` handle -> twin before its download."""
+        launches = [la for exe in partition.executions for la in getattr(exe, "launches", ()) if all(la.work)]
+        partition.recording = KernelSpan(launches)
         i32 = np.int32
         for (t, tw), up in [(p, True) for p in uploads] + [(p, False) for p in downloads]:
             if tw is None or up in self._borders.get(t, {}):
@@ -195,8 +202,29 @@ class OpenCLBackend(GPUBackend):
             self.queue.finish()
 
     def execute_partition(self, partition) -> None:
-        """Enqueue each Execution's kernels, then flush (submit); the sync is the blocking
-        download of what is read next."""
+        """Enqueue each Execution's kernels; with ``timing`` wait for them (``clFinish``: the
+        partition's device time lies inside this call) and keep the call's host wall time
+        (ns) for ``device_time_us``, else flush (submit), the sync being the blocking read of
+        what is read next."""
         self.check_fork()
+        span = partition.recording
+        if span is not None:
+            span.wall_ns = 0  # until a timed run's kernels have finished: no stale events
+        if not self.timing or span is None:
+            super().execute_partition(partition)
+            self.queue.flush()
+            return
+        t0 = perf_counter_ns()
         super().execute_partition(partition)
-        self.queue.flush()
+        self.queue.finish()
+        span.wall_ns = perf_counter_ns() - t0 or 1
+
+    def device_time_us(self, partition) -> float | None:
+        """Device time, µs, of ``partition``'s last ``execute_partition``: end of its last
+        kernel minus start of its first, from their profiling events
+        (``clGetEventProfilingInfo``, ns; ``device_time.py``), clamped to that call's host
+        wall time. ``None`` before a timed run of it finished, after a failed or untimed one
+        (``timing`` off), for a partition without kernels or of another backend, and where the
+        queue has no profiling."""
+        span = partition.recording if partition.backend is self else None
+        return span.device_time_us(self.cl) if isinstance(span, KernelSpan) else None

@@ -35,7 +35,7 @@ def default_local(work: Sequence[int], limit: int, group: int = DEFAULT_GROUP) -
 class Launch:
     """One enqueue of ``kernel`` over ``work`` (logical global size) in groups of ``local``."""
 
-    __slots__ = ("queue", "kernel", "work", "local", "glob", "enqueue", "key")
+    __slots__ = ("queue", "kernel", "work", "local", "glob", "enqueue", "key", "event")
 
     def __init__(self, cl, queue, kernel, work: Sequence[int], local: Sequence[int], key: str = ""):
         self.queue = queue
@@ -44,6 +44,7 @@ class Launch:
         self.key = key
         self.set_local(local)
         self.enqueue = cl.enqueue_nd_range_kernel
+        self.event = None  # the ``cl.Event`` of the last enqueue (device_time.py)
 
     def set_local(self, local: Sequence[int]) -> None:
         self.local = tuple(int(v) for v in local)
@@ -51,4 +52,4 @@ class Launch:
 
     def __call__(self) -> None:
         if all(self.work):
-            self.enqueue(self.queue, self.kernel, self.glob, self.local)
+            self.event = self.enqueue(self.queue, self.kernel, self.glob, self.local)

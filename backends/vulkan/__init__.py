@@ -5,9 +5,9 @@ Files, as in ``backends/opencl``: ``device.py`` (which device), ``runtime.py``
 ``VkTensor``), ``pipeline.py`` (pipelines from the committed ``shaders/vulkan/*.spv``, cached
 in memory and on disk), ``backend.py`` (``VulkanBackend``), ``execution.py``
 (``VulkanExecution``, the Executions' base), ``registry.py``; ``commands.py`` (recording and
-submission), ``profile.py`` and ``validation.py``; one module per op family (``elementwise``,
-``conv``, ``conv_transpose``, ``gemm``, ``movement``, ``norm``, ``pool``, ``reduce``,
-``resize``).
+submission), ``timestamps.py`` (timestamp queries: device time per partition), ``profile.py``
+and ``validation.py``; one module per op family (``elementwise``, ``conv``,
+``conv_transpose``, ``gemm``, ``movement``, ``norm``, ``pool``, ``reduce``, ``resize``).
 
 Each resize gets one device buffer in one ``VkDeviceMemory``: the session's memory plan (the
 arena) followed by the constants, uploaded once at resize; one host-visible staging buffer

@@ -8,7 +8,9 @@ slots; its ``PartitionRecord``) -> ``on_resize_end``: device and staging buffers
 constants uploaded, descriptor sets written, one command buffer recorded per partition.
 Run: ``upload`` writes mapped staging memory, ``execute_partition`` submits the
 partition's command buffer once and waits on the fence, ``download`` copies out of mapped
-staging memory.
+staging memory. Where the queue has timestamps, each partition also gets two small command
+buffers that write one each; with ``timing`` (the default) a run submits the partition
+between them, and ``device_time_us`` reads them (``timestamps.py``).
 
 Storage: float32 tensors are stored as float32, or with ``precision="low"`` on a device with
 ``storageBuffer16BitAccess`` as float16 (the ``<variant>_f16`` shaders, arithmetic and
@@ -28,6 +30,7 @@ import math
 import struct
 import warnings
 import weakref
+from time import perf_counter_ns
 
 import numpy as np
 
@@ -44,6 +47,7 @@ from mnnpy.backends.vulkan.commands import (
 )
 from mnnpy.backends.vulkan.device import FORK, VulkanError
 from mnnpy.backends.vulkan.memory import ResizeMemory, VkTensor, check_allocation
+from mnnpy.backends.vulkan.timestamps import PartitionClock
 from mnnpy.log import get_logger
 
 _log = get_logger("vulkan")
@@ -76,6 +80,7 @@ class VulkanBackend(GPUBackend):
         self._last_parts: list[PartitionRecord] = []  # the last resize's partitions (tests, diagnostics)
         self.profiling = profile.requested() and runtime.timestamp_period > 0
         self.profile: dict[str, float] = {}  # op type -> GPU ms summed over runs (profile.py)
+        self.clocked = runtime.timestamp_period > 0  # two timestamps recorded per partition (timestamps.py)
         if config.precision == "low" and not runtime.storage16:
             warnings.warn(
                 f"Vulkan: precision='low' stores float32 on {runtime.info.name}: the device has no "
@@ -221,11 +226,14 @@ class VulkanBackend(GPUBackend):
                 descriptors = memory.own("vkDestroyDescriptorPool", vk.vkCreateDescriptorPool(rt.device, info, None))
                 write_descriptor_sets(vk, rt.device, descriptors, dispatches, memory.buffer, self.align)
             if parts:
-                commands = self._command_buffers(pool, len(parts))
-                for part, cmd in zip(parts, commands):
-                    part.command = cmd
+                commands = self._command_buffers(pool, len(parts) * (3 if self.clocked else 1))
+                for k, part in enumerate(parts):
+                    part.command = commands[k]
                     if self.profiling and part.dispatches:
                         part.timestamps = profile.Timestamps(rt, memory, len(part.dispatches) + 1)
+                    if self.clocked:
+                        begin, end = commands[len(parts) + 2 * k : len(parts) + 2 * k + 2]
+                        part.clock = PartitionClock(rt, memory, begin, end)
                     record_partition(vk, part, memory)
             _log.debug("recorded %d command buffers, %d dispatches", len(parts), len(dispatches))
         except vk.VkError as e:
@@ -299,13 +307,38 @@ class VulkanBackend(GPUBackend):
         return dst.host
 
     def execute_partition(self, partition) -> None:
-        """Submit the partition's one command buffer (recorded at resize) and wait for it."""
+        """Submit the partition's one command buffer (recorded at resize) and wait for it;
+        with ``timing`` between its two timestamps, keeping the call's host wall time (ns) for
+        ``device_time_us``."""
         self.check_fork()  # a session inherited through fork(): the driver would hang
-        self.submit(partition.recording)
+        part = partition.recording
+        clock = part.clock
+        if clock is None:
+            self.submit(part)
+            return
+        clock.wall_ns = 0  # until a timed submission has finished: no stale or unfinished timestamps
+        t0 = perf_counter_ns()
+        self.submit(part)
+        if self.timing:
+            clock.wall_ns = perf_counter_ns() - t0 or 1
+
+    def device_time_us(self, partition) -> float | None:
+        """Device time, µs, of ``partition``'s last ``execute_partition``: the interval between
+        the two timestamps submitted in one batch with its command buffer, just before it (top
+        of pipe) and just after it (bottom of pipe), read now with ``vkGetQueryPoolResults``, masked to ``timestampValidBits`` and
+        converted with ``timestampPeriod`` (``timestamps.py``); clamped to that call's host wall
+        time. ``None`` before a timed run of it finished, after a failed or untimed one
+        (``timing`` off), for a partition of another backend, and where the queue has no
+        timestamps."""
+        part = partition.recording if partition.backend is self else None
+        clock = getattr(part, "clock", None)
+        return None if clock is None else clock.device_time_us()
 
     def submit(self, part: PartitionRecord) -> None:
-        """One queue submission of ``part``'s command buffer, waited on with the fence."""
-        submit_and_wait(self.runtime, part.submit_info, self.fence)
+        """One queue submission of ``part``'s command buffer (with ``timing``, between its
+        clock's two), waited on with the fence."""
+        timed = self.timing and part.timed_submit is not None
+        submit_and_wait(self.runtime, part.timed_submit if timed else part.submit_info, self.fence)
         if part.timestamps is not None:
-            for d, ms in zip(part.dispatches, part.timestamps.intervals_ms()):
+            for d, ms in zip(part.dispatches, profile.intervals_ms(part.timestamps)):
                 self.profile[d.label] = self.profile.get(d.label, 0.0) + ms

@@ -15,6 +15,9 @@ group counts. ``record_partition`` writes a partition's command buffer:
 4. device -> staging copies of the tensors downloaded after the partition (after a
    shader-write -> transfer-read barrier), then a transfer-write -> host-read barrier.
 
+Where the queue has timestamps, a second submit info puts the partition between the two
+command buffers of its ``timestamps.PartitionClock`` (``timed_submit``).
+
 The host waits on a fence after the submission, so reading the mapped (host-coherent)
 staging memory afterwards is safe. Source: Vulkan 1.3 specification, "Synchronization
 and Cache Control" (pipeline barriers, buffer memory barriers, host access) and
@@ -61,6 +64,8 @@ class PartitionRecord:
     submit_info: Any = None
     keep: list = field(default_factory=list)  # cffi arrays the submit info points at
     timestamps: Any = None  # profile.Timestamps (MNNPY_VULKAN_PROFILE): one after the uploads, one per dispatch
+    clock: Any = None  # timestamps.PartitionClock: its device time, where the queue has timestamps
+    timed_submit: Any = None  # VkSubmitInfo of [clock.begin, command, clock.end]
 
 
 def binding_range(t: VkTensor, align: int) -> tuple[int, int, int]:
@@ -197,11 +202,19 @@ def record_partition(vk, part: PartitionRecord, memory: ResizeMemory) -> None:
         host = vk.VK_PIPELINE_STAGE_HOST_BIT
         rec.barrier(staged, transfer, vk.VK_ACCESS_TRANSFER_WRITE_BIT, host, vk.VK_ACCESS_HOST_READ_BIT, memory.staging)
     vk.vkEndCommandBuffer(cmd)
-    commands = vk.ffi.new("VkCommandBuffer[1]", [cmd])
-    part.submit_info = vk.ffi.new(
-        "VkSubmitInfo*", {"sType": vk.VK_STRUCTURE_TYPE_SUBMIT_INFO, "commandBufferCount": 1, "pCommandBuffers": commands}
-    )
+    part.submit_info, commands = _submit_info(vk, [cmd])
     part.keep = [commands]
+    if part.clock is not None:
+        part.timed_submit, timed = _submit_info(vk, [part.clock.begin, cmd, part.clock.end])
+        part.keep.append(timed)
+
+
+def _submit_info(vk, command_buffers: list) -> tuple:
+    """``(VkSubmitInfo*, the command-buffer array it points at)`` for one batch of ``command_buffers``."""
+    n = len(command_buffers)
+    commands = vk.ffi.new(f"VkCommandBuffer[{n}]", command_buffers)
+    info = {"sType": vk.VK_STRUCTURE_TYPE_SUBMIT_INFO, "commandBufferCount": n, "pCommandBuffers": commands}
+    return vk.ffi.new("VkSubmitInfo*", info), commands
 
 
 def write_descriptor_sets(vk, device, pool, dispatches: list[Dispatch], buffer, align: int) -> None:

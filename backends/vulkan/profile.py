@@ -8,13 +8,17 @@ barriers may overlap on the device, so an interval is the time until that dispat
 finished after the previous one did: the sum over a run is the partition's GPU time, the
 split between op types approximate. Costs a little time per dispatch.
 
-Source: Vulkan 1.3 specification, "Queries" (timestamp queries, ``timestampPeriod``,
-``timestampValidBits``).
+The query pool is ``timestamps.Timestamps``. Source: Vulkan 1.3 specification, "Queries"
+(timestamp queries, ``timestampPeriod``, ``timestampValidBits``).
 """
 
 from __future__ import annotations
 
 import os
+
+from mnnpy.backends.vulkan.timestamps import Timestamps
+
+__all__ = ["PROFILE_ENV", "Timestamps", "intervals_ms", "requested"]
 
 PROFILE_ENV = "MNNPY_VULKAN_PROFILE"
 
@@ -24,31 +28,6 @@ def requested() -> bool:
     return os.environ.get(PROFILE_ENV, "") not in ("", "0")
 
 
-class Timestamps:
-    """A timestamp query pool of ``count`` queries owned by ``memory`` (a ``ResizeMemory``)."""
-
-    def __init__(self, runtime, memory, count: int):
-        vk = self.vk = runtime.vk
-        self.device, self.count = runtime.device, int(count)
-        self.period_ns = runtime.timestamp_period
-        info = vk.VkQueryPoolCreateInfo(
-            sType=vk.VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO, queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=self.count
-        )
-        self.pool = memory.own("vkDestroyQueryPool", vk.vkCreateQueryPool(self.device, info, None))
-        self.data = vk.ffi.new("uint64_t[]", self.count)
-
-    def reset(self, cmd) -> None:
-        self.vk.vkCmdResetQueryPool(cmd, self.pool, 0, self.count)
-
-    def write(self, cmd, k: int) -> None:
-        self.vk.vkCmdWriteTimestamp(cmd, self.vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, self.pool, k)
-
-    def intervals_ms(self) -> list[float]:
-        """The ``count - 1`` intervals between consecutive timestamps of the last submission, ms."""
-        vk = self.vk
-        flags = vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT
-        result = vk.lib.vkGetQueryPoolResults(self.device, self.pool, 0, self.count, 8 * self.count, self.data, 8, flags)
-        if result != 0:
-            return []
-        t = [int(self.data[k]) for k in range(self.count)]
-        return [(b - a) * self.period_ns / 1e6 for a, b in zip(t, t[1:])]
+def intervals_ms(stamps: Timestamps) -> list[float]:
+    """The intervals between consecutive timestamps of ``stamps``' last submission, ms."""
+    return [ns / 1e6 for ns in stamps.intervals_ns()]

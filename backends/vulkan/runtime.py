@@ -78,9 +78,10 @@ class VulkanRuntime(Runtime):
         self.limits = info.limits
         self.family = self._compute_family()
         families = vk.vkGetPhysicalDeviceQueueFamilyProperties(self.physical)
-        # ns per timestamp tick, or 0 where the compute queue has no timestamps (profile.py)
-        stamps = families[self.family].timestampValidBits > 0
-        self.timestamp_period = self.limits["timestampPeriod"] if stamps else 0.0
+        # ns per timestamp tick, or 0 where the compute queue has no timestamps (timestamps.py);
+        # the bits of a timestamp that count (timestampValidBits of the queue family, 0 to 64)
+        self.timestamp_bits = int(families[self.family].timestampValidBits)
+        self.timestamp_period = self.limits["timestampPeriod"] if self.timestamp_bits > 0 else 0.0
         queue_info = vk.VkDeviceQueueCreateInfo(
             sType=vk.VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
             queueFamilyIndex=self.family,
