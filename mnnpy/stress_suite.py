@@ -11,6 +11,8 @@
   session re-plans under its lock); every thread gets the output of its own input.
 - ``mixed_backends``: as ``concurrent_sessions``, sessions of every other available backend
   beside this one's in the same process, all at once (PoCL and lavapipe, both built on LLVM).
+- ``threads_serial``: 8 threads x 1000 runs on one shared session, then on 8 sessions; every
+  output equal, bit for bit, to the serial run of the same input.
 - ``interleaved_resize``: one session cycled through more input shapes than its plan cache
   keeps (``RESIZE_CACHE``), round after round; outputs match, RSS stays flat.
 - ``large_input``: with ``create_session(memory_limit=...)``, the largest input that the
@@ -339,6 +341,36 @@ def shared_session(ctx: StressContext) -> str:
     t0 = time.perf_counter()
     run_threads(work, k)
     return f"{k * runs} runs of one session from {k} threads in {time.perf_counter() - t0:.2f} s; {session.resize_count} resizes"
+
+
+@stress_test("threads_serial")
+def threads_serial(ctx: StressContext) -> str:
+    """8 threads x 1000 runs (issue 14), on one shared session and on 8 sessions, each thread
+    on inputs of its own: every output equal, bit for bit, to the same session's output for
+    that input run alone before the threads started."""
+    path = model_file(ctx)
+    interp = Interpreter(path)
+    k, runs = 8, ctx.count(1000)
+    inputs = [image(CONV_SHAPE, 200 + i) for i in range(k)]
+    shared = interp.create_session(backend=ctx.backend)
+    own = [interp.create_session(backend=ctx.backend) for _ in range(k)]
+    serial = [shared.run({"x": x})["y"] for x in inputs]
+    report = []
+    for name, pick in (("one session", lambda i: shared), ("8 sessions", lambda i: own[i])):
+
+        def work(i: int, pick=pick, name=name) -> None:
+            s = pick(i)
+            for r in range(runs):
+                x = (i + r) % k  # every thread goes through every input
+                got = s.run({"x": inputs[x]})["y"]
+                assert np.array_equal(got, serial[x]), f"{name}, thread {i}, run {r}: differs from the serial run"
+                if r % 100 == 99:
+                    ctx.progress(f"{name}: thread {i}, run {r + 1} of {runs}")
+
+        t0 = time.perf_counter()
+        run_threads(work, k)
+        report.append(f"{name}: {k} x {runs} runs in {time.perf_counter() - t0:.2f} s")
+    return "; ".join(report) + ", every output equal to the serial one"
 
 
 @stress_test("interleaved_resize")
