@@ -25,7 +25,9 @@ def one_op_model(shape=(2, 3)) -> bytes:
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
     g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "one_op", [x], [y])
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8  # what older onnxruntime releases read (opset 17 needs IR 8)
+    return model.SerializeToString()
 
 
 def per_run_us(calls: dict, runs: int, blocks: int) -> dict[str, float]:

@@ -13,10 +13,10 @@ alternates between rounds; the figure is the median over rounds of each round's 
   ``untimed``: recorded, a plain ``run`` (the partition's command buffer submitted alone);
   ``timed``: ``run(measure_timing=True)`` (the partition between its two timestamps);
   ``timed+read``: the same, and ``device_time_us`` read after each run.
-- OpenCL ``plain``: a queue without profiling, ``execute_partition`` flushing (as before
-  device time); ``untimed``: the profiling queue, ``timing`` off (flushing); ``timed``:
-  ``run(measure_timing=True)`` (``execute_partition`` waits for its kernels); ``timed+read``:
-  the same, and ``device_time_us`` read after each run.
+- OpenCL ``plain`` and ``untimed``: two sessions with plain runs (the runtime's queue without
+  profiling, ``execute_partition`` flushing; two, to show the noise); ``timed``:
+  ``run(measure_timing=True)`` (the profiling queue; ``execute_partition`` waits for its
+  kernels); ``timed+read``: the same, and ``device_time_us`` read after each run.
 
 ``--tiny``: a one-op model (Relu on (1, 8, 16, 16)) instead, where a partition's fixed cost
 weighs most.
@@ -92,18 +92,7 @@ def vulkan_variants(interp, feeds) -> dict:
 
 def opencl_variants(interp, feeds) -> dict:
     """name -> run callable (see the module docstring)."""
-    from mnnpy.backend import get_runtime
-
-    rt = get_runtime("opencl")
-    shared, plain_queue = rt.queue, rt.cl.CommandQueue(rt.context, rt.device)
-    rt.queue = plain_queue
-    try:
-        plain = interp.create_session(backend="opencl")
-        plain.run(feeds)
-    finally:
-        rt.queue = shared
-    untimed, timed = interp.create_session(backend="opencl"), interp.create_session(backend="opencl")
-    assert plain.backends[0].queue is plain_queue and timed.backends[0].queue is shared
+    plain, untimed, timed = (interp.create_session(backend="opencl") for _ in range(3))
     return _variants(plain, untimed, timed, feeds)
 
 

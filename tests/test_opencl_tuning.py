@@ -65,7 +65,7 @@ def _launch(rt, work, name="add2", local=None):
     _ALIVE.append(buf)
     k.set_args(buf, *[np.int32(w) for w in work])
     limit = k.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE, rt.device)
-    la = Launch(cl, rt.queue, k, work, local or default_local(work, limit), f"test.cl:{name}:")
+    la = Launch(cl, rt, k, work, local or default_local(work, limit), f"test.cl:{name}:")  # enqueues on rt.queue
     return la, buf, x, limit
 
 

@@ -8,9 +8,10 @@ is the buffer, a byte offset, a shape and the storage dtype. Constants get their
 uploaded once at resize; weights and biases stay fp32 in every precision (``weights``).
 
 Executions build their kernels and fix arguments and work sizes at resize (``launch``); a run
-only enqueues. With ``timing`` (the default) ``execute_partition`` waits for its kernels
-(``clFinish``), which also gives its device time from their profiling events
-(``device_time_us``, ``device_time.py``), else it flushes; a tensor is read with a blocking
+only enqueues, on the runtime's plain queue; a run with ``timing`` (``measure_timing``) enqueues
+on its profiling queue instead and ``execute_partition`` waits for its kernels (``clFinish``),
+which gives its device time from their profiling events (``device_time_us``,
+``device_time.py``); otherwise it flushes; a tensor is read with a blocking
 read on the in-order queue. fp16 border tensors cross as float32 through their twin buffer
 and a cast kernel (``to_storage`` / ``from_storage`` of ``elementwise.cl``).
 """
@@ -45,6 +46,7 @@ class OpenCLBackend(GPUBackend):
         super().__init__(runtime, config)
         self.cl = runtime.cl
         self.queue = runtime.queue
+        self._timing = False
         self.arena = None
         self._new_launches: list = []
         # fp16 border handle -> {upload?: cast Launch} (prepare_partition); weak, as the twins
@@ -84,7 +86,7 @@ class OpenCLBackend(GPUBackend):
         if local is None or int(np.prod(local)) > limit:
             local = default_local(work, limit)
         key = f"{file}:{name}:{' '.join(opts)}"
-        la = Launch(self.cl, self.queue, kernel, work, local, key)
+        la = Launch(self.cl, self, kernel, work, local, key)
         self.runtime.tuner.tune(la, self.config.tuning, limit)
         self._new_launches.append(la)
         return la
@@ -200,6 +202,21 @@ class OpenCLBackend(GPUBackend):
             self.cl.enqueue_copy(self.queue, out, src.buffer, src_offset=src.offset, is_blocking=True)
         else:
             self.queue.finish()
+
+    @property
+    def timing(self) -> bool:
+        """Whether this run is timed (set by the Session per run, ``Backend.timing``)."""
+        return self._timing
+
+    @timing.setter
+    def timing(self, on: bool) -> None:
+        # a timed run enqueues on the profiling queue, the others on the plain one; the
+        # queue left is finished first (between runs it has nothing in flight anyway)
+        queue = self.runtime.timed_queue if on and self.runtime.timed_queue is not None else self.runtime.queue
+        if queue is not self.queue:
+            self.queue.finish()
+            self.queue = queue
+        self._timing = bool(on)
 
     def execute_partition(self, partition) -> None:
         """Enqueue each Execution's kernels; with ``timing`` wait for them (``clFinish``: the

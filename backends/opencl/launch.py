@@ -35,10 +35,10 @@ def default_local(work: Sequence[int], limit: int, group: int = DEFAULT_GROUP) -
 class Launch:
     """One enqueue of ``kernel`` over ``work`` (logical global size) in groups of ``local``."""
 
-    __slots__ = ("queue", "kernel", "work", "local", "glob", "enqueue", "key", "event")
+    __slots__ = ("owner", "kernel", "work", "local", "glob", "enqueue", "key", "event")
 
-    def __init__(self, cl, queue, kernel, work: Sequence[int], local: Sequence[int], key: str = ""):
-        self.queue = queue
+    def __init__(self, cl, owner, kernel, work: Sequence[int], local: Sequence[int], key: str = ""):
+        self.owner = owner  # enqueues on ``owner.queue``: the backend's queue of the run (timed or not)
         self.kernel = kernel
         self.work = tuple(int(w) for w in work)
         self.key = key
@@ -52,4 +52,4 @@ class Launch:
 
     def __call__(self) -> None:
         if all(self.work):
-            self.event = self.enqueue(self.queue, self.kernel, self.glob, self.local)
+            self.event = self.enqueue(self.owner.queue, self.kernel, self.glob, self.local)

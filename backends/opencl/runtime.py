@@ -1,6 +1,6 @@
 """``OpenCLRuntime``: one per process for the chosen device (``device.py``).
 
-Holds the device, one context, one in-order queue (with profiling events:
+Holds the device, one context, two in-order queues (the second with profiling events:
 ``device_time.py``), the program cache (``program.py``: built from ``shaders/opencl/*.cl``
 with ``common.h`` and the activation table's code (``activation.py``) prepended, in memory
 and as verified binaries on disk) and the work-group ``Tuner`` (``tuning.py``). Sessions get an ``OpenCLBackend`` each
@@ -68,10 +68,12 @@ class OpenCLRuntime(Runtime):
         self.max_alloc = int(self.device.max_mem_alloc_size)  # bytes in one buffer (CL_DEVICE_MAX_MEM_ALLOC_SIZE)
         self.int64 = has_int64(self.device)  # int64 tensors (OpenCLBackend.dtype_limit)
         self.context = cl.Context([self.device])
-        # profiling events on the shared queue where the device has them (device_time.py)
+        # two in-order queues: a plain one for runs and one with profiling events for timed runs
+        # (device_time.py; a profiling queue cost NVIDIA's driver 29% on a one-op model)
         self.profiling = bool(self.device.queue_properties & cl.command_queue_properties.PROFILING_ENABLE)
-        props = cl.command_queue_properties.PROFILING_ENABLE if self.profiling else 0
-        self.queue = cl.CommandQueue(self.context, self.device, properties=props)
+        self.queue = cl.CommandQueue(self.context, self.device)
+        props = cl.command_queue_properties.PROFILING_ENABLE
+        self.timed_queue = cl.CommandQueue(self.context, self.device, properties=props) if self.profiling else None
         from mnnpy.backends.opencl.program import ProgramCache
         from mnnpy.backends.opencl.tuning import Tuner
 

@@ -168,7 +168,9 @@ class Tuner(DiskCache):
             props = cl.command_queue_properties.PROFILING_ENABLE
             self._queue = cl.CommandQueue(self.runtime.context, self.runtime.device, properties=props)
         q = self._queue
-        self.runtime.queue.finish()  # nothing in flight on the main queue touches the same memory
+        self.runtime.queue.finish()  # nothing in flight on the run queues touches the same memory
+        if self.runtime.timed_queue is not None:
+            self.runtime.timed_queue.finish()
         times = []
         for c in cands:
             glob = tuple(round_up(w, v) for w, v in zip(launch.work, c))
