@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from mnnpy.device_tensor import DeviceTensor
 from mnnpy.errors import InputError
 
 
@@ -50,12 +51,19 @@ class IODesc:
         """``value`` as an array of this input's dtype: an ndarray must already have it (no
         silent cast); Python scalars and nested lists are converted as NumPy would (an
         overflowing or non-numeric value is refused). A sequence input takes a list or tuple
-        of such values (a list of ndarrays). Raises ``InputError``."""
+        of such values (a list of ndarrays). A ``DeviceTensor`` (``mnnpy.device_tensor``) of
+        this dtype is returned as it is (never read here). Raises ``InputError``
+        (``StaleTensorError`` for a device tensor whose session ran again)."""
         if self.kind == "sequence":
             if not isinstance(value, (list, tuple)):
                 raise InputError(f"input '{self.name}' is a sequence: give a list of arrays, got {type(value).__name__}")
             element = IODesc(f"{self.name}[]", self.shape, self.dtype)
             return [element.array(v) for v in value]
+        if isinstance(value, DeviceTensor):  # checked without reading it; its shape at resize
+            if value.dtype != self.dtype:
+                raise InputError(f"input '{self.name}': device tensor '{value.name}' is {value.dtype}, expected {self.dtype}")
+            value.check("fed to a run")
+            return value
         if isinstance(value, np.ndarray):
             if value.dtype != self.dtype:
                 raise InputError(f"input '{self.name}': dtype {value.dtype}, expected {self.dtype}")
@@ -80,3 +88,20 @@ def check_names(
     missing = [n for n, t in index.items() if n not in feeds and (sequences_given or desc[t].kind != "sequence")]
     if missing:
         raise InputError(f"missing input(s) {missing}; the model's inputs are {list(index)}")
+
+
+def checked_feeds(
+    index: Mapping[str, int], desc: Mapping[int, IODesc], feeds: Any, owner: Any = None, value_inputs=()
+) -> dict[int, Any]:
+    """``feeds`` (input name -> value) checked (``check_names``, ``IODesc.array``) and keyed
+    by tensor. A ``DeviceTensor`` made by ``owner`` (the session about to run, which will
+    overwrite it) or fed to one of ``value_inputs`` (tensors whose contents shape the plan)
+    is read into a host array now. Raises ``InputError``."""
+    if not isinstance(feeds, Mapping):
+        raise InputError(f"run() takes a dict of input name -> array, got {type(feeds).__name__}")
+    check_names(index, desc, feeds)
+    out = {index[n]: desc[index[n]].array(v) for n, v in feeds.items()}
+    for t, v in out.items():
+        if isinstance(v, DeviceTensor) and (v.session is owner or t in value_inputs):
+            out[t] = v.numpy()
+    return out

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from mnnpy.deadline import check, remaining
+from mnnpy.device_tensor import DeviceTensor
 from mnnpy.errors import DependencyFailedError, InputError, ShapeError
 from mnnpy.exit_gate import GATE
 from mnnpy.fence import Fence
@@ -58,6 +59,11 @@ def _locked(session, arrays, request: RunRequest, key, context: RunContext, into
     key = runner.key(arrays) if key is None else key
     if runner.plan is None or runner.plan.key != key:
         session._check_shapes({graph.tensors[t].name: a.shape for t, a in arrays.items() if not isinstance(a, list)})
+    session._run_count += 1  # device tensors of earlier runs go stale now (mnnpy.device_tensor)
+    keep = None
+    if request.outputs_on_device:
+        run = session._run_count
+        keep = lambda plan, t, ins: device_output(session, run, plan, t, ins)  # noqa: E731
     deadline, timing = request.deadline, request.measure_timing
     for b in session.backends:
         if b.timing is not timing:
@@ -66,7 +72,7 @@ def _locked(session, arrays, request: RunRequest, key, context: RunContext, into
             b.run_deadline = deadline
     t0 = time.perf_counter()
     try:
-        results = runner.run(arrays, request.wanted, context, key, into)
+        results = runner.run(arrays, request.wanted, context, key, into, keep)
     except MemoryError as e:
         shapes = {graph.tensors[t].name: shape_of(a) for t, a in arrays.items()}
         raise ShapeError(f"input shapes {shapes}: the run ran out of memory: {e or 'MemoryError'}") from None
@@ -81,6 +87,20 @@ def _locked(session, arrays, request: RunRequest, key, context: RunContext, into
         context.meter.span(time.perf_counter() - t0)
         out.timing = context.meter.timing()
     return out
+
+
+def device_output(session, run: int, plan, t: int, arrays: dict[int, Any]) -> Any:
+    """Output ``t`` of run number ``run`` as a ``DeviceTensor`` where ``plan`` left it (a
+    sequence output: its host list)."""
+    backend, value = plan.resident(t, arrays)
+    if isinstance(value, list):
+        return value
+    name = session.graph.tensors[t].name
+    if backend is None:
+        value = np.asarray(value)
+        return DeviceTensor(name, value.shape, value.dtype, None, None, session, run, value)
+    info = plan.sizes.tensor(t)
+    return DeviceTensor(name, info.shape, info.dtype, backend, value, session, run)
 
 
 def fenced_job(session, arrays: dict[int, Any], request: RunRequest, waits: list[Fence]):
