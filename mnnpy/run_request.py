@@ -58,7 +58,9 @@ class RunRequest:
         if not isinstance(outputs_on_device, (bool, np.bool_)):
             raise InputError(f"outputs_on_device must be True or False, got {outputs_on_device!r}")
         if outputs_on_device and outputs:
-            raise InputError("outputs and outputs_on_device exclude each other: outputs go either into your arrays or stay on the device")
+            raise InputError(
+                "outputs and outputs_on_device exclude each other: outputs go either into your arrays or stay on the device"
+            )
         return cls(
             wanted,
             loop_timeout,

@@ -222,7 +222,12 @@ class OpenCLBackend(GPUBackend):
         source = src_backend.border(src)
         if target.nbytes:
             self.cl.enqueue_copy(
-                self.queue, target.buffer, source.buffer, byte_count=target.nbytes, src_offset=source.offset, dst_offset=target.offset
+                self.queue,
+                target.buffer,
+                source.buffer,
+                byte_count=target.nbytes,
+                src_offset=source.offset,
+                dst_offset=target.offset,
             )
         if cast is not None:
             cast()

@@ -9,9 +9,9 @@ constants uploaded, descriptor sets written, one command buffer recorded per par
 Run: ``upload`` writes mapped staging memory, ``execute_partition`` submits the
 partition's command buffer once and waits on the fence, ``download`` copies out of mapped
 staging memory. An input fed another session's device tensor (``copy_device``) is copied
-device to device by a variant of its partition (``fed.py``). Where the queue has timestamps, each partition also gets two small command
-buffers that write one each; with ``timing`` (the default) a run submits the partition
-between them, and ``device_time_us`` reads them (``timestamps.py``).
+device to device by a variant of its partition (``fed.py``). Where the queue has
+timestamps, each partition also gets two small command buffers that write one each; with
+``timing`` (the default) a run submits the partition between them, and ``device_time_us`` reads them (``timestamps.py``).
 
 Storage: float32 tensors are stored as float32, or with ``precision="low"`` on a device with
 ``storageBuffer16BitAccess`` as float16 (the ``<variant>_f16`` shaders, arithmetic and
