@@ -7,7 +7,15 @@ session's memory (its arena); nothing is copied when it is returned. It is valid
 next run of that session starts (or the session is closed): each Session counts its runs,
 the tensor keeps the count of the run that made it, and using it afterwards (``numpy``,
 feeding it) raises ``StaleTensorError``. Keep ``.numpy()`` of a tensor you need longer, or
-run a second session. Holding one costs nothing beyond the session's own memory.
+run a second session. Holding one costs nothing beyond the session's own memory and keeps
+none of it alive: it refers to its plan's memory weakly, so ``close()`` frees it at once.
+A copy into device memory of its own was the alternative: it would cost one device copy
+and one allocation per output per run, which is what a chain of sessions is meant to save.
+
+Completion: on Vulkan a run waits for its submissions, as every run does. On OpenCL a run
+whose outputs stay on the device returns once its kernels are queued (no blocking read
+ends it); the device's one in-order queue puts every later copy, kernel and read
+(``numpy()``) after them.
 
 Where the tensor lives: on a GPU backend, the output's device buffer (OpenCL: a range of the
 plan's ``cl.Buffer``; Vulkan: a range of the resize's device buffer); on the CPU backend,
@@ -24,6 +32,7 @@ asked for (its run is about to overwrite it).
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import numpy as np
@@ -40,17 +49,27 @@ class DeviceTensor:
     lives (the backend's tensor handle; ``None`` with ``backend`` for a host array);
     ``session`` and ``run``: the producing session and the count of the run that made it."""
 
-    __slots__ = ("name", "shape", "dtype", "backend", "handle", "session", "run", "_host")
+    __slots__ = ("name", "shape", "dtype", "backend", "_handle", "session", "run", "_host")
 
     def __init__(self, name: str, shape, dtype, backend, handle: Any, session, run: int, host: np.ndarray | None = None):
         self.name = name
         self.shape = tuple(int(d) for d in shape)
         self.dtype = np.dtype(dtype)
         self.backend = backend
-        self.handle = handle
+        # weak: the plan owns the memory; closing the session (or dropping the plan) frees it
+        self._handle = None if handle is None else weakref.ref(handle)
         self.session = session
         self.run = run
         self._host = host
+
+    @property
+    def handle(self) -> Any:
+        """The backend's tensor handle (``None`` for a host array); ``StaleTensorError`` once
+        the plan that held it is gone."""
+        h = None if self._handle is None else self._handle()
+        if h is None and self._handle is not None:
+            raise StaleTensorError(f"device tensor '{self.name}': its session dropped the plan that held it")
+        return h
 
     @property
     def device(self) -> str:
@@ -74,9 +93,11 @@ class DeviceTensor:
 
     @property
     def valid(self) -> bool:
-        """Whether its contents are still the run's (no later run started, session open)."""
+        """Whether its contents are still the run's (no later run started, session open, its
+        plan kept)."""
         s = self.session
-        return not s._closed and s._run_count == self.run
+        alive = self._handle is None or self._handle() is not None
+        return alive and not s._closed and s._run_count == self.run
 
     def check(self, what: str = "used") -> None:
         """Raise ``StaleTensorError`` unless ``valid``; ``what`` says how it was used."""
@@ -118,8 +139,3 @@ class DeviceTensor:
     def __repr__(self) -> str:
         state = "" if self.valid else ", stale"
         return f"DeviceTensor('{self.name}', shape={self.shape}, dtype={self.dtype}, device='{self.device}'{state})"
-
-
-def is_device_tensor(value: Any) -> bool:
-    """Whether ``value`` is a ``DeviceTensor``."""
-    return isinstance(value, DeviceTensor)

@@ -220,3 +220,23 @@ def test_cli_run_outputs_on_device(tmp_path, capsys):
     assert main(["run", str(path), "--repeat", "2", "--outputs-on-device"]) == 0
     out = capsys.readouterr().out
     assert "outputs stayed on the device: y on cpu" in out and "output y: float32 (2, 5) first values" in out
+
+
+@pytest.mark.parametrize("backend", backends())
+def test_closing_the_source_frees_its_memory_while_its_tensors_are_held(rng, backend):
+    """A device tensor (and a Vulkan partition recorded to copy from it) refers to its
+    session's memory weakly: ``close()`` frees it; a new source chains correctly after."""
+    import gc
+    import weakref
+
+    (m1, x), (m2, _) = _first(rng), _second(rng)
+    a, b = _session(m1, backend), _session(m2, backend)
+    want = b.run({"x": a.run({"x": x})["y"]})["y"]
+    y = a.run({"x": x}, outputs_on_device=True)["y"]
+    b.run({"x": y})
+    memory = weakref.ref(getattr(y.handle, "memory", y.handle))  # Vulkan: the resize's device memory
+    a.close()
+    gc.collect()
+    assert memory() is None and not y.valid
+    a2 = _session(m1, backend)
+    np.testing.assert_allclose(b.run({"x": a2.run({"x": x}, outputs_on_device=True)["y"]})["y"], want, **ELEMENTWISE)

@@ -79,7 +79,7 @@ class VulkanBackend(GPUBackend):
         self._memory: ResizeMemory | None = None
         self._parts: list[PartitionRecord] = []
         self._border_twins: list[tuple[VkTensor, VkTensor]] = []  # this resize's (fp16 handle, twin)
-        self._last_parts: list[PartitionRecord] = []  # the last resize's partitions (tests, diagnostics)
+        self._recorded: list[weakref.ref] = []  # the last resize's partitions, weakly (``_last_parts``)
         self._feeds: dict[VkTensor, VkTensor] = {}  # this run's uploads fed device to device (copy_device)
         self.profiling = profile.requested() and runtime.timestamp_period > 0
         self.profile: dict[str, float] = {}  # op type -> GPU ms summed over runs (profile.py)
@@ -91,6 +91,11 @@ class VulkanBackend(GPUBackend):
                 RuntimeWarning,
                 stacklevel=2,
             )
+
+    @property
+    def _last_parts(self) -> list[PartitionRecord]:
+        """The last resize's partitions while its plan is kept (tests, diagnostics)."""
+        return [p for p in (r() for r in self._recorded) if p is not None]
 
     # -- schedule -----------------------------------------------------------------------
     def executions(self) -> dict:
@@ -200,7 +205,7 @@ class VulkanBackend(GPUBackend):
         partition (``VulkanError`` when Vulkan fails)."""
         memory, parts, borders = self._memory, self._parts, self._border_twins
         self._memory, self._parts, self._border_twins = None, [], []
-        self._last_parts = parts
+        self._recorded = [weakref.ref(p) for p in parts]  # weak: closing the session frees its memory
         if memory is None or (not parts and not memory.constants):
             return
         vk, rt = self.vk, self.runtime

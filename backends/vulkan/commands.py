@@ -69,6 +69,7 @@ class PartitionRecord:
     timed_submit: Any = None  # VkSubmitInfo of [clock.begin, command, clock.end]
     fed: dict = field(default_factory=dict)  # upload -> source tensor copied device to device (a variant's)
     variants: dict = field(default_factory=dict)  # fed sources -> PartitionRecord recorded for them (fed.py)
+    sources: list = field(default_factory=list)  # a variant's: weak references to the sources it copies from
 
 
 def binding_range(t: VkTensor, align: int) -> tuple[int, int, int]:
