@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import numbers
 import time
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -60,10 +61,7 @@ def _locked(session, arrays, request: RunRequest, key, context: RunContext, into
     if runner.plan is None or runner.plan.key != key:
         session._check_shapes({graph.tensors[t].name: a.shape for t, a in arrays.items() if not isinstance(a, list)})
     session._run_count += 1  # device tensors of earlier runs go stale now (mnnpy.device_tensor)
-    keep = None
-    if request.outputs_on_device:
-        run = session._run_count
-        keep = lambda plan, t, ins: device_output(session, run, plan, t, ins)  # noqa: E731
+    keep = partial(device_output, session, session._run_count) if request.outputs_on_device else None
     deadline, timing = request.deadline, request.measure_timing
     for b in session.backends:
         if b.timing is not timing:
