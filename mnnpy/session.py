@@ -257,13 +257,14 @@ class Session:
         (NNAPI's ``executeFenced``; fences from any session's ``run_fenced``). Returns
         ``(fence, future)``: the fence signals when this run completes, successfully or not
         (``fence.error``); with ``measure_timing`` it then carries ``timing_launched`` and
-        ``timing_fenced`` (``mnnpy.fence``). A fence in ``wait_for`` that signalled a failed
+        ``timing_fenced`` (``mnnpy.fence``). A feed may be ``fence.output(name)`` of a fence in
+        ``wait_for``: that run's output (``mnnpy.fence``). A fence in ``wait_for`` that signalled a failed
         run fails this one (``DependencyFailedError``); ``deadline``/``timeout_ms`` bound
         the wait too (``DeadlineMissedError``: a fence that never signals times out cleanly).
         ``options``: as ``run``."""
         if not isinstance(wait_for, (list, tuple)) or not all(isinstance(f, Fence) for f in wait_for):
             raise InputError("run_fenced: wait_for must be a list of Fence objects (from run_fenced)")
-        arrays = self._check_feeds(feeds)
+        arrays = self._check_feeds(feeds, wait_for)
         request = self._request(output_names, loop_timeout, **options)
         fence, job = fenced_job(self, arrays, request, list(wait_for))
         return fence, self._queue.submit(job)
@@ -293,5 +294,5 @@ class Session:
         """The checked options of one execution (``RunRequest.checked``); raises ``InputError``."""
         return RunRequest.checked(self.graph, wanted_outputs(self.graph, output_names), checked_timeout(loop_timeout), **options)
 
-    def _check_feeds(self, feeds: Mapping[str, Any]) -> dict[int, Any]:
-        return checked_feeds(self._input_index, self._input_desc, feeds, self, self.runner.value_inputs)
+    def _check_feeds(self, feeds: Mapping[str, Any], fences=()) -> dict[int, Any]:
+        return checked_feeds(self._input_index, self._input_desc, feeds, self, self.runner.value_inputs, fences)

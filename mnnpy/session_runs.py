@@ -22,8 +22,9 @@ from mnnpy.deadline import check, remaining
 from mnnpy.device_tensor import DeviceTensor
 from mnnpy.errors import DependencyFailedError, InputError, ShapeError
 from mnnpy.exit_gate import GATE
-from mnnpy.fence import Fence
+from mnnpy.fence import Fence, FencedOutput
 from mnnpy.graph_runner import MAX_LOOP_TIMEOUT_S, RunContext, shape_of
+from mnnpy.io_desc import on_host_where_needed
 from mnnpy.run_request import RunRequest
 from mnnpy.timing import RunOutputs, Timing, TimingMeter
 
@@ -103,9 +104,11 @@ def device_output(session, run: int, plan, t: int, arrays: dict[int, Any]) -> An
 
 def fenced_job(session, arrays: dict[int, Any], request: RunRequest, waits: list[Fence]):
     """``(fence, job)`` of ``Session.run_fenced``: ``job()`` waits for every fence in
-    ``waits`` (until ``request.deadline``), runs, signals ``fence`` (with the error of a
-    failed run) and sets its timings (``mnnpy.fence``)."""
-    fence, launched = Fence(f"{session.graph.name or 'session'} run"), time.perf_counter()
+    ``waits`` (until ``request.deadline``), puts in the outputs of fenced runs fed
+    (``Fence.output``), runs, signals ``fence`` (with the error of a failed run, else
+    with the outputs in ``fence.outputs``) and sets its timings (``mnnpy.fence``)."""
+    g = session.graph
+    fence, launched = Fence(f"{g.name or 'session'} run", [g.tensors[t].name for t in request.wanted]), time.perf_counter()
 
     def job() -> RunOutputs:
         try:
@@ -115,10 +118,13 @@ def fenced_job(session, arrays: dict[int, Any], request: RunRequest, waits: list
                 if f.error is not None:
                     raise DependencyFailedError(f"{f!r} signalled a failed run: {type(f.error).__name__}: {f.error}")
             fenced = time.perf_counter()
-            result = execute(session, arrays, request)
+            desc = session._input_desc
+            ins = {t: desc[t].array(v.resolve()) if isinstance(v, FencedOutput) else v for t, v in arrays.items()}
+            result = execute(session, on_host_where_needed(ins, session, session.runner.value_inputs), request)
         except BaseException as e:
             fence.signal(e)
             raise
+        fence.outputs = result
         if result.timing is not None:
             done, device = time.perf_counter(), result.timing.on_device_us
             fence.timing_launched = Timing(device, (done - launched) * 1e6)

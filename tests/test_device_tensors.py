@@ -240,3 +240,37 @@ def test_closing_the_source_frees_its_memory_while_its_tensors_are_held(rng, bac
     assert memory() is None and not y.valid
     a2 = _session(m1, backend)
     np.testing.assert_allclose(b.run({"x": a2.run({"x": x}, outputs_on_device=True)["y"]})["y"], want, **ELEMENTWISE)
+
+
+@pytest.mark.parametrize("backend", backends())
+def test_a_fenced_chain_feeds_the_earlier_runs_device_output(rng, monkeypatch, backend):
+    """``fence.output(name)`` stands for the earlier run's output: the later run takes it (a
+    device tensor) once the fence signals, device to device on one GPU."""
+    (m1, x), (m2, _) = _first(rng), _second(rng)
+    a, b = _session(m1, backend), _session(m2, backend)
+    want = b.run({"x": a.run({"x": x})["y"]})["y"]
+    for _ in range(2):
+        with _NoHost(monkeypatch, [type(device_backend(b))] if backend != "cpu" else [], [device_backend(b)]):
+            fa, _ = a.run_fenced({"x": x}, outputs_on_device=True)
+            fb, future = b.run_fenced({"x": fa.output("y")}, wait_for=[fa], outputs_on_device=True)
+            z = future.result(timeout=60)["y"]
+        assert fb.signalled and fb.error is None and isinstance(fa.outputs["y"], DeviceTensor)
+        np.testing.assert_allclose(z.numpy(), want, **ELEMENTWISE)
+
+
+def test_a_fenced_output_is_fed_only_to_a_run_waiting_for_its_fence(rng):
+    (m1, x), (m2, _) = _first(rng), _second(rng)
+    a, b = _session(m1, "cpu"), _session(m2, "cpu")
+    fa, _ = a.run_fenced({"x": x})
+    with pytest.raises(InputError, match="returns no output 'nope'"):
+        fa.output("nope")
+    with pytest.raises(InputError, match="wait_for"):
+        b.run({"x": fa.output("y")})
+    with pytest.raises(InputError, match="wait_for"):
+        b.run_fenced({"x": fa.output("y")})
+    ints = make_model([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.INT32)], {"x": x}, ["y"])
+    fi, _ = _session(ints, "cpu").run_fenced({"x": x})
+    with pytest.raises(InputError, match="int32, expected float32"):  # checked when known
+        b.run_fenced({"x": fi.output("y")}, wait_for=[fi])[1].result(timeout=60)
+    _, future = b.run_fenced({"x": fa.output("y")}, wait_for=[fa])
+    np.testing.assert_allclose(future.result(timeout=60)["y"], b.run({"x": a.run({"x": x})["y"]})["y"], **ELEMENTWISE)
