@@ -8,7 +8,9 @@ backend, ``x: float32 (1, C, H, W)``. Reported per backend and size, ms per chai
 - ``host``: ``b.run({"x": a.run(feeds)["y"]})``: A's output downloaded into a new array,
   then uploaded into B;
 - ``device``: ``b.run({"x": a.run(feeds, outputs_on_device=True)["y"]})``: copied device to
-  device (OpenCL ``clEnqueueCopyBuffer``; Vulkan ``vkCmdCopyBuffer`` in B's partition).
+  device (OpenCL ``clEnqueueCopyBuffer``; Vulkan ``vkCmdCopyBuffer`` in B's partition);
+- ``fenced``: the device chain as two fenced runs, B fed ``fa.output("y")`` and waiting for
+  A's fence, the result awaited.
 
     python bench/bench_device_chain.py [--backends opencl vulkan] [--sizes 16x64x64 64x128x128]
 """
@@ -61,11 +63,12 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--backends", nargs="+", default=["cpu", "opencl", "vulkan"])
     p.add_argument("--sizes", nargs="+", default=["16x64x64", "64x128x128"], help="C x H x W of the (1, C, H, W) input")
+    p.add_argument("--precision", default="normal", choices=("high", "normal", "low"))
     p.add_argument("--runs", type=int, default=20)
     p.add_argument("--blocks", type=int, default=5)
     args = p.parse_args()
     rng = np.random.default_rng(0)
-    print(f"{'backend':8} {'input':>16} {'host ms':>9} {'device ms':>10} {'ratio':>6}")
+    print(f"{'backend':8} {'input':>18} {'host ms':>9} {'device ms':>10} {'fenced ms':>10} {'host/device':>6}")
     for backend in args.backends:
         ok, why = backend_availability(backend)
         if not ok:
@@ -74,18 +77,27 @@ def main() -> None:
         for size in args.sizes:
             shape = (1, *(int(d) for d in size.split("x")))
             ma, mb = models(shape)
-            a = mnnpy.Interpreter(convert(ma)).create_session(backend=[backend, "cpu"])
-            b = mnnpy.Interpreter(convert(mb)).create_session(backend=[backend, "cpu"])
+            a = mnnpy.Interpreter(convert(ma)).create_session(backend=[backend, "cpu"], precision=args.precision)
+            b = mnnpy.Interpreter(convert(mb)).create_session(backend=[backend, "cpu"], precision=args.precision)
             feeds = {"x": rng.standard_normal(shape, dtype=np.float32)}
             want = b.run({"x": a.run(feeds)["y"]})["y"]
             got = b.run({"x": a.run(feeds, outputs_on_device=True)["y"]}, outputs_on_device=True)["y"].numpy()
             np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-5)
+
+            def fenced():
+                fa, _ = a.run_fenced(feeds, outputs_on_device=True)
+                return b.run_fenced({"x": fa.output("y")}, wait_for=[fa])[1].result()
+
             calls = {
                 "host": lambda: b.run({"x": a.run(feeds)["y"]}),
                 "device": lambda: b.run({"x": a.run(feeds, outputs_on_device=True)["y"]}),
+                "fenced": fenced,
             }
             t = ms_per_chain(calls, args.runs, args.blocks)
-            print(f"{backend:8} {str(shape):>16} {t['host']:9.3f} {t['device']:10.3f} {t['host'] / t['device']:6.2f}")
+            print(
+                f"{backend:8} {str(shape):>18} {t['host']:9.3f} {t['device']:10.3f} {t['fenced']:10.3f} "
+                f"{t['host'] / t['device']:6.2f}"
+            )
 
 
 if __name__ == "__main__":
