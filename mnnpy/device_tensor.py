@@ -12,7 +12,9 @@ none of it alive: it refers to its plan's memory weakly, so ``close()`` frees it
 A copy into device memory of its own was the alternative: it would cost one device copy
 and one allocation per output per run, which is what a chain of sessions is meant to save.
 
-Completion: on Vulkan a run waits for its submissions, as every run does. On OpenCL a run
+Completion: on Vulkan a run waits for its submissions, as every run does; its partition
+still copies each output into the output's mapped staging slot, as recorded at resize (a
+device-side copy, no host work; ``numpy()`` reads that slot without a submission). On OpenCL a run
 whose outputs stay on the device returns once its kernels are queued (no blocking read
 ends it); the device's one in-order queue puts every later copy, kernel and read
 (``numpy()``) after them.
