@@ -10,6 +10,7 @@ times to stderr (``mnnpy.log``).
 """
 
 from mnnpy import log as _log
+from mnnpy.device_tensor import DeviceTensor
 from mnnpy.errors import (
     BackendUnavailableError,
     InputError,
@@ -17,6 +18,7 @@ from mnnpy.errors import (
     MnnpyError,
     ModelFormatError,
     ShapeError,
+    StaleTensorError,
     UnsupportedOperatorError,
 )
 from mnnpy.interpreter import MAX_THREADS, Interpreter, load
@@ -32,6 +34,7 @@ __all__ = [
     "FORMAT_VERSION",
     "MAX_THREADS",
     "BackendUnavailableError",
+    "DeviceTensor",
     "IODesc",
     "InputError",
     "Interpreter",
@@ -40,6 +43,7 @@ __all__ = [
     "ModelFormatError",
     "Session",
     "ShapeError",
+    "StaleTensorError",
     "UnsupportedOperatorError",
     "__version__",
     "load",

@@ -219,6 +219,13 @@ class Backend:
         read the source in place (the CPU into its arena) or device to device overrides it."""
         self.upload(src_backend.download(src), dst)
 
+    def copy_device(self, src_backend: Backend, src: Any, dst: Any) -> bool:
+        """Feed a device-resident output (``mnnpy.device_tensor``): copy ``src``, a tensor
+        held by ``src_backend`` of this backend's Runtime (another session's), into ``dst``
+        on the device, with no host round trip; ``False`` when this backend cannot (the
+        caller then goes through the host). Default: ``False``."""
+        return False
+
     def download_into(self, src: Any, out: np.ndarray) -> None:
         """Copy a tensor handle into the host array ``out`` (its shape and dtype). Default:
         through ``download``; a backend that can write ``out`` directly overrides it."""

@@ -230,6 +230,11 @@ def _run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timing", action="store_true", help="measure NNAPI's Timing of each run (on-device and in-driver µs)")
     p.add_argument("--async", dest="in_flight", type=int, default=0, metavar="N", help="keep N runs in flight with run_async")
     p.add_argument("--deadline-ms", type=float, default=None, metavar="MS", help="deadline of each run, ms after it is asked for")
+    p.add_argument(
+        "--outputs-on-device",
+        action="store_true",
+        help="leave the outputs on the device (device tensors, valid until the next run); print their first values",
+    )
 
 
 def _pairs(items: Sequence[str], what: str) -> dict[str, str]:
@@ -334,6 +339,8 @@ def _run(args) -> int:
     backend = args.backend.split(",") if "," in args.backend else args.backend
     session = interp.create_session(backend=backend, num_threads=args.threads, precision=args.precision, tuning=args.tuning)
     options = {"loop_timeout": args.loop_timeout, "measure_timing": args.timing, "timeout_ms": args.deadline_ms}
+    if args.outputs_on_device:
+        options["outputs_on_device"] = True
     check_int(args.in_flight, "--async", 0, 64)
     t0 = time.perf_counter()
     outputs = session.run(feeds, **options)
@@ -341,6 +348,11 @@ def _run(args) -> int:
     times, timings, missed, wall = _timed_runs(session, feeds, options, args.repeat, args.in_flight)
     for name, a in feeds.items():
         print(f"input  {name}: {a.dtype} {tuple(a.shape)}")
+    if args.outputs_on_device:
+        kept = ", ".join(f"{name} on {a.device}" for name, a in outputs.items() if hasattr(a, "device"))
+        print(f"outputs stayed on the device: {kept} (device tensors; first values read with .numpy())")
+        outputs = session.run(feeds, **options)  # the timed runs made the first run's tensors stale
+        outputs = {name: a.numpy() if hasattr(a, "numpy") else a for name, a in outputs.items()}
     for name, a in outputs.items():
         flat = a.reshape(-1)[:6]
         print(f"output {name}: {a.dtype} {tuple(a.shape)} first values {np.array2string(flat, precision=5, separator=', ')}")

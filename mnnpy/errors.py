@@ -40,6 +40,12 @@ class InputError(MnnpyError):
     """A ``run``/``resize`` call got a wrong input name, a missing input, or a wrong rank/dtype/shape."""
 
 
+class StaleTensorError(InputError):
+    """A ``DeviceTensor`` was used (read, or fed to a run) after the session that made it ran
+    again or was closed: its memory holds another run's output or is gone
+    (``mnnpy.device_tensor``). Says which tensor and which run."""
+
+
 class BackendUnavailableError(MnnpyError):
     """A backend asked for by name cannot be used here (package, driver or device missing)."""
 
@@ -82,6 +88,7 @@ __all__ = [
     "UnsupportedOperatorError",
     "ShapeError",
     "InputError",
+    "StaleTensorError",
     "BackendUnavailableError",
     "LoopTimeoutError",
 ]

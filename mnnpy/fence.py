@@ -9,12 +9,19 @@ The timings of a fenced run follow NNAPI's ``IFencedExecutionCallback::getExecut
 ``timing_fenced`` from the moment every fence it waited for had signalled; each with the
 run's device time (``mnnpy.timing``); ``None`` until signalled or when timing was not asked
 for.
+
+Chains: ``fence.output(name)`` stands for output ``name`` of the fence's run before it has
+completed; fed to ``run_fenced`` with that fence in ``wait_for``, it becomes that output when
+the fence has signalled (a ``DeviceTensor`` with ``outputs_on_device``: a chain of fenced runs
+on one device then moves no tensor through the host, ``mnnpy.device_tensor``).
 """
 
 from __future__ import annotations
 
 import threading
+from typing import Any
 
+from mnnpy.errors import InputError
 from mnnpy.timing import Timing
 
 
@@ -23,12 +30,21 @@ class Fence:
     signalled) returns whether it has signalled; ``signalled``; ``error``: the exception of a
     failed run, else ``None``."""
 
-    def __init__(self, name: str = "fence"):
+    def __init__(self, name: str = "fence", outputs: list[str] | tuple[str, ...] = ()):
         self.name = name
         self._event = threading.Event()
         self.error: BaseException | None = None
         self.timing_launched: Timing | None = None
         self.timing_fenced: Timing | None = None
+        self.names = tuple(outputs)  # the names of the outputs its run returns
+        self.outputs: Any = None  # the run's RunOutputs once it succeeded
+
+    def output(self, name: str) -> FencedOutput:
+        """Output ``name`` of this fence's run, to feed to ``run_fenced`` waiting for this
+        fence (module doc). Raises ``InputError`` for a name the run does not return."""
+        if name not in self.names:
+            raise InputError(f"{self!r}: its run returns no output {name!r}; it returns {list(self.names)}")
+        return FencedOutput(self, name)
 
     @property
     def signalled(self) -> bool:
@@ -48,3 +64,20 @@ class Fence:
     def __repr__(self) -> str:
         state = "failed" if self.error is not None else "signalled" if self.signalled else "pending"
         return f"Fence({self.name!r}, {state})"
+
+
+class FencedOutput:
+    """Output ``name`` of ``fence``'s run, known (with its shape and dtype) once the fence
+    has signalled (``Fence.output``); ``resolve()`` gives it then."""
+
+    __slots__ = ("fence", "name")
+
+    def __init__(self, fence: Fence, name: str):
+        self.fence, self.name = fence, name
+
+    def resolve(self) -> Any:
+        """The output (an ndarray or a ``DeviceTensor``) of the signalled fence's run."""
+        return self.fence.outputs[self.name]
+
+    def __repr__(self) -> str:
+        return f"FencedOutput({self.fence!r}, {self.name!r})"

@@ -22,6 +22,7 @@ import numpy as np
 
 from mnnpy import limits
 from mnnpy.backend import Backend, OpInfo
+from mnnpy.device_tensor import DeviceTensor
 from mnnpy.errors import ShapeError
 from mnnpy.ir import Graph, Net
 from mnnpy.log import get_logger, lazy
@@ -163,13 +164,16 @@ class GraphRunner:
         context: RunContext,
         key: tuple | None = None,
         into: Callable[[Plan, int], np.ndarray | None] | None = None,
+        keep: Callable[[Plan, int, dict[int, Any]], Any] | None = None,
     ) -> dict[int, Any]:
         """Tensor -> value of each ``wanted`` tensor after running the graph on ``arrays``
         (graph input tensor -> ndarray, or list for a sequence), segment after segment.
         ``key``: ``self.key(arrays)`` where the caller has it already. ``into(plan, t)``: the
         caller's array to write output ``t`` into (``Plan.read_into``), or ``None`` for a new
         one; it is asked before the first segment runs (``t`` not yet in the plan's shapes:
-        a shape known only later) and again when ``t`` is read."""
+        a shape known only later) and again when ``t`` is read. ``keep(plan, t, arrays)``: the
+        value to return for output ``t`` instead of reading it (device-resident outputs,
+        ``mnnpy.device_tensor``)."""
         if self.plan is None or self.plan.key != (self.key(arrays) if key is None else key):
             shapes = {t: shape_of(a) for t, a in arrays.items()}
             dtypes = {t: dtype_of(a, self.graph.tensors[t].dtype) for t, a in arrays.items()}
@@ -188,6 +192,9 @@ class GraphRunner:
                     plan.execute(arrays, context)
                 for t in wanted:
                     if t not in results and (t in plan.sizes.shapes or t in plan.results):
+                        if keep is not None:
+                            results[t] = keep(plan, t, arrays)
+                            continue
                         out = None if into is None else into(plan, t)
                         if out is None:
                             results[t] = plan.read(t, arrays)
@@ -276,6 +283,8 @@ def shape_of(value: Any) -> tuple[int, ...]:
     shape (the first one's; ``()`` when it is empty), as ONNX types sequences."""
     if isinstance(value, list):
         return tuple(np.shape(value[0])) if value else ()
+    if isinstance(value, DeviceTensor):  # never read for its shape
+        return value.shape
     return tuple(np.shape(value))
 
 
@@ -283,4 +292,6 @@ def dtype_of(value: Any, declared: np.dtype) -> np.dtype:
     """An ndarray's dtype; a sequence's elements' (``declared`` when it is empty)."""
     if isinstance(value, list):
         return value[0].dtype if value else np.dtype(declared)
+    if isinstance(value, DeviceTensor):
+        return value.dtype
     return np.asarray(value).dtype

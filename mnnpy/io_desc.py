@@ -10,7 +10,9 @@ from typing import Any
 
 import numpy as np
 
+from mnnpy.device_tensor import DeviceTensor
 from mnnpy.errors import InputError
+from mnnpy.fence import FencedOutput
 
 
 @dataclass(frozen=True)
@@ -50,12 +52,22 @@ class IODesc:
         """``value`` as an array of this input's dtype: an ndarray must already have it (no
         silent cast); Python scalars and nested lists are converted as NumPy would (an
         overflowing or non-numeric value is refused). A sequence input takes a list or tuple
-        of such values (a list of ndarrays). Raises ``InputError``."""
+        of such values (a list of ndarrays). A ``DeviceTensor`` (``mnnpy.device_tensor``) of
+        this dtype is returned as it is (never read here), a ``FencedOutput`` too (checked
+        when its fence has signalled). Raises ``InputError``
+        (``StaleTensorError`` for a device tensor whose session ran again)."""
         if self.kind == "sequence":
             if not isinstance(value, (list, tuple)):
                 raise InputError(f"input '{self.name}' is a sequence: give a list of arrays, got {type(value).__name__}")
             element = IODesc(f"{self.name}[]", self.shape, self.dtype)
             return [element.array(v) for v in value]
+        if isinstance(value, FencedOutput):  # checked once known (fenced_job)
+            return value
+        if isinstance(value, DeviceTensor):  # checked without reading it; its shape at resize
+            if value.dtype != self.dtype:
+                raise InputError(f"input '{self.name}': device tensor '{value.name}' is {value.dtype}, expected {self.dtype}")
+            value.check("fed to a run")
+            return value
         if isinstance(value, np.ndarray):
             if value.dtype != self.dtype:
                 raise InputError(f"input '{self.name}': dtype {value.dtype}, expected {self.dtype}")
@@ -80,3 +92,30 @@ def check_names(
     missing = [n for n, t in index.items() if n not in feeds and (sequences_given or desc[t].kind != "sequence")]
     if missing:
         raise InputError(f"missing input(s) {missing}; the model's inputs are {list(index)}")
+
+
+def checked_feeds(
+    index: Mapping[str, int], desc: Mapping[int, IODesc], feeds: Any, owner: Any = None, value_inputs=(), fences=()
+) -> dict[int, Any]:
+    """``feeds`` (input name -> value) checked (``check_names``, ``IODesc.array``) and keyed
+    by tensor, device tensors read where they must be (``on_host_where_needed``). A
+    ``FencedOutput`` is taken only where its fence is one of ``fences`` (``run_fenced``'s
+    ``wait_for``). Raises ``InputError``."""
+    if not isinstance(feeds, Mapping):
+        raise InputError(f"run() takes a dict of input name -> array, got {type(feeds).__name__}")
+    check_names(index, desc, feeds)
+    out = {index[n]: desc[index[n]].array(v) for n, v in feeds.items()}
+    for v in out.values():
+        if isinstance(v, FencedOutput) and not any(v.fence is f for f in fences):
+            raise InputError(f"{v!r} is known only after its fence signals: feed it to run_fenced with that fence in wait_for")
+    return on_host_where_needed(out, owner, value_inputs)
+
+
+def on_host_where_needed(arrays: dict[int, Any], owner: Any, value_inputs=()) -> dict[int, Any]:
+    """``arrays`` with a ``DeviceTensor`` made by ``owner`` (the session about to run, which
+    will overwrite it) or fed to one of ``value_inputs`` (tensors whose contents shape the
+    plan) read into a host array now (``StaleTensorError`` if it is stale)."""
+    for t, v in arrays.items():
+        if isinstance(v, DeviceTensor) and (v.session is owner or t in value_inputs):
+            arrays[t] = v.numpy()
+    return arrays

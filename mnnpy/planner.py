@@ -37,6 +37,7 @@ import numpy as np
 from mnnpy import limits
 from mnnpy.backend import Backend, Execution, OpInfo
 from mnnpy.deadline import check
+from mnnpy.device_tensor import DeviceTensor
 from mnnpy.ir import Graph
 from mnnpy.log import get_logger, lazy
 from mnnpy.memory_planner import MemoryPlan, plan_memory, tensor_lifetimes
@@ -120,13 +121,18 @@ class Plan:
     results: dict[int, Any] = field(default_factory=dict)  # the host step's outputs of the last run
 
     def write(self, arrays: Mapping[int, Any]) -> None:
-        """Upload each input array into every backend that holds its tensor."""
+        """Upload each input array into every backend that holds its tensor; a
+        ``DeviceTensor`` is copied device to device where the backend shares its Runtime
+        (``DeviceTensor.write_to``), else through the host."""
         for t, a in arrays.items():
             if t in self.sizes.values:
                 continue
             for backend, h in zip(self.backends, self.handles):
                 if t in h:
-                    backend.upload(a, h[t])
+                    if isinstance(a, DeviceTensor):
+                        a.write_to(backend, h[t])
+                    else:
+                        backend.upload(a, h[t])
 
     def execute(self, arrays: Mapping[int, Any], context: Any = None) -> None:
         """Every partition in order (``PartitionStep.execute``), then the host step, if any,
@@ -169,9 +175,20 @@ class Plan:
             return list(v) if isinstance(v, list) else np.array(v)
         if t in arrays:
             v = arrays[t]
+            if isinstance(v, DeviceTensor):
+                return v.numpy()
             return list(v) if isinstance(v, list) else np.array(v)
         b = self.schedule.home[t]
         return self.backends[b].download(self.handles[b][t])
+
+    def resident(self, t: int, arrays: Mapping[int, Any]) -> tuple[Backend | None, Any]:
+        """Where tensor ``t`` lives after ``execute``: ``(backend, handle)`` of the backend
+        that computed it, or ``(None, value)`` for one the backends do not hold (a value known
+        at resize, a host step's result, an input passed through: its host value, ``read``)."""
+        if t in self.results or t in self.sizes.values or t in arrays:
+            return None, self.read(t, arrays)
+        b = self.schedule.home[t]
+        return self.backends[b], self.handles[b][t]
 
 
 class Planner:

@@ -1,5 +1,6 @@
 """The options of one execution (one run call, in NNAPI's sense), checked once when the call
-is made: which outputs, the loop time-out, the caller's output arrays, timing, the deadline.
+is made: which outputs, the loop time-out, the caller's output arrays, timing, the deadline,
+whether the outputs stay on the device (``outputs_on_device``: ``mnnpy.device_tensor``).
 
 Caller-provided outputs (NNAPI's output memory; onnxruntime's IO binding of host arrays):
 ``outputs={name: array}`` gives, per output, a C-contiguous writable ndarray of the output's
@@ -29,13 +30,14 @@ from mnnpy.errors import InputError, OutputBufferTooSmallError
 class RunRequest:
     """A checked execution: ``wanted`` output tensors, ``loop_timeout`` (s),
     ``outputs`` (tensor -> the caller's array), ``measure_timing``, ``deadline``
-    (``time.monotonic()`` s or ``None``)."""
+    (``time.monotonic()`` s or ``None``), ``outputs_on_device`` (return ``DeviceTensor`` s)."""
 
     wanted: list[int]
     loop_timeout: float
     outputs: dict[int, np.ndarray] = field(default_factory=dict)
     measure_timing: bool = False
     deadline: float | None = None
+    outputs_on_device: bool = False
 
     @classmethod
     def checked(
@@ -47,11 +49,25 @@ class RunRequest:
         measure_timing: bool = False,
         deadline: float | None = None,
         timeout_ms: float | None = None,
+        outputs_on_device: bool = False,
     ) -> RunRequest:
         """The request of ``wanted`` outputs with the options of ``Session.run`` checked
-        (``loop_timeout`` already is); raises ``InputError``."""
+        (``loop_timeout`` already is); raises ``InputError`` (also for ``outputs`` with
+        ``outputs_on_device``: an output is either written into the caller's array or left on
+        the device)."""
+        if not isinstance(outputs_on_device, (bool, np.bool_)):
+            raise InputError(f"outputs_on_device must be True or False, got {outputs_on_device!r}")
+        if outputs_on_device and outputs:
+            raise InputError(
+                "outputs and outputs_on_device exclude each other: outputs go either into your arrays or stay on the device"
+            )
         return cls(
-            wanted, loop_timeout, checked_outputs(graph, wanted, outputs), bool(measure_timing), resolve(deadline, timeout_ms)
+            wanted,
+            loop_timeout,
+            checked_outputs(graph, wanted, outputs),
+            bool(measure_timing),
+            resolve(deadline, timeout_ms),
+            bool(outputs_on_device),
         )
 
     def into(self, graph, plan, t: int) -> np.ndarray | None:

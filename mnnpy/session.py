@@ -25,7 +25,7 @@ from mnnpy.errors import InputError, ShapeError
 from mnnpy.exit_gate import GATE
 from mnnpy.fence import Fence
 from mnnpy.graph_runner import LOOP_TIMEOUT_S, RESIZE_CACHE, GraphRunner
-from mnnpy.io_desc import IODesc, check_names
+from mnnpy.io_desc import IODesc, check_names, checked_feeds
 from mnnpy.ir import Graph, Net
 from mnnpy.limits import MemoryBudget, checked_limit
 from mnnpy.run_queue import RunQueue
@@ -74,6 +74,7 @@ class Session:
         self._devices = device_units(backends)
         self._queue = RunQueue(f"mnnpy-run-{self.graph.name or 'session'}")
         self._closed = False
+        self._run_count = 0  # runs started: a DeviceTensor of an earlier run is stale
 
     @property
     def resize_count(self) -> int:
@@ -192,6 +193,7 @@ class Session:
         measure_timing: bool = False,
         deadline: float | None = None,
         timeout_ms: float | None = None,
+        outputs_on_device: bool = False,
     ) -> RunOutputs:
         """Compute the outputs for ``feeds`` (input name -> array-like): NNAPI's synchronous
         execution.
@@ -204,7 +206,9 @@ class Session:
         to write those outputs into (``mnnpy.run_request``). ``deadline``
         (``time.monotonic()`` s) or ``timeout_ms``: the run raises ``DeadlineMissedError``
         if it has not completed by then, checked before it starts, while it waits for the
-        device, between partitions and between ops on the CPU. Raises ``InputError`` (wrong
+        device, between partitions and between ops on the CPU. ``outputs_on_device``: return
+        ``DeviceTensor`` s left where they were computed, valid until the session's next run
+        (``mnnpy.device_tensor``); feeds may be device tensors. Raises ``InputError`` (wrong
         name, missing input, wrong rank/dtype/shape, bad options, a closed session),
         ``ShapeError`` (shapes the model cannot take, or memory beyond the session's limit;
         also when the machine runs out of memory during the run: NumPy's ``MemoryError``),
@@ -221,6 +225,7 @@ class Session:
                 measure_timing=measure_timing,
                 deadline=deadline,
                 timeout_ms=timeout_ms,
+                outputs_on_device=outputs_on_device,
             ),
         )
 
@@ -252,13 +257,14 @@ class Session:
         (NNAPI's ``executeFenced``; fences from any session's ``run_fenced``). Returns
         ``(fence, future)``: the fence signals when this run completes, successfully or not
         (``fence.error``); with ``measure_timing`` it then carries ``timing_launched`` and
-        ``timing_fenced`` (``mnnpy.fence``). A fence in ``wait_for`` that signalled a failed
+        ``timing_fenced`` (``mnnpy.fence``). A feed may be ``fence.output(name)`` of a fence in
+        ``wait_for``: that run's output (``mnnpy.fence``). A fence in ``wait_for`` that signalled a failed
         run fails this one (``DependencyFailedError``); ``deadline``/``timeout_ms`` bound
         the wait too (``DeadlineMissedError``: a fence that never signals times out cleanly).
         ``options``: as ``run``."""
         if not isinstance(wait_for, (list, tuple)) or not all(isinstance(f, Fence) for f in wait_for):
             raise InputError("run_fenced: wait_for must be a list of Fence objects (from run_fenced)")
-        arrays = self._check_feeds(feeds)
+        arrays = self._check_feeds(feeds, wait_for)
         request = self._request(output_names, loop_timeout, **options)
         fence, job = fenced_job(self, arrays, request, list(wait_for))
         return fence, self._queue.submit(job)
@@ -288,8 +294,5 @@ class Session:
         """The checked options of one execution (``RunRequest.checked``); raises ``InputError``."""
         return RunRequest.checked(self.graph, wanted_outputs(self.graph, output_names), checked_timeout(loop_timeout), **options)
 
-    def _check_feeds(self, feeds: Mapping[str, Any]) -> dict[int, np.ndarray]:
-        if not isinstance(feeds, Mapping):
-            raise InputError(f"run() takes a dict of input name -> array, got {type(feeds).__name__}")
-        check_names(self._input_index, self._input_desc, feeds)
-        return {self._input_index[n]: self._input_desc[self._input_index[n]].array(v) for n, v in feeds.items()}
+    def _check_feeds(self, feeds: Mapping[str, Any], fences=()) -> dict[int, Any]:
+        return checked_feeds(self._input_index, self._input_desc, feeds, self, self.runner.value_inputs, fences)

@@ -13,15 +13,18 @@ from __future__ import annotations
 import math
 import numbers
 import time
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from mnnpy.deadline import check, remaining
+from mnnpy.device_tensor import DeviceTensor
 from mnnpy.errors import DependencyFailedError, InputError, ShapeError
 from mnnpy.exit_gate import GATE
-from mnnpy.fence import Fence
+from mnnpy.fence import Fence, FencedOutput
 from mnnpy.graph_runner import MAX_LOOP_TIMEOUT_S, RunContext, shape_of
+from mnnpy.io_desc import on_host_where_needed
 from mnnpy.run_request import RunRequest
 from mnnpy.timing import RunOutputs, Timing, TimingMeter
 
@@ -58,6 +61,8 @@ def _locked(session, arrays, request: RunRequest, key, context: RunContext, into
     key = runner.key(arrays) if key is None else key
     if runner.plan is None or runner.plan.key != key:
         session._check_shapes({graph.tensors[t].name: a.shape for t, a in arrays.items() if not isinstance(a, list)})
+    session._run_count += 1  # device tensors of earlier runs go stale now (mnnpy.device_tensor)
+    keep = partial(device_output, session, session._run_count) if request.outputs_on_device else None
     deadline, timing = request.deadline, request.measure_timing
     for b in session.backends:
         if b.timing is not timing:
@@ -66,7 +71,7 @@ def _locked(session, arrays, request: RunRequest, key, context: RunContext, into
             b.run_deadline = deadline
     t0 = time.perf_counter()
     try:
-        results = runner.run(arrays, request.wanted, context, key, into)
+        results = runner.run(arrays, request.wanted, context, key, into, keep)
     except MemoryError as e:
         shapes = {graph.tensors[t].name: shape_of(a) for t, a in arrays.items()}
         raise ShapeError(f"input shapes {shapes}: the run ran out of memory: {e or 'MemoryError'}") from None
@@ -83,11 +88,27 @@ def _locked(session, arrays, request: RunRequest, key, context: RunContext, into
     return out
 
 
+def device_output(session, run: int, plan, t: int, arrays: dict[int, Any]) -> Any:
+    """Output ``t`` of run number ``run`` as a ``DeviceTensor`` where ``plan`` left it (a
+    sequence output: its host list)."""
+    backend, value = plan.resident(t, arrays)
+    if isinstance(value, list):
+        return value
+    name = session.graph.tensors[t].name
+    if backend is None:
+        value = np.asarray(value)
+        return DeviceTensor(name, value.shape, value.dtype, None, None, session, run, value)
+    info = plan.sizes.tensor(t)
+    return DeviceTensor(name, info.shape, info.dtype, backend, value, session, run)
+
+
 def fenced_job(session, arrays: dict[int, Any], request: RunRequest, waits: list[Fence]):
     """``(fence, job)`` of ``Session.run_fenced``: ``job()`` waits for every fence in
-    ``waits`` (until ``request.deadline``), runs, signals ``fence`` (with the error of a
-    failed run) and sets its timings (``mnnpy.fence``)."""
-    fence, launched = Fence(f"{session.graph.name or 'session'} run"), time.perf_counter()
+    ``waits`` (until ``request.deadline``), puts in the outputs of fenced runs fed
+    (``Fence.output``), runs, signals ``fence`` (with the error of a failed run, else
+    with the outputs in ``fence.outputs``) and sets its timings (``mnnpy.fence``)."""
+    g = session.graph
+    fence, launched = Fence(f"{g.name or 'session'} run", [g.tensors[t].name for t in request.wanted]), time.perf_counter()
 
     def job() -> RunOutputs:
         try:
@@ -97,10 +118,13 @@ def fenced_job(session, arrays: dict[int, Any], request: RunRequest, waits: list
                 if f.error is not None:
                     raise DependencyFailedError(f"{f!r} signalled a failed run: {type(f.error).__name__}: {f.error}")
             fenced = time.perf_counter()
-            result = execute(session, arrays, request)
+            desc = session._input_desc
+            ins = {t: desc[t].array(v.resolve()) if isinstance(v, FencedOutput) else v for t, v in arrays.items()}
+            result = execute(session, on_host_where_needed(ins, session, session.runner.value_inputs), request)
         except BaseException as e:
             fence.signal(e)
             raise
+        fence.outputs = result
         if result.timing is not None:
             done, device = time.perf_counter(), result.timing.on_device_us
             fence.timing_launched = Timing(device, (done - launched) * 1e6)

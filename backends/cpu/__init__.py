@@ -95,6 +95,13 @@ class CPUBackend(Backend):
         else:
             np.copyto(dst, src_backend.download(src))
 
+    def copy_device(self, src_backend: Backend, src, dst: np.ndarray) -> bool:
+        """Another CPU session's arena view ``src`` into ``dst``: one ``np.copyto``."""
+        if not isinstance(src, np.ndarray) or src.shape != dst.shape:
+            return False
+        np.copyto(dst, src)
+        return True
+
     def execute_partition(self, partition) -> None:
         """Each Execution in order, with BLAS single-threaded: products are split over this
         backend's pool (blas.py); the caller's BLAS setting is restored after. The pool's

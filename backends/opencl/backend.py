@@ -197,6 +197,44 @@ class OpenCLBackend(GPUBackend):
             self._read(src, tmp)
             np.copyto(out, tmp)
 
+    def border(self, t: CLTensor) -> CLTensor:
+        """The device tensor holding ``t``'s contents as they cross a border (float32 for a
+        float tensor): its float32 twin, cast from fp16 storage now (``from_storage``), or ``t``."""
+        cast = self._borders.get(t, {}).get(False)
+        if cast is None:
+            return t
+        cast()
+        return self._twins[t]
+
+    def copy_device(self, src_backend, src, dst: CLTensor) -> bool:
+        """Another OpenCL session's tensor ``src`` (same Runtime: same context and in-order
+        queue) into ``dst``: ``clEnqueueCopyBuffer`` between their border forms (float32 twins
+        of fp16 storage, cast on the device on either side), queued before this run's kernels;
+        ``False`` (through the host) for another backend or sizes that differ."""
+        if not isinstance(src_backend, OpenCLBackend) or src_backend.runtime is not self.runtime:
+            return False
+        self.check_fork()
+        cast = self._borders.get(dst, {}).get(True)
+        target = self._twins[dst] if cast is not None else dst
+        if src.dtype == np.float16 and src_backend._borders.get(src, {}).get(False) is None:
+            return False  # fp16 storage with no float32 twin: not announced as a download
+        crossing = np.float32 if src.dtype == np.float16 else src.dtype
+        if crossing != target.dtype or src.size != target.size:
+            return False
+        source = src_backend.border(src)
+        if target.nbytes:
+            self.cl.enqueue_copy(
+                self.queue,
+                target.buffer,
+                source.buffer,
+                byte_count=target.nbytes,
+                src_offset=source.offset,
+                dst_offset=target.offset,
+            )
+        if cast is not None:
+            cast()
+        return True
+
     def _read(self, src: CLTensor, out: np.ndarray) -> None:
         if out.nbytes:
             self.cl.enqueue_copy(self.queue, out, src.buffer, src_offset=src.offset, is_blocking=True)

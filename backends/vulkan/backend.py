@@ -8,9 +8,10 @@ slots; its ``PartitionRecord``) -> ``on_resize_end``: device and staging buffers
 constants uploaded, descriptor sets written, one command buffer recorded per partition.
 Run: ``upload`` writes mapped staging memory, ``execute_partition`` submits the
 partition's command buffer once and waits on the fence, ``download`` copies out of mapped
-staging memory. Where the queue has timestamps, each partition also gets two small command
-buffers that write one each; with ``timing`` (the default) a run submits the partition
-between them, and ``device_time_us`` reads them (``timestamps.py``).
+staging memory. An input fed another session's device tensor (``copy_device``) is copied
+device to device by a variant of its partition (``fed.py``). Where the queue has
+timestamps, each partition also gets two small command buffers that write one each; with
+``timing`` (the default) a run submits the partition between them, and ``device_time_us`` reads them (``timestamps.py``).
 
 Storage: float32 tensors are stored as float32, or with ``precision="low"`` on a device with
 ``storageBuffer16BitAccess`` as float16 (the ``<variant>_f16`` shaders, arithmetic and
@@ -46,6 +47,7 @@ from mnnpy.backends.vulkan.commands import (
     write_descriptor_sets,
 )
 from mnnpy.backends.vulkan.device import FORK, VulkanError
+from mnnpy.backends.vulkan.fed import fed_variant
 from mnnpy.backends.vulkan.memory import ResizeMemory, VkTensor, check_allocation
 from mnnpy.backends.vulkan.timestamps import PartitionClock
 from mnnpy.log import get_logger
@@ -77,7 +79,8 @@ class VulkanBackend(GPUBackend):
         self._memory: ResizeMemory | None = None
         self._parts: list[PartitionRecord] = []
         self._border_twins: list[tuple[VkTensor, VkTensor]] = []  # this resize's (fp16 handle, twin)
-        self._last_parts: list[PartitionRecord] = []  # the last resize's partitions (tests, diagnostics)
+        self._recorded: list[weakref.ref] = []  # the last resize's partitions, weakly (``_last_parts``)
+        self._feeds: dict[VkTensor, VkTensor] = {}  # this run's uploads fed device to device (copy_device)
         self.profiling = profile.requested() and runtime.timestamp_period > 0
         self.profile: dict[str, float] = {}  # op type -> GPU ms summed over runs (profile.py)
         self.clocked = runtime.timestamp_period > 0  # two timestamps recorded per partition (timestamps.py)
@@ -88,6 +91,11 @@ class VulkanBackend(GPUBackend):
                 RuntimeWarning,
                 stacklevel=2,
             )
+
+    @property
+    def _last_parts(self) -> list[PartitionRecord]:
+        """The last resize's partitions while its plan is kept (tests, diagnostics)."""
+        return [p for p in (r() for r in self._recorded) if p is not None]
 
     # -- schedule -----------------------------------------------------------------------
     def executions(self) -> dict:
@@ -197,7 +205,7 @@ class VulkanBackend(GPUBackend):
         partition (``VulkanError`` when Vulkan fails)."""
         memory, parts, borders = self._memory, self._parts, self._border_twins
         self._memory, self._parts, self._border_twins = None, [], []
-        self._last_parts = parts
+        self._recorded = [weakref.ref(p) for p in parts]  # weak: closing the session frees its memory
         if memory is None or (not parts and not memory.constants):
             return
         vk, rt = self.vk, self.runtime
@@ -209,6 +217,7 @@ class VulkanBackend(GPUBackend):
                 sType=vk.VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, queueFamilyIndex=rt.family
             )
             pool = memory.own("vkDestroyCommandPool", vk.vkCreateCommandPool(rt.device, pool_info, None))
+            memory.pool = pool  # fed variants are recorded from it later (fed.py)
             self._upload_constants(memory, pool)
             dispatches = [d for p in parts for d in p.dispatches]
             if dispatches:
@@ -287,7 +296,26 @@ class VulkanBackend(GPUBackend):
             if dst.nbytes == 0:
                 return
             raise VulkanError(f"{dst} has no staging slot: its upload was not announced at resize (on_resize_partition)")
+        if self._feeds:  # written from the host this time
+            self._feeds.pop(self._twins.get(dst) or dst, None)
         dst.host[...] = src
+
+    def copy_device(self, src_backend, src: VkTensor, dst: VkTensor) -> bool:
+        """Another Vulkan session's tensor ``src`` (same Runtime: same device and queue) into
+        upload ``dst`` device to device: the partition that uploads ``dst`` is submitted as a
+        variant copying it from ``src``'s device buffer (``fed.py``), between their border
+        forms (the float32 twins of fp16 storage, cast on the device in either partition).
+        ``False`` (through the host) for another backend or forms that differ."""
+        if not isinstance(src_backend, VulkanBackend) or src_backend.runtime is not self.runtime:
+            return False
+        source = src_backend._twins.get(src) or src
+        target = self._twins.get(dst) or dst
+        if target.staging is None or source.dtype != target.dtype or source.nbytes != target.nbytes:
+            return False
+        if source.memory.buffer is None:
+            return False
+        self._feeds[target] = source
+        return True
 
     def download_into(self, src: VkTensor, out: np.ndarray) -> None:
         """Copy ``src``'s staging slot (filled at the end of the partition that computed it;
@@ -312,6 +340,10 @@ class VulkanBackend(GPUBackend):
         ``device_time_us``."""
         self.check_fork()  # a session inherited through fork(): the driver would hang
         part = partition.recording
+        if self._feeds:
+            fed = {t: self._feeds.pop(t) for t in part.uploads if t in self._feeds}
+            if fed:
+                part = fed_variant(self, part, fed)
         clock = part.clock
         if clock is None:
             self.submit(part)

@@ -6,7 +6,8 @@ group counts. ``record_partition`` writes a partition's command buffer:
 
 1. a global memory barrier, so that this submission sees every earlier one (compute and
    transfer writes; submission order is the first synchronisation scope);
-2. staging -> device copies of the tensors uploaded before the partition, then a buffer
+2. staging -> device copies of the tensors uploaded before the partition (device ->
+   device from another session's buffer for those ``fed``: ``fed.py``), then a buffer
    barrier (transfer write -> shader read and write, transfer read);
 3. each dispatch: bind pipeline, bind its descriptor set, push constants,
    ``vkCmdDispatch``; before a dispatch that reads or overwrites a range written (or, for a
@@ -66,6 +67,9 @@ class PartitionRecord:
     timestamps: Any = None  # profile.Timestamps (MNNPY_VULKAN_PROFILE): one after the uploads, one per dispatch
     clock: Any = None  # timestamps.PartitionClock: its device time, where the queue has timestamps
     timed_submit: Any = None  # VkSubmitInfo of [clock.begin, command, clock.end]
+    fed: dict = field(default_factory=dict)  # upload -> source tensor copied device to device (a variant's)
+    variants: dict = field(default_factory=dict)  # fed sources -> PartitionRecord recorded for them (fed.py)
+    sources: list = field(default_factory=list)  # a variant's: weak references to the sources it copies from
 
 
 def binding_range(t: VkTensor, align: int) -> tuple[int, int, int]:
@@ -144,6 +148,16 @@ class Recorder:
             vk.vkCmdCopyBuffer(self.cmd, self.buffer, self.staging, len(regions), regions)
         return [(t.offset, t.offset + t.nbytes) for t in live]
 
+    def device_copies(self, pairs: list[tuple[VkTensor, VkTensor]]) -> list[tuple[int, int]]:
+        """Copy each ``(source, tensor)``: a tensor of another resize's device buffer (another
+        session's output on this device) into ``tensor``'s device range; returns those ranges."""
+        vk = self.vk
+        live = [(s, t) for s, t in pairs if t.nbytes]
+        for s, t in live:
+            region = vk.VkBufferCopy(srcOffset=s.offset, dstOffset=t.offset, size=t.nbytes)
+            vk.vkCmdCopyBuffer(self.cmd, s.memory.buffer, self.buffer, 1, [region])
+        return [(t.offset, t.offset + t.nbytes) for _, t in live]
+
     def dispatch(self, d: Dispatch) -> None:
         vk = self.vk
         ranges = [(t.offset, t.offset + t.nbytes) for t in d.bindings]
@@ -179,7 +193,9 @@ def record_partition(vk, part: PartitionRecord, memory: ResizeMemory) -> None:
         stamps.reset(cmd)
     rec.global_barrier()
     transfer, compute = vk.VK_PIPELINE_STAGE_TRANSFER_BIT, vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
-    landed = rec.copies(part.uploads, to_device=True)
+    fed = part.fed
+    landed = rec.copies([t for t in part.uploads if t not in fed], to_device=True)
+    landed += rec.device_copies([(fed[t], t) for t in part.uploads if t in fed])
     if landed:
         # to shaders, to the download copies (an aliased Identity/Reshape from input to output),
         # and before shader writes (a later tensor planned into an upload's bytes, with no

@@ -1,0 +1,104 @@
+"""A chain of two sessions on one device, host arrays against device tensors (issue 14,
+item 6: NNAPI memory domains).
+
+Session A (``y = Sigmoid(Relu(x))``) feeds session B (``z = Tanh(2 y)``), both on the same
+backend, ``x: float32 (1, C, H, W)``. Reported per backend and size, ms per chain (median of
+``--blocks`` blocks of ``--runs`` chains, the two ways taking turns block by block):
+
+- ``host``: ``b.run({"x": a.run(feeds)["y"]})``: A's output downloaded into a new array,
+  then uploaded into B;
+- ``device``: ``b.run({"x": a.run(feeds, outputs_on_device=True)["y"]})``: copied device to
+  device (OpenCL ``clEnqueueCopyBuffer``; Vulkan ``vkCmdCopyBuffer`` in B's partition);
+- ``fenced``: the device chain as two fenced runs, B fed ``fa.output("y")`` and waiting for
+  A's fence, the result awaited.
+
+    python bench/bench_device_chain.py [--backends opencl vulkan] [--sizes 16x64x64 64x128x128]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+from onnx import TensorProto, helper
+
+
+def _model(nodes, shape, inits=()) -> bytes:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    g = helper.make_graph(nodes, "chain", [x], [y], list(inits))
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+def models(shape) -> tuple[bytes, bytes]:
+    """ONNX bytes of A and B for input ``shape``."""
+    a = _model([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Sigmoid", ["r"], ["y"])], shape)
+    two = helper.make_tensor("two", TensorProto.FLOAT, (), [2.0])
+    b = _model([helper.make_node("Mul", ["x", "two"], ["m"]), helper.make_node("Tanh", ["m"], ["y"])], shape, [two])
+    return a, b
+
+
+def ms_per_chain(calls: dict, runs: int, blocks: int) -> dict[str, float]:
+    """Median ms per call of each of ``calls`` (name -> callable), blocks interleaved."""
+    for f in calls.values():
+        for _ in range(3):
+            f()
+    out: dict[str, list[float]] = {k: [] for k in calls}
+    for _ in range(blocks):
+        for name, f in calls.items():
+            t0 = time.perf_counter()
+            for _ in range(runs):
+                f()
+            out[name].append((time.perf_counter() - t0) * 1e3 / runs)
+    return {k: statistics.median(v) for k, v in out.items()}
+
+
+def main() -> None:
+    import mnnpy
+    from mnnpy.backend import backend_availability
+    from mnnpy.converter import convert
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--backends", nargs="+", default=["cpu", "opencl", "vulkan"])
+    p.add_argument("--sizes", nargs="+", default=["16x64x64", "64x128x128"], help="C x H x W of the (1, C, H, W) input")
+    p.add_argument("--precision", default="normal", choices=("high", "normal", "low"))
+    p.add_argument("--runs", type=int, default=20)
+    p.add_argument("--blocks", type=int, default=5)
+    args = p.parse_args()
+    rng = np.random.default_rng(0)
+    print(f"{'backend':8} {'input':>18} {'host ms':>9} {'device ms':>10} {'fenced ms':>10} {'host/device':>6}")
+    for backend in args.backends:
+        ok, why = backend_availability(backend)
+        if not ok:
+            print(f"{backend:8} skipped: {why}")
+            continue
+        for size in args.sizes:
+            shape = (1, *(int(d) for d in size.split("x")))
+            ma, mb = models(shape)
+            a = mnnpy.Interpreter(convert(ma)).create_session(backend=[backend, "cpu"], precision=args.precision)
+            b = mnnpy.Interpreter(convert(mb)).create_session(backend=[backend, "cpu"], precision=args.precision)
+            feeds = {"x": rng.standard_normal(shape, dtype=np.float32)}
+            want = b.run({"x": a.run(feeds)["y"]})["y"]
+            got = b.run({"x": a.run(feeds, outputs_on_device=True)["y"]}, outputs_on_device=True)["y"].numpy()
+            np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-5)
+
+            def fenced():
+                fa, _ = a.run_fenced(feeds, outputs_on_device=True)
+                return b.run_fenced({"x": fa.output("y")}, wait_for=[fa])[1].result()
+
+            calls = {
+                "host": lambda: b.run({"x": a.run(feeds)["y"]}),
+                "device": lambda: b.run({"x": a.run(feeds, outputs_on_device=True)["y"]}),
+                "fenced": fenced,
+            }
+            t = ms_per_chain(calls, args.runs, args.blocks)
+            print(
+                f"{backend:8} {str(shape):>18} {t['host']:9.3f} {t['device']:10.3f} {t['fenced']:10.3f} "
+                f"{t['host'] / t['device']:6.2f}"
+            )
+
+
+if __name__ == "__main__":
+    main()

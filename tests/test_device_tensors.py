@@ -1,0 +1,276 @@
+"""Device-resident outputs (issue 14 item 6): ``outputs_on_device=True`` returns
+``DeviceTensor`` s, which equal the host outputs, can be fed to another session on the same
+device without a host round trip, go stale at their session's next run, and reach other
+backends through the host."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+import mnnpy
+from mnnpy.cli import main
+from mnnpy.converter import convert
+from mnnpy.device_tensor import DeviceTensor
+from mnnpy.errors import InputError, StaleTensorError
+from tests.backend_compare import backends, device_backend, gpu_backends, partitioned_model
+from tests.oracle import ELEMENTWISE, make_model, rand
+
+
+def _first(rng):
+    """x (1, 3, 8, 8) -> Relu -> Sigmoid -> y: every op on every backend."""
+    x = rand(rng, 1, 3, 8, 8)
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Sigmoid", ["r"], ["y"])]
+    return make_model(nodes, {"x": x}, ["y"]), x
+
+
+def _second(rng):
+    """x (1, 3, 8, 8) -> Mul 2 -> Tanh -> y."""
+    x = rand(rng, 1, 3, 8, 8)
+    nodes = [helper.make_node("Mul", ["x", "two"], ["m"]), helper.make_node("Tanh", ["m"], ["y"])]
+    return make_model(nodes, {"x": x}, ["y"], initializers={"two": np.array(2.0, np.float32)}), x
+
+
+def _session(model, backend: str, precision: str = "normal"):
+    return mnnpy.Interpreter(convert(model)).create_session(backend=[backend, "cpu"], precision=precision)
+
+
+class _NoHost:
+    """Makes every host transfer of ``backends`` (their classes' ``download``,
+    ``download_into`` and, for the instances in ``no_upload``, ``upload``) fail while active."""
+
+    def __init__(self, monkeypatch, classes, no_upload):
+        self.mp, self.classes, self.no_upload = monkeypatch, classes, no_upload
+
+    def __enter__(self):
+        def fail(*a, **k):
+            raise AssertionError("a host round trip happened")
+
+        for cls in self.classes:
+            self.mp.setattr(cls, "download", fail)
+            self.mp.setattr(cls, "download_into", fail)
+            real = cls.upload
+            self.mp.setattr(cls, "upload", lambda b, src, dst, _real=real: fail() if b in self.no_upload else _real(b, src, dst))
+        return self
+
+    def __exit__(self, *exc):
+        self.mp.undo()
+
+
+@pytest.mark.parametrize("backend", backends())
+def test_outputs_on_device_equal_the_host_outputs(rng, backend):
+    model, x = _first(rng)
+    s = _session(model, backend)
+    want = s.run({"x": x})["y"]
+    out = s.run({"x": x}, outputs_on_device=True)
+    y = out["y"]
+    assert isinstance(y, DeviceTensor)
+    assert (y.name, y.shape, y.dtype, y.device) == ("y", (1, 3, 8, 8), np.float32, backend)
+    assert y.valid and "stale" not in repr(y)
+    np.testing.assert_array_equal(y.numpy(), want)
+    assert s.output_shapes == {"y": (1, 3, 8, 8)}
+
+
+@pytest.mark.parametrize("backend", backends())
+def test_every_execution_mode_takes_outputs_on_device(rng, backend):
+    model, x = _first(rng)
+    s = _session(model, backend)
+    want = s.run({"x": x})["y"]
+    y = s.run_async({"x": x}, outputs_on_device=True).result()["y"]
+    np.testing.assert_array_equal(y.numpy(), want)
+    fence, future = s.run_fenced({"x": x}, outputs_on_device=True, measure_timing=True)
+    assert fence.wait(30)
+    np.testing.assert_array_equal(future.result()["y"].numpy(), want)
+    with s.burst() as burst:
+        for _ in range(3):
+            y = burst.run({"x": x}, outputs_on_device=True)["y"]
+            np.testing.assert_array_equal(y.numpy(), want)
+
+
+@pytest.mark.parametrize("backend", backends())
+def test_a_chain_on_one_device_equals_the_host_chain_without_a_host_round_trip(rng, monkeypatch, backend):
+    (m1, x), (m2, _) = _first(rng), _second(rng)
+    a, b = _session(m1, backend), _session(m2, backend)
+    want = b.run({"x": a.run({"x": x})["y"]})["y"]
+    for _ in range(2):  # the second chained run reuses what the first one set up
+        y = a.run({"x": x}, outputs_on_device=True)["y"]
+        if backend == "cpu":
+            z = b.run({"x": y}, outputs_on_device=True)["y"]
+        else:
+            with _NoHost(monkeypatch, [type(device_backend(b))], [device_backend(b)]):
+                z = b.run({"x": y}, outputs_on_device=True)["y"]
+        assert z.device == backend
+        np.testing.assert_allclose(z.numpy(), want, **ELEMENTWISE)
+
+
+@pytest.mark.parametrize("backend", gpu_backends(precision="low"))
+@pytest.mark.parametrize("first,second", [("low", "normal"), ("normal", "low"), ("low", "low")])
+def test_a_chain_across_storage_precisions_stays_on_the_device(rng, monkeypatch, backend, first, second):
+    """fp16 storage on either side: the tensor crosses as float32 (the border twins), cast on
+    the device."""
+    (m1, x), (m2, _) = _first(rng), _second(rng)
+    a, b = _session(m1, backend, first), _session(m2, backend, second)
+    want = b.run({"x": a.run({"x": x})["y"]})["y"]
+    y = a.run({"x": x}, outputs_on_device=True)["y"]
+    with _NoHost(monkeypatch, [type(device_backend(b))], [device_backend(b)]):
+        z = b.run({"x": y}, outputs_on_device=True)["y"]
+    np.testing.assert_array_equal(z.numpy(), want)
+
+
+@pytest.mark.parametrize("backend", gpu_backends())
+def test_a_device_tensor_feeds_a_partitioned_session(rng, monkeypatch, backend):
+    """Into a GPU, CPU, GPU session: the GPU partition takes it on the device."""
+    x = rand(rng, 1, 3, 13, 7)
+    m1 = make_model([helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Sigmoid", ["r"], ["y"])], {"x": x}, ["y"])
+    a, b = _session(m1, backend), _session(partitioned_model(rng), backend)
+    z = rand(rng, 3, 1, 1)
+    want = b.run({"x": a.run({"x": x})["y"], "z": z})["y"]
+    y = a.run({"x": x}, outputs_on_device=True)["y"]
+    got = b.run({"x": y, "z": z})["y"]
+    np.testing.assert_allclose(got, want, **ELEMENTWISE)
+
+
+@pytest.mark.parametrize("backend", backends())
+def test_a_device_tensor_goes_stale_at_its_sessions_next_run_and_at_close(rng, backend):
+    (m1, x), (m2, _) = _first(rng), _second(rng)
+    a, b = _session(m1, backend), _session(m2, backend)
+    y = a.run({"x": x}, outputs_on_device=True)["y"]
+    a.run({"x": x})
+    assert not y.valid and "stale" in repr(y)
+    with pytest.raises(StaleTensorError, match="ran again"):
+        y.numpy()
+    with pytest.raises(StaleTensorError):
+        b.run({"x": y})
+    y = a.run({"x": x}, outputs_on_device=True)["y"]
+    a.close()
+    with pytest.raises(StaleTensorError, match="closed"):
+        y.numpy()
+    assert issubclass(StaleTensorError, InputError)
+
+
+@pytest.mark.parametrize("backend", backends())
+def test_a_session_fed_its_own_device_output_reads_it_first(rng, backend):
+    model, x = _first(rng)
+    s = _session(model, backend)
+    y = s.run({"x": x}, outputs_on_device=True)["y"]
+    want = s.run({"x": y.numpy()})["y"]
+    y = s.run({"x": x}, outputs_on_device=True)["y"]
+    np.testing.assert_allclose(s.run({"x": y})["y"], want, **ELEMENTWISE)
+
+
+def _pairs():
+    names = ("cpu", "opencl", "vulkan")
+    out = []
+    for src in names:
+        for dst in names:
+            if src != dst:
+                marks = [m for p in backends(src, dst) for m in p.marks]
+                out.append(pytest.param(src, dst, id=f"{src}-to-{dst}", marks=marks))
+    return out
+
+
+@pytest.mark.parametrize("src,dst", _pairs())
+def test_a_device_tensor_of_another_backend_goes_through_the_host(rng, src, dst):
+    (m1, x), (m2, _) = _first(rng), _second(rng)
+    a, b = _session(m1, src), _session(m2, dst)
+    want = b.run({"x": a.run({"x": x})["y"]})["y"]
+    y = a.run({"x": x}, outputs_on_device=True)["y"]
+    np.testing.assert_allclose(b.run({"x": y})["y"], want, **ELEMENTWISE)
+
+
+@pytest.mark.parametrize("backend", backends())
+def test_a_device_tensor_of_the_wrong_shape_or_dtype_is_an_input_error(rng, backend):
+    model, x = _first(rng)
+    small = make_model([helper.make_node("Relu", ["x"], ["y"])], {"x": rand(rng, 1, 3, 4, 4)}, ["y"])
+    ints = make_model([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.INT32)], {"x": rand(rng, 1, 3, 8, 8)}, ["y"])
+    s = _session(model, backend)
+    wrong_shape = _session(small, backend).run({"x": rand(rng, 1, 3, 4, 4)}, outputs_on_device=True)["y"]
+    with pytest.raises(InputError, match="dim 2 is 4, expected 8"):
+        s.run({"x": wrong_shape})
+    wrong_dtype = _session(ints, backend).run({"x": x}, outputs_on_device=True)["y"]
+    with pytest.raises(InputError, match="int32, expected float32"):
+        s.run({"x": wrong_dtype})
+    with pytest.raises(InputError, match="exclude each other"):
+        s.run({"x": x}, outputs={"y": np.empty((1, 3, 8, 8), np.float32)}, outputs_on_device=True)
+    with pytest.raises(InputError, match="True or False"):
+        s.run({"x": x}, outputs_on_device="yes")
+
+
+@pytest.mark.parametrize("backend", gpu_backends("vulkan"))
+def test_vulkan_records_a_fed_partition_once(rng, monkeypatch, backend):
+    """The partition fed device to device is recorded at the first chained run, then reused."""
+    (m1, x), (m2, _) = _first(rng), _second(rng)
+    a, b = _session(m1, backend), _session(m2, backend)
+    gpu = device_backend(b)
+    recorded = []
+    real = gpu._command_buffers
+    monkeypatch.setattr(gpu, "_command_buffers", lambda pool, n: recorded.append(n) or real(pool, n))
+    for _ in range(3):
+        b.run({"x": a.run({"x": x}, outputs_on_device=True)["y"]})
+    assert recorded == [1]
+
+
+def test_cli_run_outputs_on_device(tmp_path, capsys):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])
+    path = tmp_path / "m.mnnpy"
+    path.write_bytes(convert(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()))
+    assert main(["run", str(path), "--repeat", "2", "--outputs-on-device"]) == 0
+    out = capsys.readouterr().out
+    assert "outputs stayed on the device: y on cpu" in out and "output y: float32 (2, 5) first values" in out
+
+
+@pytest.mark.parametrize("backend", backends())
+def test_closing_the_source_frees_its_memory_while_its_tensors_are_held(rng, backend):
+    """A device tensor (and a Vulkan partition recorded to copy from it) refers to its
+    session's memory weakly: ``close()`` frees it; a new source chains correctly after."""
+    import gc
+    import weakref
+
+    (m1, x), (m2, _) = _first(rng), _second(rng)
+    a, b = _session(m1, backend), _session(m2, backend)
+    want = b.run({"x": a.run({"x": x})["y"]})["y"]
+    y = a.run({"x": x}, outputs_on_device=True)["y"]
+    b.run({"x": y})
+    memory = weakref.ref(getattr(y.handle, "memory", y.handle))  # Vulkan: the resize's device memory
+    a.close()
+    gc.collect()
+    assert memory() is None and not y.valid
+    a2 = _session(m1, backend)
+    np.testing.assert_allclose(b.run({"x": a2.run({"x": x}, outputs_on_device=True)["y"]})["y"], want, **ELEMENTWISE)
+
+
+@pytest.mark.parametrize("backend", backends())
+def test_a_fenced_chain_feeds_the_earlier_runs_device_output(rng, monkeypatch, backend):
+    """``fence.output(name)`` stands for the earlier run's output: the later run takes it (a
+    device tensor) once the fence signals, device to device on one GPU."""
+    (m1, x), (m2, _) = _first(rng), _second(rng)
+    a, b = _session(m1, backend), _session(m2, backend)
+    want = b.run({"x": a.run({"x": x})["y"]})["y"]
+    for _ in range(2):
+        with _NoHost(monkeypatch, [type(device_backend(b))] if backend != "cpu" else [], [device_backend(b)]):
+            fa, _ = a.run_fenced({"x": x}, outputs_on_device=True)
+            fb, future = b.run_fenced({"x": fa.output("y")}, wait_for=[fa], outputs_on_device=True)
+            z = future.result(timeout=60)["y"]
+        assert fb.signalled and fb.error is None and isinstance(fa.outputs["y"], DeviceTensor)
+        np.testing.assert_allclose(z.numpy(), want, **ELEMENTWISE)
+
+
+def test_a_fenced_output_is_fed_only_to_a_run_waiting_for_its_fence(rng):
+    (m1, x), (m2, _) = _first(rng), _second(rng)
+    a, b = _session(m1, "cpu"), _session(m2, "cpu")
+    fa, _ = a.run_fenced({"x": x})
+    with pytest.raises(InputError, match="returns no output 'nope'"):
+        fa.output("nope")
+    with pytest.raises(InputError, match="wait_for"):
+        b.run({"x": fa.output("y")})
+    with pytest.raises(InputError, match="wait_for"):
+        b.run_fenced({"x": fa.output("y")})
+    ints = make_model([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.INT32)], {"x": x}, ["y"])
+    fi, _ = _session(ints, "cpu").run_fenced({"x": x})
+    with pytest.raises(InputError, match="int32, expected float32"):  # checked when known
+        b.run_fenced({"x": fi.output("y")}, wait_for=[fi])[1].result(timeout=60)
+    _, future = b.run_fenced({"x": fa.output("y")}, wait_for=[fa])
+    np.testing.assert_allclose(future.result(timeout=60)["y"], b.run({"x": a.run({"x": x})["y"]})["y"], **ELEMENTWISE)
