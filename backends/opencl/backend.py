@@ -207,8 +207,9 @@ class OpenCLBackend(GPUBackend):
         return self._twins[t]
 
     def copy_device(self, src_backend, src, dst: CLTensor) -> bool:
-        """Another OpenCL session's tensor ``src`` (same Runtime: same context and in-order
-        queue) into ``dst``: ``clEnqueueCopyBuffer`` between their border forms (float32 twins
+        """Another OpenCL session's tensor ``src`` (same Runtime: same context; the same in-order
+        queue unless one of the two runs was timed, then the source's queue is finished first)
+        into ``dst``: ``clEnqueueCopyBuffer`` between their border forms (float32 twins
         of fp16 storage, cast on the device on either side), queued before this run's kernels;
         ``False`` (through the host) for another backend or sizes that differ."""
         if not isinstance(src_backend, OpenCLBackend) or src_backend.runtime is not self.runtime:
@@ -222,6 +223,8 @@ class OpenCLBackend(GPUBackend):
         if crossing != target.dtype or src.size != target.size:
             return False
         source = src_backend.border(src)
+        if src_backend.queue is not self.queue:
+            src_backend.queue.finish()  # its run was timed and this one not, or the reverse: two queues
         if target.nbytes:
             self.cl.enqueue_copy(
                 self.queue,
