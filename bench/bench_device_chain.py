@@ -12,6 +12,10 @@ backend, ``x: float32 (1, C, H, W)``. Reported per backend and size, ms per chai
 - ``fenced``: the device chain as two fenced runs, B fed ``fa.output("y")`` and waiting for
   A's fence, the result awaited.
 
+Then ``--chains`` fenced chains with ``measure_timing``: the median wall time of a chain (µs,
+from A's call to B's result) beside the median sum of the two runs' on-device µs (NNAPI
+``Timing``), and the difference (issue 14's H200 floor: at most 100 µs).
+
     python bench/bench_device_chain.py [--backends opencl vulkan] [--sizes 16x64x64 64x128x128]
 """
 
@@ -66,6 +70,7 @@ def main() -> None:
     p.add_argument("--precision", default="normal", choices=("high", "normal", "low"))
     p.add_argument("--runs", type=int, default=20)
     p.add_argument("--blocks", type=int, default=5)
+    p.add_argument("--chains", type=int, default=30)
     args = p.parse_args()
     rng = np.random.default_rng(0)
     print(f"{'backend':8} {'input':>18} {'host ms':>9} {'device ms':>10} {'fenced ms':>10} {'host/device':>6}")
@@ -94,9 +99,21 @@ def main() -> None:
                 "fenced": fenced,
             }
             t = ms_per_chain(calls, args.runs, args.blocks)
+            walls, devices = [], []
+            for _ in range(args.chains):
+                t0 = time.perf_counter()
+                fa, ra = a.run_fenced(feeds, outputs_on_device=True, measure_timing=True)
+                rb = b.run_fenced({"x": fa.output("y")}, wait_for=[fa], measure_timing=True)[1].result()
+                walls.append((time.perf_counter() - t0) * 1e6)
+                ta, tb = ra.result().timing, rb.timing
+                if ta.on_device_us is not None and tb.on_device_us is not None:
+                    devices.append(ta.on_device_us + tb.on_device_us)
+            wall = statistics.median(walls)
+            dev = f"{statistics.median(devices):.0f}" if devices else "n/a"
+            gap = f"{wall - statistics.median(devices):.0f}" if devices else "n/a"
             print(
                 f"{backend:8} {str(shape):>18} {t['host']:9.3f} {t['device']:10.3f} {t['fenced']:10.3f} "
-                f"{t['host'] / t['device']:6.2f}"
+                f"{t['host'] / t['device']:6.2f}   timed fenced chain {wall:.0f} µs, on device {dev} µs, gap {gap} µs"
             )
 
 
