@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 from onnx import TensorProto, helper
@@ -45,18 +47,12 @@ def models(shape) -> tuple[bytes, bytes]:
 
 
 def ms_per_chain(calls: dict, runs: int, blocks: int) -> dict[str, float]:
-    """Median ms per call of each of ``calls`` (name -> callable), blocks interleaved."""
-    for f in calls.values():
-        for _ in range(3):
-            f()
-    out: dict[str, list[float]] = {k: [] for k in calls}
-    for _ in range(blocks):
-        for name, f in calls.items():
-            t0 = time.perf_counter()
-            for _ in range(runs):
-                f()
-            out[name].append((time.perf_counter() - t0) * 1e3 / runs)
-    return {k: statistics.median(v) for k, v in out.items()}
+    """Median ms per call of each of ``calls`` (name -> callable), blocks interleaved
+    (``bench_burst.per_run_us``)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_burst import per_run_us
+
+    return {k: us / 1e3 for k, us in per_run_us(calls, runs, blocks).items()}
 
 
 def main() -> None:

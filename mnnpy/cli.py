@@ -380,10 +380,11 @@ def _timed_runs(session, feeds, options, repeat: int, in_flight: int):
     times, timings, missed, pending = [], [], 0, []
     start = time.perf_counter()
 
-    def finish(t0, future):
+    def record(t0, result) -> None:
+        """One run's latency and timing from ``t0``; ``result()`` gives its outputs."""
         nonlocal missed
         try:
-            r = future.result()
+            r = result()
         except DeadlineMissedError:
             missed += 1
             return
@@ -392,22 +393,15 @@ def _timed_runs(session, feeds, options, repeat: int, in_flight: int):
             timings.append(r.timing)
 
     for _ in range(repeat):
-        if in_flight:
-            if len(pending) >= in_flight:
-                finish(*pending.pop(0))
-            pending.append((time.perf_counter(), session.run_async(feeds, **options)))
+        if not in_flight:
+            record(time.perf_counter(), lambda: session.run(feeds, **options))
             continue
-        t0 = time.perf_counter()
-        try:
-            r = session.run(feeds, **options)
-        except DeadlineMissedError:
-            missed += 1
-            continue
-        times.append((time.perf_counter() - t0) * 1e3)
-        if r.timing is not None:
-            timings.append(r.timing)
-    for item in pending:
-        finish(*item)
+        if len(pending) >= in_flight:
+            t0, future = pending.pop(0)
+            record(t0, future.result)
+        pending.append((time.perf_counter(), session.run_async(feeds, **options)))
+    for t0, future in pending:
+        record(t0, future.result)
     return times, timings, missed, time.perf_counter() - start
 
 
