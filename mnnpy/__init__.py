@@ -13,18 +13,23 @@ from mnnpy import log as _log
 from mnnpy.device_tensor import DeviceTensor
 from mnnpy.errors import (
     BackendUnavailableError,
+    DeadlineMissedError,
+    DependencyFailedError,
     InputError,
     LoopTimeoutError,
     MnnpyError,
     ModelFormatError,
+    OutputBufferTooSmallError,
     ShapeError,
     StaleTensorError,
     UnsupportedOperatorError,
 )
+from mnnpy.fence import Fence
 from mnnpy.interpreter import MAX_THREADS, Interpreter, load
 from mnnpy.io_desc import IODesc
 from mnnpy.model_file import FORMAT_VERSION
 from mnnpy.session import Session
+from mnnpy.timing import RunOutputs, Timing
 
 _log.configure_from_env()  # $MNNPY_LOG=debug|info: a stderr handler on the "mnnpy" logger
 
@@ -34,16 +39,22 @@ __all__ = [
     "FORMAT_VERSION",
     "MAX_THREADS",
     "BackendUnavailableError",
+    "DeadlineMissedError",
+    "DependencyFailedError",
     "DeviceTensor",
+    "Fence",
     "IODesc",
     "InputError",
     "Interpreter",
     "LoopTimeoutError",
     "MnnpyError",
     "ModelFormatError",
+    "OutputBufferTooSmallError",
+    "RunOutputs",
     "Session",
     "ShapeError",
     "StaleTensorError",
+    "Timing",
     "UnsupportedOperatorError",
     "__version__",
     "load",
