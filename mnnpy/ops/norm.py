@@ -10,7 +10,7 @@ import numpy as np
 from mnnpy import dtypes
 from mnnpy.ops.common import norm_axis
 from mnnpy.ops.flops import numel, per_input_element
-from mnnpy.ops.pool import POOL_ATTRS, pool_shape
+from mnnpy.ops.pool import POOL_ATTRS, numeric_input, pool_shape
 from mnnpy.ops.registry import Attr, In, op_schema
 
 
@@ -154,6 +154,7 @@ def mean_variance_normalization(ctx):
 @op_schema("GlobalMaxPool", ["X"], same_rank=(0,), flops=per_input_element(1))
 def global_max_pool(ctx):
     """GlobalMaxPool: ``Y[n, c, 1, ...] = max(X[n, c, ...])``."""
+    numeric_input(ctx)
     x = ctx.shapes[0]
     if len(x) < 3:
         ctx.fail("X must be (N, C, spatial...)")

@@ -23,8 +23,16 @@ POOL_ATTRS = {
 }
 
 
+def numeric_input(ctx) -> None:
+    """Pools take numbers (ONNX operators.md: float types, MaxPool also int8/uint8): a bool
+    ``X`` fails (``ctx.fail``: the op's ``ShapeError``)."""
+    if ctx.dtypes[0].kind not in "fiu":
+        ctx.fail(f"X must be numeric, got {ctx.dtypes[0]}")
+
+
 def pool_shape(ctx):
     """Output shape of a windowed pool: ``(N, C, *out)`` by ``window_output``."""
+    numeric_input(ctx)
     x = ctx.shapes[0]
     k = list(ctx.attrs["kernel_shape"])
     if len(x) < 3 or len(k) != len(x) - 2:
@@ -67,6 +75,7 @@ def max_pool(ctx):
 @op_schema("GlobalAveragePool", ["X"], same_rank=(0,), flops=per_input_element(1))
 def global_average_pool(ctx):
     """GlobalAveragePool: ``Y[n, c, 1, ...] = mean(X[n, c, ...])``."""
+    numeric_input(ctx)
     x = ctx.shapes[0]
     if len(x) < 3:
         ctx.fail("X must be (N, C, spatial...)")
