@@ -92,6 +92,9 @@ def main(argv=None) -> int:
         for s in (a, b):
             for _ in range(5):
                 s.run(feeds)
+        throughput(a, feeds, 10, args.in_flight)  # the lanes' contexts made (mnnpy.run_queue)
+        lanes = f"lanes {a._queue.lanes}, sibling sessions {len(a._siblings)}"
+        print(f"<!-- {backend}: {a.partitions().splitlines()[0]}; {lanes} -->")
         sync, asyn = [], []
         for _ in range(args.rounds):
             sync.append(throughput(a, feeds, args.runs, 0))

@@ -60,11 +60,14 @@ class TensorInfo:
 @dataclass
 class BackendConfig:
     """Session options a backend reads: ``precision`` ("high", "normal", "low"), ``num_threads``,
-    ``tuning`` (GPU work-group auto-tuning: "none", "fast", "wide"; MNN's tuning levels)."""
+    ``tuning`` (GPU work-group auto-tuning: "none", "fast", "wide"; MNN's tuning levels),
+    ``lane``: which of its Runtime's ``lanes`` (device queues) the backend submits to
+    (``Runtime.lanes``; a session's asynchronous runs use one context per lane)."""
 
     precision: str = "normal"
     num_threads: int | None = None
     tuning: str = "none"
+    lane: int = 0
 
 
 @dataclass(frozen=True)
@@ -145,6 +148,7 @@ class Backend:
     name = "base"
     run_deadline: float | None = None  # the running run's deadline (time.monotonic() s), set by the Session
     timing = False  # whether the running run measures device time (``device_time_us``), set by the Session
+    exit_gated = True  # whether its runs must finish before the interpreter exits (``mnnpy.exit_gate``)
 
     def __init__(self, runtime: Runtime, config: BackendConfig):
         self.runtime = runtime
@@ -278,11 +282,13 @@ class Runtime:
 
     name = "base"
     in_auto = True
+    lanes = 1  # device queues that run work side by side (Vulkan: queues of one family)
     _queue: DeviceQueue | None = None
 
     def queue_capacity(self) -> int:
-        """Units of the device that runs share (``device_queue``): 1 (one queue) by default."""
-        return 1
+        """Units of the device that runs share (``device_queue``): one per lane (device queue)
+        by default."""
+        return self.lanes
 
     def device_queue(self) -> DeviceQueue:
         """The device's ``DeviceQueue``: runs from all sessions on it wait here by priority."""

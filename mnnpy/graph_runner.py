@@ -24,6 +24,7 @@ from mnnpy import limits
 from mnnpy.backend import Backend, OpInfo
 from mnnpy.device_tensor import DeviceTensor
 from mnnpy.errors import ShapeError
+from mnnpy.float_errors import loud, quiet
 from mnnpy.ir import Graph, Net
 from mnnpy.log import get_logger, lazy
 from mnnpy.ops import get_schema
@@ -188,8 +189,11 @@ class GraphRunner:
                     into(plan, t)  # checks what the first plan knows before anything runs
             while True:
                 plan.write(arrays)
-                with np.errstate(all="ignore"):  # NaN/inf propagate silently, as in onnxruntime
+                token = quiet()  # NaN/inf propagate silently, as in onnxruntime
+                try:
                     plan.execute(arrays, context)
+                finally:
+                    loud(token)
                 for t in wanted:
                     if t not in results and (t in plan.sizes.shapes or t in plan.results):
                         if keep is not None:

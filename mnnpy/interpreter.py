@@ -11,6 +11,8 @@ import os
 import time
 import warnings
 from collections.abc import Sequence
+from dataclasses import replace
+from functools import partial
 
 from mnnpy import model_file
 from mnnpy.backend import BackendConfig, backend_availability, backend_in_auto, get_runtime, registered_backends, warm_up
@@ -120,13 +122,23 @@ class Interpreter:
         session = self.unplanned_session(backend, config, memory_limit, priority)
         check(prepare_by, "preparing the session, after its backends were made")
         fixed = {d.name: d.shape for d in session.inputs}
-        if all(s is not None and all(isinstance(x, int) and x >= 0 for x in s) for s in fixed.values()):
+        static = all(s is not None and all(isinstance(x, int) and x >= 0 for x in s) for s in fixed.values())
+        if static:
             session.resize(fixed)  # static shapes: plan now, as MNN's createSession does
             if prepare_by is not None and clock() > prepare_by:
                 session.close()
                 check(prepare_by, "preparing the session, after planning it")
+        session._spawn = partial(self._sibling, backend, config, memory_limit, priority, fixed if static else None)
         _log.info("session on %s created in %.1f ms", [b.name for b in session.backends], (time.perf_counter() - t0) * 1e3)
         return session
+
+    def _sibling(self, backend, config: BackendConfig, memory_limit, priority: str, fixed, lane: int) -> Session:
+        """The session of ``create_session``'s options on the devices' queue ``lane`` (its
+        asynchronous runs' context of that lane, ``mnnpy.run_queue``), planned for ``fixed``."""
+        sibling = self.unplanned_session(backend, replace(config, lane=lane), memory_limit, priority)
+        if fixed is not None:
+            sibling.resize(fixed)
+        return sibling
 
 
 def resolve_backends(backend: str | Sequence[str]) -> list[str]:

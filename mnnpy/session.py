@@ -30,7 +30,7 @@ from mnnpy.ir import Graph, Net
 from mnnpy.limits import MemoryBudget, checked_limit
 from mnnpy.run_queue import RunQueue
 from mnnpy.run_request import RunRequest, wanted_outputs
-from mnnpy.session_runs import checked_timeout, device_units, execute, fenced_job
+from mnnpy.session_runs import checked_timeout, device_units, execute, fenced_job, lane_context
 from mnnpy.timing import RunOutputs
 
 __all__ = ["RESIZE_CACHE", "Session"]
@@ -72,7 +72,10 @@ class Session:
         self.priority = priority
         self.priority_level = priority_level(priority)
         self._devices = device_units(backends)
-        self._queue = RunQueue(f"mnnpy-run-{self.graph.name or 'session'}")
+        self._spawn: Any = None  # lane -> a sibling Session (set by Interpreter.create_session; mnnpy.run_queue)
+        self._siblings: dict[int, Session] = {}
+        lanes = max(rt.lanes for _, rt in self._devices)
+        self._queue = RunQueue(f"mnnpy-run-{self.graph.name or 'session'}", lanes, lambda lane: lane_context(self, lane))
         self._closed = False
         self._run_count = 0  # runs started: a DeviceTensor of an earlier run is stale
 
@@ -215,19 +218,8 @@ class Session:
         ``OutputBufferTooSmallError``, ``DeadlineMissedError`` or ``LoopTimeoutError``.
         """
         arrays = self._check_feeds(feeds)
-        return execute(
-            self,
-            arrays,
-            self._request(
-                output_names,
-                loop_timeout,
-                outputs=outputs,
-                measure_timing=measure_timing,
-                deadline=deadline,
-                timeout_ms=timeout_ms,
-                outputs_on_device=outputs_on_device,
-            ),
-        )
+        options = dict(outputs=outputs, measure_timing=measure_timing, deadline=deadline, timeout_ms=timeout_ms)
+        return execute(self, arrays, self._request(output_names, loop_timeout, outputs_on_device=outputs_on_device, **options))
 
     def run_async(
         self,
@@ -236,14 +228,15 @@ class Session:
         loop_timeout: float = LOOP_TIMEOUT_S,
         **options: Any,
     ) -> Future:
-        """``run`` on the session's run thread (NNAPI's asynchronous execution): returns at
+        """``run`` on the session's run threads (NNAPI's asynchronous execution): returns at
         once a ``concurrent.futures.Future`` of the ``RunOutputs``; ``future.result()``
-        raises what the run raised. Runs of one session go in the order asked for. Inputs
+        raises what the run raised. Runs start in the order asked for; on a device with
+        several lanes up to that many are in flight at once (``mnnpy.run_queue``). Inputs
         are checked now (``InputError`` raised here); the arrays given are read when the run
         starts, so keep them unchanged until the future is done. ``options``: as ``run``."""
         arrays = self._check_feeds(feeds)
         request = self._request(output_names, loop_timeout, **options)
-        return self._queue.submit(lambda: execute(self, arrays, request))
+        return self._queue.submit(lambda context: execute(context, arrays, request, parent=self))
 
     def run_fenced(
         self,
@@ -280,6 +273,8 @@ class Session:
         Also ``with interpreter.create_session() as s:``. Closing twice is a no-op."""
         self._closed = True
         self._queue.close()
+        for sibling in [s for s in self._siblings.values() if s is not self]:
+            sibling.close()
         with self._lock:
             self.runner.clear()
             self._output_shapes = None

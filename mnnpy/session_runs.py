@@ -25,14 +25,24 @@ from mnnpy.exit_gate import GATE
 from mnnpy.fence import Fence, FencedOutput
 from mnnpy.graph_runner import MAX_LOOP_TIMEOUT_S, RunContext, shape_of
 from mnnpy.io_desc import on_host_where_needed
+from mnnpy.log import get_logger
 from mnnpy.run_request import RunRequest
 from mnnpy.timing import RunOutputs, Timing, TimingMeter
 
+_log = get_logger("session")
 
-def execute(session, arrays: dict[int, Any], request: RunRequest, key: tuple | None = None) -> RunOutputs:
+
+def execute(session, arrays: dict[int, Any], request: RunRequest, key: tuple | None = None, parent=None) -> RunOutputs:
     """One execution of ``session`` on checked ``arrays`` (input tensor -> array) with
-    ``request``; ``key``: the plan key of ``arrays`` where the caller (a burst) has it.
-    Raises what ``Session.run`` documents."""
+    ``request``; ``key``: the plan key of ``arrays`` where the caller (a burst) has it;
+    ``parent``: the session whose run this is when ``session`` is its sibling of another lane
+    (``lane_context``; its output shapes are set too). Raises what ``Session.run`` documents."""
+    if parent is not None and parent is not session:
+        if parent._closed:
+            raise InputError("the session is closed")
+        out = execute(session, arrays, request, key)
+        parent._output_shapes = session._output_shapes
+        return out
     if session._closed:
         raise InputError("the session is closed")
     check(request.deadline, "before the run started")
@@ -102,15 +112,33 @@ def device_output(session, run: int, plan, t: int, arrays: dict[int, Any]) -> An
     return DeviceTensor(name, info.shape, info.dtype, backend, value, session, run)
 
 
+def lane_context(session, lane: int):
+    """What runs ``session``'s asynchronous jobs on ``lane`` (``mnnpy.run_queue``): the session
+    itself on lane 0, else its sibling of that lane (``session._spawn(lane)``: the same model
+    and options on the device's queue ``lane``), made once; the session itself where it has
+    no ``_spawn`` or making the sibling fails (logged)."""
+    if lane == 0 or session._spawn is None:
+        return session
+    if lane not in session._siblings:
+        try:
+            session._siblings[lane] = session._spawn(lane)
+        except Exception as e:  # noqa: BLE001 - the lane runs on the session itself
+            _log.warning("lane %d: no sibling session (%s: %s); its runs take turns with lane 0", lane, type(e).__name__, e)
+            session._siblings[lane] = session
+    return session._siblings[lane]
+
+
 def fenced_job(session, arrays: dict[int, Any], request: RunRequest, waits: list[Fence]):
-    """``(fence, job)`` of ``Session.run_fenced``: ``job()`` waits for every fence in
+    """``(fence, job)`` of ``Session.run_fenced``: ``job(context)`` (``session`` or its sibling
+    of a lane, ``lane_context``) waits for every fence in
     ``waits`` (until ``request.deadline``), puts in the outputs of fenced runs fed
     (``Fence.output``), runs, signals ``fence`` (with the error of a failed run, else
     with the outputs in ``fence.outputs``) and sets its timings (``mnnpy.fence``)."""
     g = session.graph
     fence, launched = Fence(f"{g.name or 'session'} run", [g.tensors[t].name for t in request.wanted]), time.perf_counter()
 
-    def job() -> RunOutputs:
+    def job(context=None) -> RunOutputs:
+        context = context or session
         try:
             for f in waits:
                 if not f.wait(remaining(request.deadline)):
@@ -120,7 +148,7 @@ def fenced_job(session, arrays: dict[int, Any], request: RunRequest, waits: list
             fenced = time.perf_counter()
             desc = session._input_desc
             ins = {t: desc[t].array(v.resolve()) if isinstance(v, FencedOutput) else v for t, v in arrays.items()}
-            result = execute(session, on_host_where_needed(ins, session, session.runner.value_inputs), request)
+            result = execute(context, on_host_where_needed(ins, context, session.runner.value_inputs), request, parent=session)
         except BaseException as e:
             fence.signal(e)
             raise

@@ -212,7 +212,12 @@ def test_vulkan_timed_runs_submit_the_clock_around_the_partition(rng, monkeypatc
     dev.run(feeds)
     batches = []
     real = vulkan_backend.submit_and_wait
-    monkeypatch.setattr(vulkan_backend, "submit_and_wait", lambda rt, info, fence: (batches.append(info), real(rt, info, fence)))
+
+    def counted(rt, info, fence, lane=0):
+        batches.append(info)
+        real(rt, info, fence, lane)
+
+    monkeypatch.setattr(vulkan_backend, "submit_and_wait", counted)
     dev.run(feeds, measure_timing=True)
     dev.run(feeds)
     parts = [s.recording for s in dev.runner.plan.steps if s.backend is device_backend(dev)]

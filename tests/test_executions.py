@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -270,6 +271,81 @@ def test_burst_runs_give_the_same_outputs_and_notice_new_shapes(backend, expecte
         _close(burst.run({"x": X}, measure_timing=True)["y"], expected)
     with pytest.raises(InputError, match="closed"):
         burst.run({"x": X})
+
+
+@pytest.mark.parametrize("backend", backends())
+def test_bound_burst_runs_copy_out_and_follow_the_sessions_plan(backend, expected):
+    """After the first run a burst runs through its ``BoundRun``: each output is a new array,
+    a plain run with other shapes in between sends it back through the full path, and feeds
+    it was not bound for are checked."""
+    x2 = X[:1].copy()
+    with mnnpy.Interpreter(_model(("N", 3, 8, 8))).create_session(backend=backend) as s, s.burst() as burst:
+        first = burst.run({"x": X})["y"]
+        second = burst.run({"x": X})["y"]
+        assert burst._bound is not None and burst._bound.plan is s.runner.plan
+        assert not np.shares_memory(first, second)
+        first[...] = 0  # the caller's copy: the next run is not affected
+        _close(burst.run({"x": X})["y"], expected)
+        _close(burst.run({"x": -X})["y"], mnnpy.Interpreter(MODEL).create_session().run({"x": -X})["y"])
+        _close(s.run({"x": x2})["y"], expected[:1])  # the session's plan changes
+        _close(burst.run({"x": X})["y"], expected)
+        assert s.output_shapes == {"y": (2, 4, 8, 8)}
+        with pytest.raises(InputError, match="unknown|not an input"):
+            burst.run({"x": X, "z": 1})
+        with pytest.raises(InputError):
+            burst.run({"x": X[..., :4]})
+
+
+def test_bound_burst_runs_ignore_float_errors_and_wait_for_a_busy_device():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    g = helper.make_graph([helper.make_node("Div", ["x", "x"], ["y"])], "g", [x], [y])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    s = mnnpy.Interpreter(convert(model.SerializeToString())).create_session()
+    feeds = {"x": np.array([0.0, 1.0, -2.0], np.float32)}
+    burst = s.burst()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(3):
+            out = burst.run(feeds)["y"]  # 0/0: NaN, silently, as onnxruntime gives
+            np.testing.assert_array_equal(out, [np.nan, 1.0, 1.0])
+        assert burst._bound is not None
+    queue = s._devices[0][1].device_queue()  # the CPU runtime's
+    held = queue.acquire(2, queue.capacity)  # every unit of the CPU: the burst's run waits
+    done = threading.Event()
+    t = threading.Thread(target=lambda: (burst.run(feeds), done.set()))
+    t.start()
+    assert not done.wait(0.2)
+    queue.release(held)
+    t.join(10)
+    assert done.is_set()
+
+
+@pytest.mark.parametrize("backend", backends())
+def test_async_runs_on_two_lanes_use_a_sibling_session_and_give_each_runs_outputs(backend, monkeypatch):
+    """A device with 2 lanes (forced here: lavapipe and PoCL have one queue, the CPU one
+    lane): runs in flight go to the session and to its sibling of lane 1, which submits to
+    the device's queue 1 (modulo the queues there are); each future has its own input's
+    outputs, the output shapes are the parent's, and closing closes the sibling."""
+    from mnnpy.backend import get_runtime
+
+    monkeypatch.setattr(get_runtime(backend), "lanes", 2)
+    ref = mnnpy.Interpreter(MODEL).create_session()
+    inputs = [X * k for k in (1.0, -1.0, 0.5, 2.0, -3.0, 0.25, 4.0, -0.5)]
+    with _session(backend) as s:
+        for _ in range(3):
+            futures = [s.run_async({"x": x}) for x in inputs]
+            for x, f in zip(inputs, futures):
+                _close(f.result(timeout=60)["y"], ref.run({"x": x})["y"])
+        assert set(s._siblings) == {1} and s._siblings[1] is not s
+        sibling = s._siblings[1]
+        assert all(b.config.lane == 1 for b in sibling.backends)
+        assert sibling._run_count > 0 and s._run_count > 0  # both lanes ran
+        assert s.output_shapes == {"y": (2, 4, 8, 8)}
+        fence, future = s.run_fenced({"x": X})
+        _close(future.result(timeout=60)["y"], ref.run({"x": X})["y"])
+        assert fence.signalled
+    assert sibling._closed
 
 
 # -- priorities -----------------------------------------------------------------------------------

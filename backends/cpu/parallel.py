@@ -79,12 +79,8 @@ def split_broadcast(out: np.ndarray, inputs: Sequence[np.ndarray | None], parts:
     return blocks
 
 
-class Blocks:
-    """A block-wise call ``fn(out_i, *ins_i)`` over the pool (last block on the calling thread)."""
-
-    def __init__(self, backend, fn: Callable, out: np.ndarray, inputs: Sequence[np.ndarray | None]):
-        self.backend = backend
-        self.tasks = [functools.partial(fn, o, *ins) for o, ins in split_broadcast(out, inputs, backend.num_threads)]
-
-    def __call__(self) -> None:
-        parallel(self.backend, self.tasks)
+def blocks(backend, fn: Callable, out: np.ndarray, inputs: Sequence[np.ndarray | None]) -> Callable[[], None]:
+    """A block-wise call ``fn(out_i, *ins_i)`` over the pool (last block on the calling
+    thread), cut at resize (``split_broadcast``); one block is called directly."""
+    tasks = [functools.partial(fn, o, *ins) for o, ins in split_broadcast(out, inputs, backend.num_threads)]
+    return tasks[0] if len(tasks) == 1 else functools.partial(parallel, backend, tasks)

@@ -73,6 +73,7 @@ class VulkanBackend(GPUBackend):
         super().__init__(runtime, config)
         vk = self.vk = runtime.vk
         self.align = runtime.limits["minStorageBufferOffsetAlignment"]
+        self.lane = config.lane  # the runtime's queue this backend submits to (VulkanRuntime.lane)
         fence = vk.vkCreateFence(runtime.device, vk.VkFenceCreateInfo(sType=vk.VK_STRUCTURE_TYPE_FENCE_CREATE_INFO), None)
         self.fence = vk.ffi.new("VkFence[1]", [fence])
         weakref.finalize(self, _destroy_fence, vk, runtime.device, fence).atexit = False
@@ -283,7 +284,7 @@ class VulkanBackend(GPUBackend):
             submit = vk.ffi.new(
                 "VkSubmitInfo*", {"sType": vk.VK_STRUCTURE_TYPE_SUBMIT_INFO, "commandBufferCount": 1, "pCommandBuffers": cmds}
             )
-            submit_and_wait(self.runtime, submit, self.fence)
+            submit_and_wait(self.runtime, submit, self.fence, self.lane)
             vk.vkFreeCommandBuffers(dev, pool, 1, [cmd])
         finally:
             memory.free_block(buf, mem)
@@ -370,7 +371,7 @@ class VulkanBackend(GPUBackend):
         """One queue submission of ``part``'s command buffer (with ``timing``, between its
         clock's two), waited on with the fence."""
         timed = self.timing and part.timed_submit is not None
-        submit_and_wait(self.runtime, part.timed_submit if timed else part.submit_info, self.fence)
+        submit_and_wait(self.runtime, part.timed_submit if timed else part.submit_info, self.fence, self.lane)
         if part.timestamps is not None:
             for d, ms in zip(part.dispatches, profile.intervals_ms(part.timestamps)):
                 self.profile[d.label] = self.profile.get(d.label, 0.0) + ms

@@ -264,9 +264,9 @@ def write_descriptor_sets(vk, device, pool, dispatches: list[Dispatch], buffer, 
     vk.vkUpdateDescriptorSets(device, len(writes), writes, 0, None)
 
 
-def submit_and_wait(runtime, submit_info, fence_array) -> None:
-    """Submit one prebuilt ``VkSubmitInfo`` to the runtime's queue and wait for its fence
-    (reset first). Calls the loader directly with prebuilt arrays: nothing is allocated.
+def submit_and_wait(runtime, submit_info, fence_array, lane: int = 0) -> None:
+    """Submit one prebuilt ``VkSubmitInfo`` to the runtime's queue of ``lane`` and wait for its
+    fence (reset first). Calls the loader directly with prebuilt arrays: nothing is allocated.
     Raises ``VulkanError`` on a failed submission or after ``FENCE_TIMEOUT_NS``."""
     lib = runtime.vk.lib
     key = id(fence_array)
@@ -277,9 +277,10 @@ def submit_and_wait(runtime, submit_info, fence_array) -> None:
                 f"{FENCE_TIMEOUT_NS / 1e9:.0f} s); its buffers are in use, try again later"
             )
         _OVERDUE.discard(key)
-    with runtime.queue_lock:
+    queue, lock = runtime.lane(lane)
+    with lock:
         _check(lib.vkResetFences(runtime.device, 1, fence_array), "vkResetFences")
-        _check(lib.vkQueueSubmit(runtime.queue, 1, submit_info, fence_array[0]), "vkQueueSubmit")
+        _check(lib.vkQueueSubmit(queue, 1, submit_info, fence_array[0]), "vkQueueSubmit")
     result = lib.vkWaitForFences(runtime.device, 1, fence_array, 1, FENCE_TIMEOUT_NS)
     if result == 2:  # VK_TIMEOUT: remember it, so that the next run waits for this one first
         _OVERDUE.add(key)

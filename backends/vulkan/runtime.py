@@ -1,7 +1,9 @@
 """``VulkanRuntime``: one per process for the chosen physical device.
 
-Holds the logical device with one compute queue (a compute-only family where the device
-has one, else the first family with compute), the memory types, and the pipeline objects
+Holds the logical device with up to ``MAX_LANES`` compute queues of one family (a
+compute-only family where the device has one, else the first family with compute; each a
+lane: sessions submit to their ``BackendConfig.lane``, and work on two queues may run on the
+device at once), the memory types, and the pipeline objects
 shared by sessions (``Pipelines``: shader modules from the committed SPIR-V, layouts,
 compute pipelines through one ``VkPipelineCache``, loaded from a verified file at creation
 and saved at exit: ``pipeline.py``). Sessions get a
@@ -23,6 +25,8 @@ from mnnpy.backends.vulkan.device import DEVICE_ENV, FORK, STORAGE8_EXTENSION, D
 from mnnpy.log import get_logger, lazy
 
 _log = get_logger("vulkan")
+
+MAX_LANES = 2  # queues asked for: a session's asynchronous runs go to one context per lane
 
 
 class VulkanRuntime(Runtime):
@@ -82,11 +86,12 @@ class VulkanRuntime(Runtime):
         # the bits of a timestamp that count (timestampValidBits of the queue family, 0 to 64)
         self.timestamp_bits = int(families[self.family].timestampValidBits)
         self.timestamp_period = self.limits["timestampPeriod"] if self.timestamp_bits > 0 else 0.0
+        count = max(1, min(MAX_LANES, int(families[self.family].queueCount)))
         queue_info = vk.VkDeviceQueueCreateInfo(
             sType=vk.VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
             queueFamilyIndex=self.family,
-            queueCount=1,
-            pQueuePriorities=[1.0],
+            queueCount=count,
+            pQueuePriorities=[1.0] * count,
         )
         # features enabled where the device has them: 16-bit storage (core in Vulkan 1.1) for
         # precision="low", 8-bit storage (bool tensors) and shaderInt64 (int64 tensors)
@@ -102,8 +107,9 @@ class VulkanRuntime(Runtime):
             ppEnabledExtensionNames=extensions or None,
         )
         self.device = vk.vkCreateDevice(self.physical, create, None)
-        self.queue = vk.vkGetDeviceQueue(self.device, self.family, 0)
-        self.queue_lock = threading.Lock()  # vkQueueSubmit needs external synchronisation
+        # (queue, lock) per lane: vkQueueSubmit needs external synchronisation per queue
+        self.queues = [(vk.vkGetDeviceQueue(self.device, self.family, i), threading.Lock()) for i in range(count)]
+        self.lanes = count
         self.memory = vk.vkGetPhysicalDeviceMemoryProperties(self.physical)
         from mnnpy.backends.vulkan.pipeline import Pipelines
 
@@ -182,6 +188,10 @@ class VulkanRuntime(Runtime):
     def describe(self) -> str:
         """One line: the device (``DeviceInfo.describe``) and its driver version."""
         return f"{self.info.describe()}; driver {version_string(self.info.driver_version)}"
+
+    def lane(self, index: int) -> tuple:
+        """``(VkQueue, lock)`` of lane ``index`` (modulo the lanes there are)."""
+        return self.queues[index % len(self.queues)]
 
     def create_backend(self, config: BackendConfig):
         from mnnpy.backends.vulkan.backend import VulkanBackend

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from mnnpy.backend import Execution
-from mnnpy.backends.cpu.parallel import Blocks
+from mnnpy.backends.cpu.parallel import blocks
 from mnnpy.backends.cpu.registry import cpu_execution
 from mnnpy.errors import InputError
 
@@ -18,6 +18,8 @@ from mnnpy.errors import InputError
 @cpu_execution("Identity")
 class Identity(Execution):
     """``Y = X``; a no-op when the planner made Y share X's buffer."""
+
+    uses_blas = False  # CPUBackend.execute_partition leaves BLAS alone
 
     def on_resize(self, inputs, outputs):
         self.shared = np.shares_memory(inputs[0], outputs[0]) if inputs[0].size else True
@@ -34,6 +36,8 @@ _BINARY = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply}
 class Binary(Execution):
     """``C = A op B`` with numpy broadcasting; integer Div truncates toward zero (C semantics)."""
 
+    uses_blas = False  # CPUBackend.execute_partition leaves BLAS alone
+
     def on_resize(self, inputs, outputs):
         a, b = self.input_infos
         t = self.op.type
@@ -44,7 +48,7 @@ class Binary(Execution):
         else:
             self.fn = _BINARY[t]
         fn = self.fn
-        self.run = Blocks(self.backend, lambda c, a, b: fn(a, b, out=c), outputs[0], inputs[:2])
+        self.run = blocks(self.backend, lambda c, a, b: fn(a, b, out=c), outputs[0], inputs[:2])
 
     def on_execute(self, inputs, outputs):
         self.run()

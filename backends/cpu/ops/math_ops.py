@@ -2,7 +2,7 @@
 
 Every kernel writes into its planned output with numpy's ``out=``/``np.copyto``;
 temporaries are workspace buffers shaped like the output, taken at resize, and the
-work is split over the backend's pool for large outputs (``Blocks``). The unary math ops
+work is split over the backend's pool for large outputs (``parallel.blocks``). The unary math ops
 and activations are in ``activation.py``.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from mnnpy.backend import Execution
-from mnnpy.backends.cpu.parallel import Blocks
+from mnnpy.backends.cpu.parallel import blocks
 from mnnpy.backends.cpu.registry import cpu_execution
 
 # -- unary ----------------------------------------------------------------------------
@@ -25,7 +25,7 @@ class Unary(Execution):
 
     def on_resize(self, inputs, outputs):
         f = _UFUNC[self.op.type]
-        self.run = Blocks(self.backend, lambda y, x: f(x, out=y), outputs[0], [inputs[0]])
+        self.run = blocks(self.backend, lambda y, x: f(x, out=y), outputs[0], [inputs[0]])
 
     def on_execute(self, inputs, outputs):
         self.run()
@@ -45,7 +45,7 @@ class IsInf(Execution):
             fn = lambda y, x: np.equal(x, -np.inf, out=y)  # noqa: E731
         else:
             fn = lambda y, x: y.fill(False)  # noqa: E731
-        self.run = Blocks(self.backend, fn, outputs[0], [inputs[0]])
+        self.run = blocks(self.backend, fn, outputs[0], [inputs[0]])
 
     def on_execute(self, inputs, outputs):
         self.run()
@@ -84,7 +84,7 @@ class Binary(Execution):
             f = np.fmod if self.attrs["fmod"] else np.mod
         else:
             f = _BINARY[t]
-        self.run = Blocks(self.backend, lambda c, a, b: f(a, b, out=c), outputs[0], inputs[:2])
+        self.run = blocks(self.backend, lambda c, a, b: f(a, b, out=c), outputs[0], inputs[:2])
 
     def on_execute(self, inputs, outputs):
         self.run()
@@ -103,7 +103,7 @@ class PRelu(Execution):
             np.maximum(x, 0, out=y)
             np.add(y, s, out=y)
 
-        self.run = Blocks(self.backend, fn, outputs[0], [inputs[0], inputs[1], s])
+        self.run = blocks(self.backend, fn, outputs[0], [inputs[0], inputs[1], s])
 
     def on_execute(self, inputs, outputs):
         self.run()
@@ -132,7 +132,7 @@ class Variadic(Execution):
             if mean and n > 1:
                 np.divide(y, n, out=y, casting="unsafe")
 
-        self.run = Blocks(self.backend, fn, outputs[0], list(inputs))
+        self.run = blocks(self.backend, fn, outputs[0], list(inputs))
 
     def on_execute(self, inputs, outputs):
         self.run()
@@ -147,7 +147,7 @@ class Where(Execution):
             np.copyto(out, y)
             np.copyto(out, x, where=c)
 
-        self.run = Blocks(self.backend, fn, outputs[0], inputs[:3])
+        self.run = blocks(self.backend, fn, outputs[0], inputs[:3])
 
     def on_execute(self, inputs, outputs):
         self.run()
@@ -159,7 +159,7 @@ class CastLike(Execution):
     truncates toward zero, anything -> bool is ``!= 0``, float -> float16 rounds to nearest even)."""
 
     def on_resize(self, inputs, outputs):
-        self.run = Blocks(self.backend, lambda y, x: np.copyto(y, x, casting="unsafe"), outputs[0], [inputs[0]])
+        self.run = blocks(self.backend, lambda y, x: np.copyto(y, x, casting="unsafe"), outputs[0], [inputs[0]])
 
     def on_execute(self, inputs, outputs):
         with np.errstate(invalid="ignore", over="ignore"):
