@@ -27,7 +27,7 @@ import numpy as np
 from mnnpy.errors import InputError
 from mnnpy.exit_gate import GATE
 from mnnpy.float_errors import loud, quiet
-from mnnpy.session_runs import execute
+from mnnpy.session_runs import execute, run_devices
 from mnnpy.timing import RunOutputs
 
 
@@ -114,7 +114,8 @@ class BoundRun:
         self.segments = [plan]
         self.shapes = {name: tuple(plan.sizes.shapes[t]) for name, t, _, _ in reads}
         self.reads = [(name, download, h) for name, _, download, h in reads]
-        self.queues = [(q, min(max(1, units), q.capacity)) for units, q in ((u, rt.device_queue()) for u, rt in session._devices)]
+        devices = [(units, rt.device_queue()) for units, rt in run_devices(session, plan)]
+        self.queues = [(q, min(max(1, units), q.capacity)) for units, q in devices]
         self.gated = any(b.exit_gated for b in plan.backends)
 
     @classmethod

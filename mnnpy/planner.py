@@ -119,6 +119,7 @@ class Plan:
     steps: list[PartitionStep]
     host: HostStep | None = None
     results: dict[int, Any] = field(default_factory=dict)  # the host step's outputs of the last run
+    devices: list | None = None  # (units, runtime) a run of it takes turns on (mnnpy.session_runs.run_devices)
 
     def write(self, arrays: Mapping[int, Any]) -> None:
         """Upload each input array into every backend that holds its tensor; a

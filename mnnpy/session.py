@@ -51,11 +51,13 @@ class Session:
     Threads: a Session may be shared by threads; ``run`` and ``resize`` hold one lock per
     Session, so its runs happen one at a time (the plan, its arenas and the backends'
     staging are reused by every run); input validation happens before the lock. Runs of
-    different sessions on one device also take turns on that device's queue, higher
-    ``priority`` first (``mnnpy.device_queue``; the CPU lets as many runs in as it has
-    cores for their threads). For runs in parallel on the CPU, create one Session per
-    thread. ``close()`` (or ``with``) frees its memory at once. At interpreter exit, runs in
-    flight on other threads finish first and no new one starts (``mnnpy.exit_gate``).
+    different sessions on the devices their partitions use take turns on those devices'
+    queues, higher ``priority`` first (``mnnpy.device_queue``; the CPU lets as many runs in
+    as it has cores for their threads, a GPU one per lane). ``run_async`` keeps up to one
+    run per lane in flight, each lane beyond the first on a sibling session
+    (``mnnpy.run_queue``). For runs in parallel on the CPU, create one Session per thread.
+    ``close()`` (or ``with``) frees its memory at once. At interpreter exit, runs in flight
+    on other threads finish first and no new one starts (``mnnpy.exit_gate``).
     """
 
     def __init__(self, net: Net, backends: list[Backend], memory_limit: int | None = None, priority: str = "medium"):

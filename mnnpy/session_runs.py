@@ -53,7 +53,7 @@ def execute(session, arrays: dict[int, Any], request: RunRequest, key: tuple | N
     GATE.enter()
     held = []
     try:
-        for units, runtime in session._devices:
+        for units, runtime in run_devices(session, session.runner.plan):
             queue = runtime.device_queue()
             held.append((queue, queue.acquire(session.priority_level, units, request.deadline)))
         with session._lock:
@@ -161,6 +161,18 @@ def fenced_job(session, arrays: dict[int, Any], request: RunRequest, waits: list
         return result
 
     return fence, job
+
+
+def run_devices(session, plan) -> list[tuple[int, Any]]:
+    """``(units, runtime)`` of the devices a run of ``plan`` takes turns on (``device_units``):
+    those its partitions run on (a GPU session whose ops all run on the GPU leaves the CPU's
+    queue to others); every device of the session where no plan is made yet or the run may
+    go beyond ``plan`` (a later segment, a host step)."""
+    if plan is None or plan.host is not None or plan.sizes.barrier is not None:
+        return session._devices
+    if plan.devices is None:
+        plan.devices = device_units(list({id(step.backend): step.backend for step in plan.steps}.values()))
+    return plan.devices
 
 
 def device_units(backends) -> list[tuple[int, Any]]:

@@ -20,7 +20,7 @@ from mnnpy.converter import convert
 from mnnpy.errors import DeadlineMissedError, DependencyFailedError, InputError, OutputBufferTooSmallError
 from mnnpy.fence import Fence
 from mnnpy.timing import RunOutputs, Timing
-from tests.backend_compare import backends
+from tests.backend_compare import backends, gpu_backends
 
 
 def _model(shape=(2, 3, 8, 8)) -> bytes:
@@ -346,6 +346,26 @@ def test_async_runs_on_two_lanes_use_a_sibling_session_and_give_each_runs_output
         _close(future.result(timeout=60)["y"], ref.run({"x": X})["y"])
         assert fence.signalled
     assert sibling._closed
+
+
+@pytest.mark.parametrize("backend", gpu_backends())
+def test_a_gpu_run_whose_ops_all_run_on_the_gpu_leaves_the_cpus_queue_alone(backend, expected):
+    """Every op on the GPU: its runs take turns on the GPU's queue only, so a CPU queue held
+    by other runs does not hold them up (it did: two Vulkan sessions took turns on the CPU's
+    queue through their fallback backend, 0.82x instead of 1.5x with two runs in flight)."""
+    with _session(backend) as s:
+        assert "cpu" not in s.partitions()
+        cpu = next(rt for _, rt in s._devices if rt.name == "cpu").device_queue()
+        held = cpu.acquire(2, cpu.capacity)
+        try:
+            done = []
+            t = threading.Thread(target=lambda: done.append(s.run({"x": X})["y"]))
+            t.start()
+            t.join(30)
+            assert done, "the GPU run waited for the CPU's queue"
+            _close(done[0], expected)
+        finally:
+            cpu.release(held)
 
 
 # -- priorities -----------------------------------------------------------------------------------
