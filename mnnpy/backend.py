@@ -149,6 +149,8 @@ class Backend:
     run_deadline: float | None = None  # the running run's deadline (time.monotonic() s), set by the Session
     timing = False  # whether the running run measures device time (``device_time_us``), set by the Session
     exit_gated = True  # whether its runs must finish before the interpreter exits (``mnnpy.exit_gate``)
+    defer_wait = False  # whether the running run may return before the device finished (``finish``), set by the Session
+    defers = False  # whether it honours ``defer_wait`` (Vulkan): fenced runs on it alone may be submitted from the caller
 
     def __init__(self, runtime: Runtime, config: BackendConfig):
         self.runtime = runtime
@@ -250,6 +252,18 @@ class Backend:
             if time.monotonic() > deadline:
                 check(deadline, f"before op '{exe.op.name}' ({exe.op.type}) on {self.name}")
             exe.on_execute(ins, outs)
+
+    def finish(self) -> None:
+        """Wait for device work that a run with ``defer_wait`` submitted and did not wait for
+        (a run whose outputs all stay on the device: ``outputs_on_device``, no timing). The
+        backend calls it itself before it touches what that work uses (staging memory, the
+        fence, a download); the Session before a run, a resize or closing. Default: nothing
+        (a backend that always waits)."""
+
+    def in_flight(self) -> bool:
+        """Whether work a run with ``defer_wait`` submitted may still be running (``finish``
+        not called since). Default: False."""
+        return False
 
     def device_time_us(self, partition) -> float | None:
         """Device time, µs, of ``partition``'s last ``execute_partition`` (a ``mnnpy.planner.PartitionStep``),

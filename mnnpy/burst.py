@@ -167,8 +167,8 @@ class BoundRun:
                     return None
                 s._run_count += 1  # device tensors of earlier runs go stale (mnnpy.device_tensor)
                 for b in self.plan.backends:
-                    if b.timing:
-                        b.timing = False
+                    if b.timing or b.defer_wait:
+                        b.timing = b.defer_wait = False
                 runner.segments = self.segments
                 runner._running += 1
                 try:

@@ -10,6 +10,12 @@ The timings of a fenced run follow NNAPI's ``IFencedExecutionCallback::getExecut
 run's device time (``mnnpy.timing``); ``None`` until signalled or when timing was not asked
 for.
 
+A fenced run whose outputs all stay on a Vulkan device may signal when its work has been
+submitted rather than finished (``Backend.defer_wait``): a run on the same device queue that
+waits for the fence is then ordered after that work by the queue itself, with no host round
+trip (``mnnpy.session_runs.fenced_job``); ``wait()`` on the host also waits for the device,
+and reading its outputs always does.
+
 Chains: ``fence.output(name)`` stands for output ``name`` of the fence's run before it has
 completed; fed to ``run_fenced`` with that fence in ``wait_for``, it becomes that output when
 the fence has signalled (a ``DeviceTensor`` with ``outputs_on_device``: a chain of fenced runs
@@ -38,6 +44,8 @@ class Fence:
         self.timing_fenced: Timing | None = None
         self.names = tuple(outputs)  # the names of the outputs its run returns
         self.outputs: Any = None  # the run's RunOutputs once it succeeded
+        self.in_flight: list = []  # backends whose work of its run was submitted and not waited for
+        self._complete: Any = None  # waits for that work (set with in_flight)
 
     def output(self, name: str) -> FencedOutput:
         """Output ``name`` of this fence's run, to feed to ``run_fenced`` waiting for this
@@ -48,11 +56,22 @@ class Fence:
 
     @property
     def signalled(self) -> bool:
-        """Whether the run has completed (successfully or not)."""
+        """Whether the run has completed (successfully or not), or had its device work
+        submitted where it defers its wait (module doc)."""
         return self._event.is_set()
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Block until signalled or ``timeout`` s passed; returns ``signalled``."""
+        """Block until signalled or ``timeout`` s passed, and then until the device has
+        finished the run's work; returns ``signalled``."""
+        if not self._event.wait(timeout):
+            return False
+        complete, self._complete = self._complete, None
+        if complete is not None:
+            complete()
+        return True
+
+    def wait_queued(self, timeout: float | None = None) -> bool:
+        """``wait`` without waiting for work left in flight on the device (``in_flight``)."""
         return self._event.wait(timeout)
 
     def signal(self, error: BaseException | None = None) -> None:

@@ -43,6 +43,7 @@ class RunQueue:
         self._lock = threading.Lock()
         self._closed = False
         self._pending = 0  # jobs submitted and not yet taken
+        self._running = 0  # jobs taken and not yet done
 
     def submit(self, job: Callable[[Any], object]) -> Future:
         """Queue ``job`` (one argument: the lane's context); its return value or exception goes to the Future."""
@@ -73,17 +74,27 @@ class RunQueue:
                 return
             with self._lock:
                 self._pending -= 1
+                self._running += 1
             job, future = item
-            if not future.set_running_or_notify_cancel():
-                continue
             try:
-                if context is None:
-                    context = self._context(lane)
-                result = job(context)
-            except BaseException as e:  # noqa: BLE001 - delivered by future.result()
-                future.set_exception(e)
-            else:
-                future.set_result(result)
+                if not future.set_running_or_notify_cancel():
+                    continue
+                try:
+                    if context is None:
+                        context = self._context(lane)
+                    result = job(context)
+                except BaseException as e:  # noqa: BLE001 - delivered by future.result()
+                    future.set_exception(e)
+                else:
+                    future.set_result(result)
+            finally:
+                with self._lock:
+                    self._running -= 1
+
+    def quiet(self) -> bool:
+        """Whether no job is queued or running."""
+        with self._lock:
+            return self._pending == 0 and self._running == 0
 
     def close(self) -> None:
         """No new jobs; the ones queued still run (a closed session fails them at once), then

@@ -30,7 +30,7 @@ from mnnpy.ir import Graph, Net
 from mnnpy.limits import MemoryBudget, checked_limit
 from mnnpy.run_queue import RunQueue
 from mnnpy.run_request import RunRequest, wanted_outputs
-from mnnpy.session_runs import checked_timeout, device_units, execute, fenced_job, lane_context
+from mnnpy.session_runs import checked_timeout, device_units, execute, fenced_job, inline_fenced, lane_context, settle
 from mnnpy.timing import RunOutputs
 
 __all__ = ["RESIZE_CACHE", "Session"]
@@ -171,6 +171,7 @@ class Session:
         """
         with GATE.entered(), self._lock:
             checked = self._check_shapes(shapes)
+            settle(self, locked=True)
             if not self.runner.value_inputs:
                 self.runner.plan = self.runner.plan_for(checked)
                 self.runner.segments = []
@@ -262,7 +263,7 @@ class Session:
         arrays = self._check_feeds(feeds, wait_for)
         request = self._request(output_names, loop_timeout, **options)
         fence, job = fenced_job(self, arrays, request, list(wait_for))
-        return fence, self._queue.submit(job)
+        return fence, inline_fenced(self, request, list(wait_for), job) or self._queue.submit(job)
 
     def burst(self) -> Burst:
         """A ``Burst`` for rapid successive runs (NNAPI's burst; ``mnnpy.burst``):
@@ -278,6 +279,7 @@ class Session:
         for sibling in [s for s in self._siblings.values() if s is not self]:
             sibling.close()
         with self._lock:
+            settle(self, locked=True)
             self.runner.clear()
             self._output_shapes = None
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import numbers
 import time
+from concurrent.futures import Future
 from functools import partial
 from typing import Any
 
@@ -71,12 +72,16 @@ def _locked(session, arrays, request: RunRequest, key, context: RunContext, into
     key = runner.key(arrays) if key is None else key
     if runner.plan is None or runner.plan.key != key:
         session._check_shapes({graph.tensors[t].name: a.shape for t, a in arrays.items() if not isinstance(a, list)})
+        settle(session, locked=True)  # planning may free the memory of work still in flight
     session._run_count += 1  # device tensors of earlier runs go stale now (mnnpy.device_tensor)
     keep = partial(device_output, session, session._run_count) if request.outputs_on_device else None
     deadline, timing = request.deadline, request.measure_timing
+    defer = request.outputs_on_device and not timing and deadline is None  # nothing read on the host at its end
     for b in session.backends:
         if b.timing is not timing:
             b.timing = timing  # GPU device time costs a little per partition: only when asked for
+        if b.defer_wait is not defer:
+            b.defer_wait = defer
         if deadline is not None:
             b.run_deadline = deadline
     t0 = time.perf_counter()
@@ -141,7 +146,9 @@ def fenced_job(session, arrays: dict[int, Any], request: RunRequest, waits: list
         context = context or session
         try:
             for f in waits:
-                if not f.wait(remaining(request.deadline)):
+                if not f.wait_queued(remaining(request.deadline)) or not (
+                    device_ordered(f, context) or f.wait(remaining(request.deadline))
+                ):
                     check(request.deadline, f"waiting for {f!r}")
                 if f.error is not None:
                     raise DependencyFailedError(f"{f!r} signalled a failed run: {type(f.error).__name__}: {f.error}")
@@ -153,6 +160,9 @@ def fenced_job(session, arrays: dict[int, Any], request: RunRequest, waits: list
             fence.signal(e)
             raise
         fence.outputs = result
+        fence.in_flight = [b for b in context.backends if b.in_flight()]
+        if fence.in_flight:
+            fence._complete = partial(settle, context)
         if result.timing is not None:
             done, device = time.perf_counter(), result.timing.on_device_us
             fence.timing_launched = Timing(device, (done - launched) * 1e6)
@@ -173,6 +183,48 @@ def run_devices(session, plan) -> list[tuple[int, Any]]:
     if plan.devices is None:
         plan.devices = device_units(list({id(step.backend): step.backend for step in plan.steps}.values()))
     return plan.devices
+
+
+def settle(session, locked: bool = False) -> None:
+    """Wait for device work of ``session``'s last run left in flight (``Backend.finish``),
+    under its lock unless the caller holds it (``locked``)."""
+    if not locked:
+        with session._lock:
+            return settle(session, True)
+    for b in session.backends:
+        b.finish()
+
+
+def device_ordered(fence: Fence, session) -> bool:
+    """Whether the work that ``fence``'s run left in flight is ordered before anything
+    ``session`` submits next by a device queue alone: each such backend shares its Runtime
+    and lane (queue) with one of ``session``'s (``mnnpy.fence``). Then ``session``'s run need
+    not wait for it on the host."""
+    lanes = {(id(b.runtime), b.config.lane % b.runtime.lanes) for b in session.backends}
+    pending = fence.in_flight
+    return bool(pending) and all((id(p.runtime), p.config.lane % p.runtime.lanes) in lanes for p in pending)
+
+
+def inline_fenced(session, request: RunRequest, waits: list[Fence], job) -> Future | None:
+    """Run a fenced ``job`` in the calling thread when that only submits work: its outputs
+    stay on the device (no timing, no deadline), its plan runs on backends that defer their
+    wait (``Backend.defers``), every fence it waits for has signalled and no other run of the
+    session is queued. Returns its finished Future, else ``None`` (the session's run thread
+    takes the job): no thread hand-over before a GPU chain's first submission."""
+    plan = session.runner.plan
+    if not request.outputs_on_device or request.measure_timing or request.deadline is not None:
+        return None
+    if plan is None or plan.host is not None or plan.sizes.barrier is not None or not plan.steps:
+        return None
+    if not all(step.backend.defers for step in plan.steps) or not all(f.signalled for f in waits) or not session._queue.quiet():
+        return None
+    future: Future = Future()
+    future.set_running_or_notify_cancel()
+    try:
+        future.set_result(job(session))
+    except BaseException as e:  # noqa: BLE001 - delivered by future.result(), as from the run thread
+        future.set_exception(e)
+    return future
 
 
 def device_units(backends) -> list[tuple[int, Any]]:

@@ -274,3 +274,64 @@ def test_a_fenced_output_is_fed_only_to_a_run_waiting_for_its_fence(rng):
         b.run_fenced({"x": fi.output("y")}, wait_for=[fi])[1].result(timeout=60)
     _, future = b.run_fenced({"x": fa.output("y")}, wait_for=[fa])
     np.testing.assert_allclose(future.result(timeout=60)["y"], b.run({"x": a.run({"x": x})["y"]})["y"], **ELEMENTWISE)
+
+
+@pytest.mark.parametrize("backend", gpu_backends("vulkan"))
+def test_a_fenced_vulkan_chain_is_ordered_by_the_queue_not_by_a_host_wait(rng, monkeypatch, backend):
+    """A fenced run whose outputs stay on the device returns after submitting (from the
+    caller's thread, its future done); the run fed its output on the same queue is submitted
+    before anything waits for the first one's fence; waiting for the first fence, reading its
+    output, a resize and a new run of its session each wait for that work first."""
+    import mnnpy.backends.vulkan.backend as vb
+
+    (m1, x), (m2, _) = _first(rng), _second(rng)
+    a, b = _session(m1, backend), _session(m2, backend)
+    want_y = a.run({"x": x})["y"]
+    want = b.run({"x": want_y})["y"]
+    log = []
+    real_submit, real_wait = vb.submit_only, vb.wait_for
+
+    def submit(rt, info, fence, lane=0):
+        log.append(("submit", id(fence)))
+        real_submit(rt, info, fence, lane)
+
+    def wait(rt, fence):
+        log.append(("wait", id(fence)))
+        real_wait(rt, fence)
+
+    monkeypatch.setattr(vb, "submit_only", submit)
+    monkeypatch.setattr(vb, "wait_for", wait)
+    fence_a, fence_b = id(device_backend(a).fence), id(device_backend(b).fence)
+    for _ in range(2):
+        log.clear()
+        fa, ra = a.run_fenced({"x": x}, outputs_on_device=True)
+        assert ra.done() and fa.signalled and fa.in_flight == [device_backend(a)]
+        fb, rb = b.run_fenced({"x": fa.output("y")}, wait_for=[fa], outputs_on_device=True)
+        assert rb.done()  # both submitted from this thread
+        assert log == [("submit", fence_a), ("submit", fence_b)]
+        np.testing.assert_allclose(rb.result()["y"].numpy(), want, **ELEMENTWISE)
+        assert ("wait", fence_b) in log and ("wait", fence_a) not in log  # reading b's output waited for b only
+        assert fa.wait(10) and ("wait", fence_a) in log and not device_backend(a).in_flight()
+    fa, _ = a.run_fenced({"x": x}, outputs_on_device=True)
+    np.testing.assert_array_equal(fa.outputs["y"].numpy(), want_y)  # a read waits for the device
+    a.run_fenced({"x": x}, outputs_on_device=True)
+    np.testing.assert_array_equal(a.run({"x": x})["y"], want_y)  # the next run waits first
+    a.run_fenced({"x": x}, outputs_on_device=True)
+    a.resize({"x": (1, 3, 8, 8)})
+    a.run_fenced({"x": x}, outputs_on_device=True)
+    a.close()  # waits before freeing
+    b.close()
+
+
+@pytest.mark.parametrize("backend", backends())
+def test_fenced_runs_that_cannot_defer_go_to_the_run_thread(rng, backend):
+    """Timing, a deadline, host outputs or a backend that always waits: the fenced run is not
+    run in the caller's thread; its outputs are the same."""
+    model, x = _first(rng)
+    s = _session(model, backend)
+    want = s.run({"x": x})["y"]
+    for options in ({}, {"measure_timing": True}, {"timeout_ms": 60_000}, {"outputs_on_device": True}):
+        fence, future = s.run_fenced({"x": x}, **options)
+        y = future.result(timeout=60)["y"]
+        np.testing.assert_array_equal(y.numpy() if isinstance(y, DeviceTensor) else y, want)
+        assert fence.wait(10) and not any(b.in_flight() for b in s.backends)

@@ -8,10 +8,14 @@ slots; its ``PartitionRecord``) -> ``on_resize_end``: device and staging buffers
 constants uploaded, descriptor sets written, one command buffer recorded per partition.
 Run: ``upload`` writes mapped staging memory, ``execute_partition`` submits the
 partition's command buffer once and waits on the fence, ``download`` copies out of mapped
-staging memory. An input fed another session's device tensor (``copy_device``) is copied
-device to device by a variant of its partition (``fed.py``). Where the queue has
-timestamps, each partition also gets two small command buffers that write one each; with
-``timing`` (the default) a run submits the partition between them, and ``device_time_us`` reads them (``timestamps.py``).
+staging memory. A run whose outputs stay on the device (``defer_wait``) returns after
+submitting; the backend waits for that submission (``finish``) before it next touches its
+staging memory, its fence or a download, so that a session fed its device tensor on the same
+queue is ordered after it by the queue alone (a fenced chain with no host round trip).
+An input fed another session's device tensor (``copy_device``) is copied device to
+device by a variant of its partition (``fed.py``). Where the queue has timestamps, each
+partition also gets two small command buffers that write one each; with ``timing`` a run
+submits the partition between them, and ``device_time_us`` reads them (``timestamps.py``).
 
 Storage: float32 tensors are stored as float32, or with ``precision="low"`` on a device with
 ``storageBuffer16BitAccess`` as float16 (the ``<variant>_f16`` shaders, arithmetic and
@@ -44,6 +48,8 @@ from mnnpy.backends.vulkan.commands import (
     binding_range,
     record_partition,
     submit_and_wait,
+    submit_only,
+    wait_for,
     write_descriptor_sets,
 )
 from mnnpy.backends.vulkan.device import FORK, VulkanError
@@ -68,12 +74,14 @@ class VulkanBackend(GPUBackend):
     name = "vulkan"
     display = "Vulkan"
     fork = FORK
+    defers = True  # a run with ``defer_wait`` returns after submitting (``submit``, ``finish``)
 
     def __init__(self, runtime, config: BackendConfig):
         super().__init__(runtime, config)
         vk = self.vk = runtime.vk
         self.align = runtime.limits["minStorageBufferOffsetAlignment"]
         self.lane = config.lane  # the runtime's queue this backend submits to (VulkanRuntime.lane)
+        self._pending = False  # a submission made with ``defer_wait`` and not waited for yet (``finish``)
         fence = vk.vkCreateFence(runtime.device, vk.VkFenceCreateInfo(sType=vk.VK_STRUCTURE_TYPE_FENCE_CREATE_INFO), None)
         self.fence = vk.ffi.new("VkFence[1]", [fence])
         weakref.finalize(self, _destroy_fence, vk, runtime.device, fence).atexit = False
@@ -137,7 +145,9 @@ class VulkanBackend(GPUBackend):
 
     # -- resize -------------------------------------------------------------------------
     def on_resize_begin(self) -> None:
-        """Start a resize: no memory, partitions or border twins yet."""
+        """Start a resize: no memory, partitions or border twins yet (the last submission
+        finished: the resize may free the memory it uses)."""
+        self.finish()
         self._memory, self._parts, self._border_twins = None, [], []
 
     def allocate_arena(self, nbytes: int) -> None:
@@ -284,6 +294,7 @@ class VulkanBackend(GPUBackend):
             submit = vk.ffi.new(
                 "VkSubmitInfo*", {"sType": vk.VK_STRUCTURE_TYPE_SUBMIT_INFO, "commandBufferCount": 1, "pCommandBuffers": cmds}
             )
+            self.finish()
             submit_and_wait(self.runtime, submit, self.fence, self.lane)
             vk.vkFreeCommandBuffers(dev, pool, 1, [cmd])
         finally:
@@ -293,6 +304,8 @@ class VulkanBackend(GPUBackend):
     def upload(self, src: np.ndarray, dst: VkTensor) -> None:
         """Write ``src`` into ``dst``'s mapped staging slot (copied to the device by the
         next partition's command buffer)."""
+        if self._pending:
+            self.finish()  # the last submission may still read the staging slots
         if dst.host is None:
             if dst.nbytes == 0:
                 return
@@ -306,8 +319,12 @@ class VulkanBackend(GPUBackend):
         upload ``dst`` device to device: the partition that uploads ``dst`` is submitted as a
         variant copying it from ``src``'s device buffer (``fed.py``), between their border
         forms (the float32 twins of fp16 storage, cast on the device in either partition).
-        ``False`` (through the host) for another backend or forms that differ."""
+        ``False`` (through the host) for another backend or forms that differ, and for a
+        session on another lane (queue): only one queue's submission order keeps the copy after
+        the source's writes when the source's run did not wait for them (``defer_wait``)."""
         if not isinstance(src_backend, VulkanBackend) or src_backend.runtime is not self.runtime:
+            return False
+        if src_backend.lane % self.runtime.lanes != self.lane % self.runtime.lanes:
             return False
         source = src_backend._twins.get(src) or src
         target = self._twins.get(dst) or dst
@@ -321,6 +338,8 @@ class VulkanBackend(GPUBackend):
     def download_into(self, src: VkTensor, out: np.ndarray) -> None:
         """Copy ``src``'s staging slot (filled at the end of the partition that computed it;
         float32 for fp16 storage) into ``out``."""
+        if self._pending:
+            self.finish()
         if src.host is None:
             if src.nbytes == 0:
                 return
@@ -329,10 +348,12 @@ class VulkanBackend(GPUBackend):
 
     def host_view(self, src: VkTensor) -> np.ndarray | None:
         """``src``'s mapped staging slot (a download announced at resize), else None."""
+        self.finish()
         return src.host
 
     def staging_view(self, dst: VkTensor) -> np.ndarray | None:
         """``dst``'s mapped staging slot (an upload announced at resize), else None."""
+        self.finish()
         return dst.host
 
     def execute_partition(self, partition) -> None:
@@ -355,6 +376,17 @@ class VulkanBackend(GPUBackend):
         if self.timing:
             clock.wall_ns = perf_counter_ns() - t0 or 1
 
+    def in_flight(self) -> bool:
+        """Whether a submission of a run with ``defer_wait`` has not been waited for."""
+        return self._pending
+
+    def finish(self) -> None:
+        """Wait for the submission that a run with ``defer_wait`` left running (nothing when
+        there is none); raises ``VulkanError`` as ``submit`` does."""
+        if self._pending:
+            self._pending = False
+            wait_for(self.runtime, self.fence)
+
     def device_time_us(self, partition) -> float | None:
         """Device time, µs, of ``partition``'s last ``execute_partition``: the interval between
         the two timestamps submitted in one batch with its command buffer, just before it (top
@@ -369,9 +401,16 @@ class VulkanBackend(GPUBackend):
 
     def submit(self, part: PartitionRecord) -> None:
         """One queue submission of ``part``'s command buffer (with ``timing``, between its
-        clock's two), waited on with the fence."""
+        clock's two), waited on with the fence; with ``defer_wait`` (and no ``timing``) not
+        waited on: the backend is ``_pending`` until ``finish``."""
+        self.finish()  # one fence per backend: the last submission is waited on before it is reset
         timed = self.timing and part.timed_submit is not None
-        submit_and_wait(self.runtime, part.timed_submit if timed else part.submit_info, self.fence, self.lane)
+        info = part.timed_submit if timed else part.submit_info
+        if self.defer_wait and not timed and part.timestamps is None:
+            submit_only(self.runtime, info, self.fence, self.lane)
+            self._pending = True
+            return
+        submit_and_wait(self.runtime, info, self.fence, self.lane)
         if part.timestamps is not None:
             for d, ms in zip(part.dispatches, profile.intervals_ms(part.timestamps)):
                 self.profile[d.label] = self.profile.get(d.label, 0.0) + ms

@@ -266,8 +266,17 @@ def write_descriptor_sets(vk, device, pool, dispatches: list[Dispatch], buffer, 
 
 def submit_and_wait(runtime, submit_info, fence_array, lane: int = 0) -> None:
     """Submit one prebuilt ``VkSubmitInfo`` to the runtime's queue of ``lane`` and wait for its
-    fence (reset first). Calls the loader directly with prebuilt arrays: nothing is allocated.
-    Raises ``VulkanError`` on a failed submission or after ``FENCE_TIMEOUT_NS``."""
+    fence (reset first): ``submit_only`` then ``wait_for``. Calls the loader directly with
+    prebuilt arrays: nothing is allocated. Raises ``VulkanError`` on a failed submission or
+    after ``FENCE_TIMEOUT_NS``."""
+    submit_only(runtime, submit_info, fence_array, lane)
+    wait_for(runtime, fence_array)
+
+
+def submit_only(runtime, submit_info, fence_array, lane: int = 0) -> None:
+    """Submit ``submit_info`` to the queue of ``lane`` with the fence (reset first), without
+    waiting; ``wait_for`` the fence before the fence or the submission's buffers are used
+    again. Raises ``VulkanError``."""
     lib = runtime.vk.lib
     key = id(fence_array)
     if key in _OVERDUE:  # a submission that timed out may still be writing: never reset its fence early
@@ -281,9 +290,15 @@ def submit_and_wait(runtime, submit_info, fence_array, lane: int = 0) -> None:
     with lock:
         _check(lib.vkResetFences(runtime.device, 1, fence_array), "vkResetFences")
         _check(lib.vkQueueSubmit(queue, 1, submit_info, fence_array[0]), "vkQueueSubmit")
-    result = lib.vkWaitForFences(runtime.device, 1, fence_array, 1, FENCE_TIMEOUT_NS)
+
+
+def wait_for(runtime, fence_array) -> None:
+    """Wait (GIL released) for the submission of ``fence_array`` (``submit_only``); raises
+    ``VulkanError`` after ``FENCE_TIMEOUT_NS`` (the next submission with this fence waits for
+    it first) or on a failure."""
+    result = runtime.vk.lib.vkWaitForFences(runtime.device, 1, fence_array, 1, FENCE_TIMEOUT_NS)
     if result == 2:  # VK_TIMEOUT: remember it, so that the next run waits for this one first
-        _OVERDUE.add(key)
+        _OVERDUE.add(id(fence_array))
         raise VulkanError(
             f"a Vulkan submission did not finish within {FENCE_TIMEOUT_NS / 1e9:.0f} s; its outputs were "
             "not read (the next run of this session first waits for it)"
