@@ -14,6 +14,8 @@ A run with no options on a plan of one segment without host steps, whose outputs
 backends compute, goes through ``BoundRun``: the feeds' uploads, the partitions and the
 outputs' downloads are looked up once for the plan, so a run is the device turns, the
 session lock, the copies in, the partitions and the copies out (``bench/bench_burst.py``).
+``Session.run`` with no options does the same for feeds like its last plain run's
+(``run_plain``): every check of that run still holds for them.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ import numpy as np
 from mnnpy.errors import InputError
 from mnnpy.exit_gate import GATE
 from mnnpy.float_errors import loud, quiet
+from mnnpy.graph_runner import LOOP_TIMEOUT_S
+from mnnpy.run_request import wanted_outputs
 from mnnpy.session_runs import execute, run_devices
 from mnnpy.timing import RunOutputs
 
@@ -99,6 +103,33 @@ class Burst:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def plain_options(output_names, loop_timeout, outputs, measure_timing, deadline, timeout_ms, outputs_on_device) -> bool:
+    """Whether ``Session.run``'s options are all their defaults (a plain run: ``run_plain``)."""
+    plain = all(v is None for v in (output_names, outputs, deadline, timeout_ms))
+    return plain and measure_timing is False and outputs_on_device is False and loop_timeout == LOOP_TIMEOUT_S
+
+
+def run_plain(session, feeds: Mapping[str, Any]) -> RunOutputs:
+    """``session.run(feeds)`` with no options: through the ``BoundRun`` of the session's last
+    plain run when ``feeds`` are like its feeds (ndarrays of the same names, shapes and
+    dtypes, so that every check of that run holds) and its plan is still the session's; else
+    the full path, after which the plan is bound for the next one (not for a model whose plan
+    depends on input values). On silero's VAD model: 99 µs a run against 125 (here)."""
+    bound = session._bound
+    out = None if bound is None else bound.run(feeds)
+    if out is not None:
+        return out
+    out = execute(session, session._check_feeds(feeds), session._request(None))
+    if session.runner.value_inputs:
+        return out
+    signature = tuple([(n, a.shape, a.dtype) for n, a in feeds.items() if type(a) is np.ndarray])
+    bound, plan = session._bound, session.runner.plan
+    if len(signature) == len(feeds) and not (bound is not None and bound.plan is plan and bound.signature == signature):
+        index = [(n, session._input_index[n]) for n in feeds]
+        session._bound = BoundRun.of(session, plan, signature, index, wanted_outputs(session.graph, None))
+    return out
 
 
 class BoundRun:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from mnnpy.backend import Backend
-from mnnpy.burst import Burst
+from mnnpy.burst import Burst, plain_options, run_plain
 from mnnpy.device_queue import priority_level
 from mnnpy.errors import InputError, ShapeError
 from mnnpy.exit_gate import GATE
@@ -80,6 +80,7 @@ class Session:
         self._queue = RunQueue(f"mnnpy-run-{self.graph.name or 'session'}", lanes, lambda lane: lane_context(self, lane))
         self._closed = False
         self._run_count = 0  # runs started: a DeviceTensor of an earlier run is stale
+        self._bound: Any = None  # the last plain run's plan, bound (mnnpy.burst.run_plain)
 
     @property
     def resize_count(self) -> int:
@@ -220,6 +221,8 @@ class Session:
         also when the machine runs out of memory during the run: NumPy's ``MemoryError``),
         ``OutputBufferTooSmallError``, ``DeadlineMissedError`` or ``LoopTimeoutError``.
         """
+        if plain_options(output_names, loop_timeout, outputs, measure_timing, deadline, timeout_ms, outputs_on_device):
+            return run_plain(self, feeds)  # feeds like the last plain run's: its checks hold (mnnpy.burst)
         arrays = self._check_feeds(feeds)
         options = dict(outputs=outputs, measure_timing=measure_timing, deadline=deadline, timeout_ms=timeout_ms)
         return execute(self, arrays, self._request(output_names, loop_timeout, outputs_on_device=outputs_on_device, **options))
@@ -266,8 +269,7 @@ class Session:
         return fence, inline_fenced(self, request, list(wait_for), job) or self._queue.submit(job)
 
     def burst(self) -> Burst:
-        """A ``Burst`` for rapid successive runs (NNAPI's burst; ``mnnpy.burst``):
-        ``with session.burst() as b: b.run(feeds)``."""
+        """A ``Burst`` for rapid successive runs (NNAPI's burst): ``with session.burst() as b: b.run(feeds)``."""
         return Burst(self)
 
     def close(self) -> None:

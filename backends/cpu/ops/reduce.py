@@ -31,8 +31,11 @@ class ReduceMean(Execution):
             np.copyto(y, x)
         elif self.count == 0:
             y.fill(0)  # the mean of an empty set: 0, as onnxruntime gives
+        elif self.scratch is None and x.dtype != np.float16:
+            np.add.reduce(x, axis=self.axes, keepdims=self.keep, out=y)  # np.mean's own two steps, without its
+            np.true_divide(y, self.count, out=y)  # Python wrapper (7 µs on silero's small mean, now 2)
         elif self.scratch is None:
-            np.mean(x, axis=self.axes, keepdims=self.keep, out=y)
+            np.mean(x, axis=self.axes, keepdims=self.keep, out=y)  # float16: accumulated in float32
         else:
             s = self.scratch
             np.sum(x, axis=self.axes, keepdims=self.keep, dtype=np.float64, out=s)

@@ -12,6 +12,7 @@ import numpy as np
 from mnnpy.backend import Execution
 from mnnpy.backends.cpu.registry import cpu_execution
 from mnnpy.errors import ShapeError
+from mnnpy.float_errors import loud, quiet
 
 
 def same_buffer(a: np.ndarray, b: np.ndarray) -> bool:
@@ -153,8 +154,11 @@ class Cast(Execution):
     nearest even. Out-of-range float -> int results are undefined in the spec."""
 
     def on_execute(self, inputs, outputs):
-        with np.errstate(invalid="ignore", over="ignore"):
+        token = quiet()  # np.errstate costs 0.8 µs a call
+        try:
             np.copyto(outputs[0], inputs[0], casting="unsafe")
+        finally:
+            loud(token)
 
 
 @cpu_execution("ConstantOfShape")
