@@ -20,6 +20,7 @@ session lock, the copies in, the partitions and the copies out (``bench/bench_bu
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping
 from functools import partial
 from typing import Any
@@ -45,14 +46,14 @@ class Burst:
         self._arrays_index: list[tuple[str, int]] = []
         self._key: tuple | None = None
         self._requests: dict[tuple, Any] = {}
-        self._bound: BoundRun | None = None
+        self._bound = _DEAD  # weakref of the BoundRun of its last run (kept by the plan)
         self._closed = False
 
     def run(self, feeds: Mapping[str, Any], output_names: list[str] | None = None, **options: Any):
         """``Session.run(feeds, output_names, **options)`` for the burst; returns its ``RunOutputs``."""
         if self._closed:
             raise InputError("the burst is closed")
-        bound = self._bound
+        bound = self._bound()
         if bound is not None and output_names is None and not options:
             out = bound.run(feeds)
             if out is not None:
@@ -71,13 +72,14 @@ class Burst:
             self._signature = signature if signature is not None and len(signature) == len(feeds) else None
             self._arrays_index = [(n, s._input_index[n]) for n in feeds]
             self._key = key
-            self._bound = None
+            self._bound = _DEAD
         request = self._request(output_names, options)
         out = execute(s, arrays, request, key)
         if output_names is None and not options and self._signature is not None and not s.runner.value_inputs:
             plan = s.runner.plan
-            if self._bound is None or self._bound.plan is not plan:
-                self._bound = BoundRun.of(s, plan, self._signature, self._arrays_index, request.wanted)
+            bound = self._bound()
+            if bound is None or bound.plan is not plan:
+                self._bound = _weak(BoundRun.of(s, plan, self._signature, self._arrays_index, request.wanted))
         return out
 
     def _request(self, output_names, options: dict):
@@ -96,7 +98,7 @@ class Burst:
         """End the burst; its session stays usable."""
         self._closed = True
         self._requests.clear()
-        self._bound = None
+        self._bound = _DEAD
 
     def __enter__(self) -> Burst:
         return self
@@ -117,7 +119,7 @@ def run_plain(session, feeds: Mapping[str, Any]) -> RunOutputs:
     dtypes, so that every check of that run holds) and its plan is still the session's; else
     the full path, after which the plan is bound for the next one (not for a model whose plan
     depends on input values). On silero's VAD model: 99 µs a run against 125 (here)."""
-    bound = session._bound
+    bound = session._bound()
     out = None if bound is None else bound.run(feeds)
     if out is not None:
         return out
@@ -125,11 +127,20 @@ def run_plain(session, feeds: Mapping[str, Any]) -> RunOutputs:
     if session.runner.value_inputs:
         return out
     signature = tuple([(n, a.shape, a.dtype) for n, a in feeds.items() if type(a) is np.ndarray])
-    bound, plan = session._bound, session.runner.plan
+    bound, plan = session._bound(), session.runner.plan
     if len(signature) == len(feeds) and not (bound is not None and bound.plan is plan and bound.signature == signature):
         index = [(n, session._input_index[n]) for n in feeds]
-        session._bound = BoundRun.of(session, plan, signature, index, wanted_outputs(session.graph, None))
+        session._bound = _weak(BoundRun.of(session, plan, signature, index, wanted_outputs(session.graph, None)))
     return out
+
+
+def _weak(bound: BoundRun | None):
+    """A weak reference to ``bound`` (``_DEAD`` for ``None``)."""
+    return _DEAD if bound is None else weakref.ref(bound)
+
+
+def _DEAD() -> None:  # a dead weak reference
+    return None
 
 
 class BoundRun:
@@ -140,14 +151,20 @@ class BoundRun:
     when the session's plan changed since (the caller takes the full path)."""
 
     def __init__(self, session, plan, signature: tuple, writes: list, reads: list):
-        self.session, self.plan, self.signature, self.writes = session, plan, signature, writes
+        self.signature, self.writes = signature, writes
+        self._session = weakref.ref(session)  # no cycle session -> plan -> BoundRun -> session
+        self._plan = weakref.ref(plan)  # the plan keeps its BoundRuns (Plan.bound): evicting it frees both
         self.steps = [step.execute if step.copies else partial(step.backend.execute_partition, step) for step in plan.steps]
-        self.segments = [plan]
         self.shapes = {name: tuple(plan.sizes.shapes[t]) for name, t, _, _ in reads}
         self.reads = [(name, download, h) for name, _, download, h in reads]
         devices = [(units, rt.device_queue()) for units, rt in run_devices(session, plan)]
         self.queues = [(q, min(max(1, units), q.capacity)) for units, q in devices]
         self.gated = any(b.exit_gated for b in plan.backends)
+
+    @property
+    def plan(self):
+        """The plan it runs (``None`` once evicted)."""
+        return self._plan()
 
     @classmethod
     def of(cls, session, plan, signature: tuple, feeds_index: list[tuple[str, int]], wanted: list[int]) -> BoundRun | None:
@@ -168,7 +185,9 @@ class BoundRun:
             if b is None or t in plan.sizes.values or t in plan.inputs or t not in plan.sizes.shapes:
                 return None
             reads.append((session.graph.tensors[t].name, t, plan.backends[b].download, plan.handles[b][t]))
-        return cls(session, plan, signature, writes, reads)
+        if signature not in plan.bound:
+            plan.bound[signature] = cls(session, plan, signature, writes, reads)
+        return plan.bound[signature]
 
     def run(self, feeds: Mapping[str, Any]) -> RunOutputs | None:
         """One run on ``feeds``; ``None`` when they are not ndarrays of the names, shapes and
@@ -181,7 +200,9 @@ class BoundRun:
             return None
         if len(feeds) != len(self.signature):
             return None
-        s, gated = self.session, self.gated
+        s, gated = self._session(), self.gated
+        if s is None:
+            return None
         if gated:
             GATE.enter()
         held = []
@@ -194,13 +215,14 @@ class BoundRun:
                 if s._closed:
                     raise InputError("the session is closed")
                 runner = s.runner
-                if runner.plan is not self.plan:
+                plan = runner.plan
+                if plan is None or plan is not self._plan():
                     return None
                 s._run_count += 1  # device tensors of earlier runs go stale (mnnpy.device_tensor)
-                for b in self.plan.backends:
+                for b in plan.backends:
                     if b.timing or b.defer_wait:
                         b.timing = b.defer_wait = False
-                runner.segments = self.segments
+                runner.segments = [plan]
                 runner._running += 1
                 try:
                     for name, writes in self.writes:

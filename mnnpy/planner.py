@@ -120,6 +120,7 @@ class Plan:
     host: HostStep | None = None
     results: dict[int, Any] = field(default_factory=dict)  # the host step's outputs of the last run
     devices: list | None = None  # (units, runtime) a run of it takes turns on (mnnpy.session_runs.run_devices)
+    bound: dict = field(default_factory=dict)  # feed signature -> its BoundRun (mnnpy.burst)
 
     def write(self, arrays: Mapping[int, Any]) -> None:
         """Upload each input array into every backend that holds its tensor; a

@@ -80,7 +80,7 @@ class Session:
         self._queue = RunQueue(f"mnnpy-run-{self.graph.name or 'session'}", lanes, lambda lane: lane_context(self, lane))
         self._closed = False
         self._run_count = 0  # runs started: a DeviceTensor of an earlier run is stale
-        self._bound: Any = None  # the last plain run's plan, bound (mnnpy.burst.run_plain)
+        self._bound: Any = lambda: None  # weakref of the last plain run's BoundRun (mnnpy.burst.run_plain)
 
     @property
     def resize_count(self) -> int:

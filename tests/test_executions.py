@@ -282,7 +282,7 @@ def test_bound_burst_runs_copy_out_and_follow_the_sessions_plan(backend, expecte
     with mnnpy.Interpreter(_model(("N", 3, 8, 8))).create_session(backend=backend) as s, s.burst() as burst:
         first = burst.run({"x": X})["y"]
         second = burst.run({"x": X})["y"]
-        assert burst._bound is not None and burst._bound.plan is s.runner.plan
+        assert burst._bound() is not None and burst._bound().plan is s.runner.plan
         assert not np.shares_memory(first, second)
         first[...] = 0  # the caller's copy: the next run is not affected
         _close(burst.run({"x": X})["y"], expected)
@@ -309,7 +309,7 @@ def test_bound_burst_runs_ignore_float_errors_and_wait_for_a_busy_device():
         for _ in range(3):
             out = burst.run(feeds)["y"]  # 0/0: NaN, silently, as onnxruntime gives
             np.testing.assert_array_equal(out, [np.nan, 1.0, 1.0])
-        assert burst._bound is not None
+        assert burst._bound() is not None and s._bound() is None  # no plain run yet
     queue = s._devices[0][1].device_queue()  # the CPU runtime's
     held = queue.acquire(2, queue.capacity)  # every unit of the CPU: the burst's run waits
     done = threading.Event()
@@ -366,6 +366,41 @@ def test_a_gpu_run_whose_ops_all_run_on_the_gpu_leaves_the_cpus_queue_alone(back
             _close(done[0], expected)
         finally:
             cpu.release(held)
+
+
+def test_plain_runs_take_the_bound_path_and_evicted_plans_free_their_memory():
+    """``run`` with no options on feeds like the last plain run's goes through that run's
+    ``BoundRun`` (same outputs); the plan keeps it, so a session that forgets the plan (new
+    shapes beyond its cache, or ``close``) frees the plan's arena with it."""
+    import gc
+    import weakref
+
+    from mnnpy.graph_runner import RESIZE_CACHE
+
+    s = mnnpy.Interpreter(_model(("N", 3, 8, 8))).create_session()
+    ref = mnnpy.Interpreter(MODEL).create_session()
+    want = ref.run({"x": X})["y"]
+    _close(s.run({"x": X})["y"], want)
+    bound = s._bound()
+    assert bound is not None and bound.plan is s.runner.plan
+    calls = []
+    real = type(bound).run
+    type(bound).run = lambda self, feeds: (calls.append(1) if self is bound else None) or real(self, feeds)
+    try:
+        _close(s.run({"x": X})["y"], want)
+        want_neg = ref.run({"x": -X})["y"]
+        _close(s.run({"x": -X})["y"], want_neg)
+        assert len(calls) == 2
+        s.run({"x": X}, measure_timing=True)  # options: the full path
+        assert len(calls) == 2
+    finally:
+        type(bound).run = real
+    arena, bound = weakref.ref(s.backends[-1].arena), weakref.ref(bound)
+    for n in range(3, RESIZE_CACHE + 4):  # other batch sizes push the first plan out of the cache
+        s.run({"x": np.concatenate([X] * n)})
+    gc.collect()
+    assert bound() is None and arena() is None
+    s.close()
 
 
 # -- priorities -----------------------------------------------------------------------------------
