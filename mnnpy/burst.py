@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Mapping
-from functools import partial
 from typing import Any
 
 import numpy as np
@@ -145,8 +144,10 @@ def _DEAD() -> None:  # a dead weak reference
 
 class BoundRun:
     """A burst's run on one ``plan`` with its lookups done once: per feed name the
-    ``(Backend.upload, handle)`` pairs to write, the partitions' ``execute``, per output
-    ``(name, Backend.download, handle)``, the output shapes and the device queues to take
+    ``(backend, handle)`` pairs to ``upload`` to, the partitions (``(backend, step)``: its
+    ``execute_partition``, or the step's ``execute`` where it copies at its border), per output
+    ``(name, backend, handle)`` to ``download``; the methods are looked up at each run, as the
+    full path does; the output shapes and the device queues to take
     (``of`` says when a plan qualifies). ``run(feeds)`` returns ``RunOutputs``, or ``None``
     when the session's plan changed since (the caller takes the full path)."""
 
@@ -154,9 +155,9 @@ class BoundRun:
         self.signature, self.writes = signature, writes
         self._session = weakref.ref(session)  # no cycle session -> plan -> BoundRun -> session
         self._plan = weakref.ref(plan)  # the plan keeps its BoundRuns (Plan.bound): evicting it frees both
-        self.steps = [step.execute if step.copies else partial(step.backend.execute_partition, step) for step in plan.steps]
+        self.steps = [(None, step) if step.copies else (step.backend, step) for step in plan.steps]
         self.shapes = {name: tuple(plan.sizes.shapes[t]) for name, t, _, _ in reads}
-        self.reads = [(name, download, h) for name, _, download, h in reads]
+        self.reads = [(name, backend, h) for name, _, backend, h in reads]
         devices = [(units, rt.device_queue()) for units, rt in run_devices(session, plan)]
         self.queues = [(q, min(max(1, units), q.capacity)) for units, q in devices]
         self.gated = any(b.exit_gated for b in plan.backends)
@@ -178,13 +179,13 @@ class BoundRun:
         for name, t in feeds_index:
             if t in plan.sizes.values:
                 return None
-            writes.append((name, [(b.upload, h[t]) for b, h in zip(plan.backends, plan.handles) if t in h]))
+            writes.append((name, [(b, h[t]) for b, h in zip(plan.backends, plan.handles) if t in h]))
         reads = []
         for t in wanted:
             b = plan.schedule.home.get(t)
             if b is None or t in plan.sizes.values or t in plan.inputs or t not in plan.sizes.shapes:
                 return None
-            reads.append((session.graph.tensors[t].name, t, plan.backends[b].download, plan.handles[b][t]))
+            reads.append((session.graph.tensors[t].name, t, plan.backends[b], plan.handles[b][t]))
         if signature not in plan.bound:
             plan.bound[signature] = cls(session, plan, signature, writes, reads)
         return plan.bound[signature]
@@ -227,17 +228,20 @@ class BoundRun:
                 try:
                     for name, writes in self.writes:
                         a = feeds[name]
-                        for upload, h in writes:
-                            upload(a, h)
+                        for backend, h in writes:
+                            backend.upload(a, h)
                     token = quiet()  # as GraphRunner.run
                     try:
-                        for execute_step in self.steps:
-                            execute_step()
+                        for backend, step in self.steps:
+                            if backend is None:
+                                step.execute()
+                            else:
+                                backend.execute_partition(step)
                     finally:
                         loud(token)
                     out = RunOutputs()
-                    for name, download, h in self.reads:
-                        out[name] = download(h)
+                    for name, backend, h in self.reads:
+                        out[name] = backend.download(h)
                 finally:
                     runner._running -= 1
                 s._output_shapes = self.shapes
