@@ -31,7 +31,7 @@ from mnnpy.exit_gate import GATE
 from mnnpy.float_errors import loud, quiet
 from mnnpy.graph_runner import LOOP_TIMEOUT_S
 from mnnpy.run_request import wanted_outputs
-from mnnpy.session_runs import execute, run_devices
+from mnnpy.session_runs import execute, out_of_memory, run_devices
 from mnnpy.timing import RunOutputs
 
 
@@ -242,6 +242,8 @@ class BoundRun:
                     out = RunOutputs()
                     for name, backend, h in self.reads:
                         out[name] = backend.download(h)
+                except MemoryError as e:
+                    raise out_of_memory({n: shape for n, shape, _ in self.signature}, e) from None
                 finally:
                     runner._running -= 1
                 s._output_shapes = self.shapes

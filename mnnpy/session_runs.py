@@ -88,8 +88,7 @@ def _locked(session, arrays, request: RunRequest, key, context: RunContext, into
     try:
         results = runner.run(arrays, request.wanted, context, key, into, keep)
     except MemoryError as e:
-        shapes = {graph.tensors[t].name: shape_of(a) for t, a in arrays.items()}
-        raise ShapeError(f"input shapes {shapes}: the run ran out of memory: {e or 'MemoryError'}") from None
+        raise out_of_memory({graph.tensors[t].name: shape_of(a) for t, a in arrays.items()}, e) from None
     finally:
         if deadline is not None:
             for b in session.backends:
@@ -101,6 +100,12 @@ def _locked(session, arrays, request: RunRequest, key, context: RunContext, into
         context.meter.span(time.perf_counter() - t0)
         out.timing = context.meter.timing()
     return out
+
+
+def out_of_memory(shapes: dict, error: MemoryError) -> ShapeError:
+    """The ``ShapeError`` of a run (input name -> shape ``shapes``) that raised ``MemoryError``
+    (a kernel's temporaries beyond what the machine has)."""
+    return ShapeError(f"input shapes {shapes}: the run ran out of memory: {error or 'MemoryError'}")
 
 
 def device_output(session, run: int, plan, t: int, arrays: dict[int, Any]) -> Any:
