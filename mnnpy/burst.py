@@ -220,28 +220,10 @@ class BoundRun:
                 if plan is None or plan is not self._plan():
                     return None
                 s._run_count += 1  # device tensors of earlier runs go stale (mnnpy.device_tensor)
-                for b in plan.backends:
-                    if b.timing or b.defer_wait:
-                        b.timing = b.defer_wait = False
                 runner.segments = [plan]
                 runner._running += 1
                 try:
-                    for name, writes in self.writes:
-                        a = feeds[name]
-                        for backend, h in writes:
-                            backend.upload(a, h)
-                    token = quiet()  # as GraphRunner.run
-                    try:
-                        for backend, step in self.steps:
-                            if backend is None:
-                                step.execute()
-                            else:
-                                backend.execute_partition(step)
-                    finally:
-                        loud(token)
-                    out = RunOutputs()
-                    for name, backend, h in self.reads:
-                        out[name] = backend.download(h)
+                    out = self._compute(plan, feeds)
                 except MemoryError as e:
                     raise out_of_memory({n: shape for n, shape, _ in self.signature}, e) from None
                 finally:
@@ -253,3 +235,26 @@ class BoundRun:
                 queue.release(units)
             if gated:
                 GATE.leave()
+
+    def _compute(self, plan, feeds: Mapping[str, Any]) -> RunOutputs:
+        """The copies in, the partitions and the copies out (under the session's lock)."""
+        for b in plan.backends:
+            if b.timing or b.defer_wait:
+                b.timing = b.defer_wait = False
+        for name, writes in self.writes:
+            a = feeds[name]
+            for backend, h in writes:
+                backend.upload(a, h)
+        token = quiet()  # as GraphRunner.run
+        try:
+            for backend, step in self.steps:
+                if backend is None:
+                    step.execute()
+                else:
+                    backend.execute_partition(step)
+        finally:
+            loud(token)
+        out = RunOutputs()
+        for name, backend, h in self.reads:
+            out[name] = backend.download(h)
+        return out
