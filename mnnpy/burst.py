@@ -153,6 +153,7 @@ class BoundRun:
 
     def __init__(self, session, plan, signature: tuple, writes: list, reads: list):
         self.signature, self.writes = signature, writes
+        self._feeds = list(signature)  # compared as a list: 0.33 µs against 0.49 for a tuple
         self._session = weakref.ref(session)  # no cycle session -> plan -> BoundRun -> session
         self._plan = weakref.ref(plan)  # the plan keeps its BoundRuns (Plan.bound): evicting it frees both
         self.steps = [(None, step) if step.copies else (step.backend, step) for step in plan.steps]
@@ -195,11 +196,11 @@ class BoundRun:
         dtypes the run was bound for, or the plan is no longer the session's (the caller
         takes the full path, which checks them)."""
         try:
-            if tuple([(n, a.shape, a.dtype) for n, a in feeds.items() if type(a) is np.ndarray]) != self.signature:
+            if [(n, a.shape, a.dtype) for n, a in feeds.items() if type(a) is np.ndarray] != self._feeds:
                 return None
         except AttributeError:
             return None
-        if len(feeds) != len(self.signature):
+        if len(feeds) != len(self._feeds):
             return None
         s, gated = self._session(), self.gated
         if s is None:
