@@ -403,26 +403,6 @@ def test_plain_runs_take_the_bound_path_and_evicted_plans_free_their_memory():
     s.close()
 
 
-@pytest.mark.parametrize("backend", gpu_backends("opencl"))
-def test_opencl_lanes_are_queues_of_their_own(backend, monkeypatch):
-    """OpenCL with two plain queues (a GPU has them; PoCL, a CPU device, gets a second one
-    here): the sibling of lane 1 enqueues on the second, each run its own input's outputs."""
-    from mnnpy.backend import get_runtime
-
-    rt = get_runtime(backend)
-    queues = [rt.queues[0], rt.cl.CommandQueue(rt.context, rt.device)]
-    monkeypatch.setattr(rt, "queues", queues)
-    monkeypatch.setattr(rt, "lanes", 2)
-    ref = mnnpy.Interpreter(MODEL).create_session()
-    inputs = [X * k for k in (1.0, -1.0, 0.5, 2.0, -3.0, 0.25)]
-    with _session(backend) as s:
-        futures = [s.run_async({"x": x}) for x in inputs]
-        for x, f in zip(inputs, futures):
-            _close(f.result(timeout=60)["y"], ref.run({"x": x})["y"])
-        sibling = s._siblings[1]
-        assert sibling.backends[0].queue is queues[1] and s.backends[0].queue is queues[0]
-
-
 # -- priorities -----------------------------------------------------------------------------------
 
 

@@ -45,8 +45,7 @@ class OpenCLBackend(GPUBackend):
     def __init__(self, runtime, config: BackendConfig):
         super().__init__(runtime, config)
         self.cl = runtime.cl
-        self.lane = config.lane
-        self.queue = runtime.lane_queue(config.lane)  # the lane's plain queue (the profiling one for timed runs)
+        self.queue = runtime.queue
         self._timing = False
         self.arena = None
         self._new_launches: list = []
@@ -209,8 +208,7 @@ class OpenCLBackend(GPUBackend):
 
     def copy_device(self, src_backend, src, dst: CLTensor) -> bool:
         """Another OpenCL session's tensor ``src`` (same Runtime: same context; the same in-order
-        queue unless one of the two runs was timed or they are on two lanes, then the source's
-        queue is finished first and the copy waited for)
+        queue unless one of the two runs was timed, then the source's queue is finished first)
         into ``dst``: ``clEnqueueCopyBuffer`` between their border forms (float32 twins
         of fp16 storage, cast on the device on either side), queued before this run's kernels;
         ``False`` (through the host) for another backend or sizes that differ."""
@@ -225,9 +223,8 @@ class OpenCLBackend(GPUBackend):
         if crossing != target.dtype or src.size != target.size:
             return False
         source = src_backend.border(src)
-        other = src_backend.queue is not self.queue  # one run timed and the other not, or two lanes
-        if other:
-            src_backend.queue.finish()
+        if src_backend.queue is not self.queue:
+            src_backend.queue.finish()  # its run was timed and this one not, or the reverse: two queues
         if target.nbytes:
             self.cl.enqueue_copy(
                 self.queue,
@@ -237,8 +234,6 @@ class OpenCLBackend(GPUBackend):
                 src_offset=source.offset,
                 dst_offset=target.offset,
             )
-            if other:
-                self.queue.finish()  # read before the source's next run, queued on its own queue, writes it
         if cast is not None:
             cast()
         return True
@@ -258,8 +253,7 @@ class OpenCLBackend(GPUBackend):
     def timing(self, on: bool) -> None:
         # a timed run enqueues on the profiling queue, the others on the plain one; the
         # queue left is finished first (between runs it has nothing in flight anyway)
-        rt = self.runtime
-        queue = rt.timed_queue if on and rt.timed_queue is not None else rt.lane_queue(self.lane)
+        queue = self.runtime.timed_queue if on and self.runtime.timed_queue is not None else self.runtime.queue
         if queue is not self.queue:
             self.queue.finish()
             self.queue = queue

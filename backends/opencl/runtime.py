@@ -1,10 +1,9 @@
 """``OpenCLRuntime``: one per process for the chosen device (``device.py``).
 
-Holds the device, one context, in-order queues (a plain one per lane: two on a GPU, one
-elsewhere; and one with profiling events for timed runs: ``device_time.py``), the program
-cache (``program.py``: built from ``shaders/opencl/*.cl`` with ``common.h`` and the
-activation table's code (``activation.py``) prepended, in memory and as verified binaries on
-disk) and the work-group ``Tuner`` (``tuning.py``). Sessions get an ``OpenCLBackend`` each
+Holds the device, one context, two in-order queues (the second with profiling events:
+``device_time.py``), the program cache (``program.py``: built from ``shaders/opencl/*.cl``
+with ``common.h`` and the activation table's code (``activation.py``) prepended, in memory
+and as verified binaries on disk) and the work-group ``Tuner`` (``tuning.py``). Sessions get an ``OpenCLBackend`` each
 (``create_backend``). ``import`` of this module does not import pyopencl; creating the
 Runtime does.
 """
@@ -21,8 +20,6 @@ from mnnpy.backends.opencl.device import DEVICE_ENV, FORK, describe_device, devi
 from mnnpy.log import get_logger, lazy
 
 _log = get_logger("opencl")
-
-MAX_LANES = 2  # plain queues on a GPU (one per lane of a session's asynchronous runs)
 
 
 def _shader_dir():
@@ -74,11 +71,7 @@ class OpenCLRuntime(Runtime):
         # two in-order queues: a plain one for runs and one with profiling events for timed runs
         # (device_time.py; a profiling queue cost NVIDIA's driver 29% on a one-op model)
         self.profiling = bool(self.device.queue_properties & cl.command_queue_properties.PROFILING_ENABLE)
-        # on a GPU one plain queue per lane (``BackendConfig.lane``): a session's asynchronous
-        # runs go to two queues, whose kernels the device may run side by side (mnnpy.run_queue)
-        self.lanes = MAX_LANES if self.device.type & cl.device_type.GPU else 1
-        self.queues = [cl.CommandQueue(self.context, self.device) for _ in range(self.lanes)]
-        self.queue = self.queues[0]
+        self.queue = cl.CommandQueue(self.context, self.device)
         props = cl.command_queue_properties.PROFILING_ENABLE
         self.timed_queue = cl.CommandQueue(self.context, self.device, properties=props) if self.profiling else None
         from mnnpy.backends.opencl.program import ProgramCache
@@ -90,10 +83,6 @@ class OpenCLRuntime(Runtime):
 
         self._prelude = _shader_dir().joinpath("common.h").read_text() + activation_source()
         _log.info("runtime on %s created in %.1f ms", lazy(self.describe), (time.perf_counter() - t0) * 1e3)
-
-    def lane_queue(self, lane: int):
-        """The plain in-order queue of ``lane`` (modulo the lanes there are)."""
-        return self.queues[lane % len(self.queues)]
 
     def describe(self) -> str:
         """One line: device name, platform, OpenCL version, compute units, memory."""

@@ -168,8 +168,7 @@ class Tuner(DiskCache):
             props = cl.command_queue_properties.PROFILING_ENABLE
             self._queue = cl.CommandQueue(self.runtime.context, self.runtime.device, properties=props)
         q = self._queue
-        for queue in self.runtime.queues:  # nothing in flight on the run queues touches the same memory
-            queue.finish()
+        self.runtime.queue.finish()  # nothing in flight on the run queues touches the same memory
         if self.runtime.timed_queue is not None:
             self.runtime.timed_queue.finish()
         times = []
