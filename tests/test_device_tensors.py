@@ -335,3 +335,22 @@ def test_fenced_runs_that_cannot_defer_go_to_the_run_thread(rng, backend):
         y = future.result(timeout=60)["y"]
         np.testing.assert_array_equal(y.numpy() if isinstance(y, DeviceTensor) else y, want)
         assert fence.wait(10) and not any(b.in_flight() for b in s.backends)
+
+
+@pytest.mark.parametrize("backend", gpu_backends())
+def test_a_device_tensor_fed_to_a_session_of_another_lane_is_correct(rng, monkeypatch, backend):
+    """Two lanes (forced: one queue here): a device tensor of a lane-0 session fed to a
+    lane-1 session (an asynchronous run's sibling) gives the host chain's result (Vulkan takes
+    it through the host: only one queue's order keeps the copy after the source's work)."""
+    from mnnpy.backend import get_runtime
+
+    monkeypatch.setattr(get_runtime(backend), "lanes", 2)
+    (m1, x), (m2, _) = _first(rng), _second(rng)
+    a = _session(m1, backend)
+    b = mnnpy.Interpreter(convert(m2)).create_session(backend=[backend, "cpu"])
+    want = b.run({"x": a.run({"x": x})["y"]})["y"]
+    b1 = b._spawn(1)
+    assert all(be.config.lane == 1 for be in b1.backends)
+    for _ in range(2):
+        y = a.run({"x": x}, outputs_on_device=True)["y"]
+        np.testing.assert_allclose(b1.run({"x": y})["y"], want, **ELEMENTWISE)

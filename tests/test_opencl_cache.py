@@ -226,14 +226,16 @@ print("survived", c2.last_rejection)
 def test_truncated_binary_cannot_take_the_process_down(folder):
     """PoCL segfaults or aborts building a truncated binary: an entry holding one (hash
     and key right) is built in a child process first, which dies instead; the entry is
-    deleted and the program rebuilt. Run in a child of the test to see a crash as one."""
+    deleted and the program rebuilt. Run in a child of the test to see a crash as one.
+    NVIDIA's driver refuses the binary instead (``clBuildProgram`` fails in the child): the
+    same rejection, without the crash."""
     import subprocess
     import sys
 
     env = dict(os.environ, **{pc.CACHE_ENV: str(folder)})
     r = subprocess.run([sys.executable, "-c", TRUNCATED], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and "survived" in r.stdout, (r.returncode, r.stdout, r.stderr[-2000:])
-    assert "died loading it (killed by SIG" in r.stdout
+    assert "died loading it (killed by SIG" in r.stdout or "clBuildProgram failed" in r.stdout
 
 
 def test_binary_of_another_program_is_replaced(rt, folder):
