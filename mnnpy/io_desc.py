@@ -68,6 +68,8 @@ class IODesc:
                 raise InputError(f"input '{self.name}': device tensor '{value.name}' is {value.dtype}, expected {self.dtype}")
             value.check("fed to a run")
             return value
+        if value is None:  # np.asarray(None, float32) would be NaN
+            raise InputError(f"input '{self.name}': None is not a value; give an array of {self.dtype}")
         if isinstance(value, np.ndarray):
             if value.dtype != self.dtype:
                 raise InputError(f"input '{self.name}': dtype {value.dtype}, expected {self.dtype}")

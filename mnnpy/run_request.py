@@ -25,6 +25,8 @@ import numpy as np
 from mnnpy.deadline import resolve
 from mnnpy.errors import InputError, OutputBufferTooSmallError
 
+OPTIONS = ("outputs", "measure_timing", "deadline", "timeout_ms", "outputs_on_device")  # Session.run's keywords
+
 
 @dataclass
 class RunRequest:
@@ -40,21 +42,18 @@ class RunRequest:
     outputs_on_device: bool = False
 
     @classmethod
-    def checked(
-        cls,
-        graph,
-        wanted: list[int],
-        loop_timeout: float,
-        outputs: Mapping[str, np.ndarray] | None = None,
-        measure_timing: bool = False,
-        deadline: float | None = None,
-        timeout_ms: float | None = None,
-        outputs_on_device: bool = False,
-    ) -> RunRequest:
-        """The request of ``wanted`` outputs with the options of ``Session.run`` checked
-        (``loop_timeout`` already is); raises ``InputError`` (also for ``outputs`` with
-        ``outputs_on_device``: an output is either written into the caller's array or left on
+    def checked(cls, graph, wanted: list[int], loop_timeout: float, **options: Any) -> RunRequest:
+        """The request of ``wanted`` outputs with the options of ``Session.run`` (``OPTIONS``)
+        checked (``loop_timeout`` already is); raises ``InputError`` for another option name
+        (the asynchronous runs and bursts take them as keywords), and for ``outputs`` with
+        ``outputs_on_device`` (an output is either written into the caller's array or left on
         the device)."""
+        unknown = sorted(set(options) - set(OPTIONS))
+        if unknown:
+            raise InputError(f"unknown run option(s) {unknown}; the options are {list(OPTIONS)} and loop_timeout")
+        outputs, measure_timing = options.get("outputs"), options.get("measure_timing", False)
+        deadline, timeout_ms = options.get("deadline"), options.get("timeout_ms")
+        outputs_on_device = options.get("outputs_on_device", False)
         if not isinstance(outputs_on_device, (bool, np.bool_)):
             raise InputError(f"outputs_on_device must be True or False, got {outputs_on_device!r}")
         if outputs_on_device and outputs:

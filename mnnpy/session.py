@@ -278,8 +278,8 @@ class Session:
         Also ``with interpreter.create_session() as s:``. Closing twice is a no-op."""
         self._closed = True
         self._queue.close()
-        for sibling in [s for s in self._siblings.values() if s is not self]:
-            sibling.close()
+        for sibling in list(self._siblings.values()):  # list(): one step, while a lane may add one
+            sibling is self or sibling.close()
         with self._lock:
             settle(self, locked=True)
             self.runner.clear()

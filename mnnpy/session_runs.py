@@ -135,6 +135,8 @@ def lane_context(session, lane: int):
         except Exception as e:  # noqa: BLE001 - the lane runs on the session itself
             _log.warning("lane %d: no sibling session (%s: %s); its runs take turns with lane 0", lane, type(e).__name__, e)
             session._siblings[lane] = session
+        if session._closed:  # closed while the sibling was made: close it too
+            session._siblings[lane].close()
     return session._siblings[lane]
 
 

@@ -403,6 +403,17 @@ def test_plain_runs_take_the_bound_path_and_evicted_plans_free_their_memory():
     s.close()
 
 
+def test_unknown_run_options_and_none_feeds_are_input_errors():
+    """Found by a newcomer's try: ``burst().run(feeds, timeout=5)`` raised a ``TypeError``
+    naming an internal function, and ``None`` for a float input became NaN."""
+    s = _session("cpu")
+    for call in (lambda: s.run_async({"x": X}, timeout=5), lambda: s.burst().run({"x": X}, timeout=5)):
+        with pytest.raises(InputError, match=r"unknown run option\(s\) \['timeout'\]"):
+            call()
+    with pytest.raises(InputError, match="None is not a value"):
+        s.run({"x": None})
+
+
 # -- priorities -----------------------------------------------------------------------------------
 
 
