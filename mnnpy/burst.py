@@ -75,10 +75,7 @@ class Burst:
         request = self._request(output_names, options)
         out = execute(s, arrays, request, key)
         if output_names is None and not options and self._signature is not None and not s.runner.value_inputs:
-            plan = s.runner.plan
-            bound = self._bound()
-            if bound is None or bound.plan is not plan:
-                self._bound = _weak(BoundRun.of(s, plan, self._signature, self._arrays_index, request.wanted))
+            self._bound = _bind(s, self._bound, self._signature, self._arrays_index, request.wanted)
         return out
 
     def _request(self, output_names, options: dict):
@@ -126,15 +123,21 @@ def run_plain(session, feeds: Mapping[str, Any]) -> RunOutputs:
     if session.runner.value_inputs:
         return out
     signature = tuple([(n, a.shape, a.dtype) for n, a in feeds.items() if type(a) is np.ndarray])
-    bound, plan = session._bound(), session.runner.plan
-    if len(signature) == len(feeds) and not (bound is not None and bound.plan is plan and bound.signature == signature):
+    if len(signature) == len(feeds):
         index = [(n, session._input_index[n]) for n in feeds]
-        session._bound = _weak(BoundRun.of(session, plan, signature, index, wanted_outputs(session.graph, None)))
+        session._bound = _bind(session, session._bound, signature, index, wanted_outputs(session.graph, None))
     return out
 
 
-def _weak(bound: BoundRun | None):
-    """A weak reference to ``bound`` (``_DEAD`` for ``None``)."""
+def _bind(session, current, signature: tuple, index: list[tuple[str, int]], wanted: list[int]):
+    """A weak reference to the ``BoundRun`` of the session's plan for feeds of ``signature``
+    (``index``: name -> input tensor) and outputs ``wanted``: ``current`` where it is that
+    one already, else the plan's (``BoundRun.of``; a dead reference where the plan does not
+    qualify)."""
+    bound, plan = current(), session.runner.plan
+    if bound is not None and bound.plan is plan and bound.signature == signature:
+        return current
+    bound = BoundRun.of(session, plan, signature, index, wanted)
     return _DEAD if bound is None else weakref.ref(bound)
 
 
