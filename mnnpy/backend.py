@@ -260,6 +260,11 @@ class Backend:
         fence, a download); the Session before a run, a resize or closing. Default: nothing
         (a backend that always waits)."""
 
+    def queue_key(self) -> tuple[int, int]:
+        """Which device queue it submits to: ``(id(runtime), lane modulo the runtime's lanes)``;
+        two backends with the same one see each other's work in submission order."""
+        return id(self.runtime), self.config.lane % self.runtime.lanes
+
     def in_flight(self) -> bool:
         """Whether work a run with ``defer_wait`` submitted may still be running (``finish``
         not called since). Default: False."""

@@ -207,9 +207,9 @@ def device_ordered(fence: Fence, session) -> bool:
     ``session`` submits next by a device queue alone: each such backend shares its Runtime
     and lane (queue) with one of ``session``'s (``mnnpy.fence``). Then ``session``'s run need
     not wait for it on the host."""
-    lanes = {(id(b.runtime), b.config.lane % b.runtime.lanes) for b in session.backends}
+    queues = {b.queue_key() for b in session.backends}
     pending = fence.in_flight
-    return bool(pending) and all((id(p.runtime), p.config.lane % p.runtime.lanes) in lanes for p in pending)
+    return bool(pending) and all(p.queue_key() in queues for p in pending)
 
 
 def inline_fenced(session, request: RunRequest, waits: list[Fence], job) -> Future | None:

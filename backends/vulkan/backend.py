@@ -324,7 +324,7 @@ class VulkanBackend(GPUBackend):
         the source's writes when the source's run did not wait for them (``defer_wait``)."""
         if not isinstance(src_backend, VulkanBackend) or src_backend.runtime is not self.runtime:
             return False
-        if src_backend.lane % self.runtime.lanes != self.lane % self.runtime.lanes:
+        if src_backend.queue_key() != self.queue_key():
             return False
         source = src_backend._twins.get(src) or src
         target = self._twins.get(dst) or dst
