@@ -347,7 +347,7 @@ def registered_backends() -> dict[str, str]:
 
 
 def _load_runtime_class(name: str) -> type[Runtime]:
-    spec = registered_backends().get(name)
+    spec = BUILTIN_BACKENDS.get(name) or registered_backends().get(name)  # built-ins: no entry-point scan
     if spec is None:
         raise BackendUnavailableError(f"unknown backend '{name}'; known: {sorted(registered_backends())}")
     module, _, cls = spec.partition(":")

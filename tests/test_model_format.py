@@ -94,10 +94,16 @@ def test_round_trip_from_bytes_with_attributes():
     ]
     net.main.ops[-1].outputs = [net.main.add_tensor(TensorDesc("yt", F32, None))]
     net.main.outputs += [6, 7]
-    back = model_file.load(model_file.serialize(net))
+    data = model_file.serialize(net)
+    back = model_file.load(data)
     ops = {o.name: o for o in back.main.ops}
     np.testing.assert_array_equal(ops["cos"].attrs["value"], fill)
-    assert ops["cos"].attrs["value"].ctypes.data % 64 == 0
+    value = ops["cos"].attrs["value"]
+    assert value.ctypes.data % model_file.IN_PLACE_ALIGN == 0
+    assert np.shares_memory(value, np.frombuffer(data, np.uint8))  # immutable bytes are read in place
+    copied = model_file.load(bytearray(data))  # a buffer the caller can change is copied, 64-byte aligned
+    value = {o.name: o for o in copied.main.ops}["cos"].attrs["value"]
+    assert value.ctypes.data % 64 == 0 and not np.shares_memory(value, np.frombuffer(data, np.uint8))
     assert ops["tr"].attrs == {"perm": [0, 2, 1]}
     assert back.metadata["character"] == "a\nb\n中"
 

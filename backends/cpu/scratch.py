@@ -19,9 +19,11 @@ from mnnpy import limits
 
 def filled(shape, dtype, fill=0) -> np.ndarray:
     """A new ``shape``/``dtype`` array filled with ``fill`` (pages mapped now), not charged:
-    for memory the planner charged already (the arena)."""
+    for memory the planner charged already (the arena). ``fill=None``: left as it is, for a
+    buffer the caller writes whole at once (its write maps the pages)."""
     a = np.empty(shape, dtype)
-    a.fill(fill)
+    if fill is not None:
+        a.fill(fill)
     return a
 
 
@@ -36,8 +38,8 @@ def charge_taps(taps: int, what: str) -> None:
 
 
 def scratch(shape, dtype, fill=0) -> np.ndarray:
-    """A new ``shape``/``dtype`` array filled with ``fill`` (pages mapped now), charged to the
-    plan being made. Raises ``ShapeError`` naming its bytes when it would pass the memory
+    """A new ``shape``/``dtype`` array filled with ``fill`` (pages mapped now; ``None``: see
+    ``filled``), charged to the plan being made. Raises ``ShapeError`` naming its bytes when it would pass the memory
     limit (writing it could get the process killed rather than fail cleanly)."""
     dims = tuple(int(d) for d in shape) if isinstance(shape, (tuple, list, np.ndarray)) else (int(shape),)
     limits.charge(

@@ -65,10 +65,12 @@ def matrices(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def weights(w: np.ndarray, m: int) -> np.ndarray:
     """``U: (a*a, M, C) float32``, ``U[i*a + j] = (G w G^T)[i, j]`` for ``w: (M, C, 3, 3)``,
-    computed in float64."""
+    computed in float64 as one product: ``vec(G w G^T) = (G kron G) vec(w)`` (one GEMM over
+    all ``M*C`` kernels rather than ``M*C`` tiny ones)."""
     g = matrices(m)[1]
-    u = g @ w.astype(np.float64) @ g.T  # (M, C, a, a)
-    return np.ascontiguousarray(u.transpose(2, 3, 0, 1).reshape(-1, w.shape[0], w.shape[1]), dtype=np.float32)
+    k = np.kron(g, g)  # (a*a, 9)
+    u = k @ w.reshape(-1, 9).T.astype(np.float64)  # (a*a, M*C)
+    return u.reshape(-1, w.shape[0], w.shape[1]).astype(np.float32)
 
 
 Z = np.float32(0)

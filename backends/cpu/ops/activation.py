@@ -10,12 +10,12 @@ ONNX operators.md.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.special
 
 from mnnpy.backend import Execution
 from mnnpy.backends.cpu.parallel import blocks, parallel, split, workers
@@ -137,9 +137,22 @@ def swish(y, x, alpha, a1, s):
     np.divide(x, s, out=y)
 
 
+@functools.cache
+def scipy_erf():
+    """``scipy.special.erf``, imported on first use: importing SciPy costs about 0.2 s a
+    process, which models without Erf or Gelu should not pay. ``Activation.on_resize``
+    calls it first for the ops in ``LAZY_IMPORTS``, so no run imports it."""
+    import scipy.special
+
+    return scipy.special.erf
+
+
+LAZY_IMPORTS = {"Erf": scipy_erf, "Gelu": scipy_erf}
+
+
 @kernel("Erf", f32=True)
 def erf(y, x, a0, a1):
-    scipy.special.erf(x, out=y)
+    scipy_erf()(x, out=y)
 
 
 @kernel("Softplus", f32=True)
@@ -207,7 +220,7 @@ def gelu(y, x, tanh_form, a1, s):
         np.tanh(s, out=s)
     else:
         np.multiply(x, 1 / math.sqrt(2), out=s)
-        scipy.special.erf(s, out=s)
+        scipy_erf()(s, out=s)
     np.add(s, 1, out=s)
     np.multiply(s, 0.5, out=s)
     np.multiply(x, s, out=y)
@@ -264,6 +277,8 @@ class Activation(Execution):
 
     def on_resize(self, inputs, outputs):
         k = KERNELS[self.op.type]
+        if self.op.type in LAZY_IMPORTS:
+            LAZY_IMPORTS[self.op.type]()
         a0, a1 = _padded(ACTIVATIONS[self.op.type].scalars(self.attrs))
         y = outputs[0]
         ws = self.backend.workspace()

@@ -57,7 +57,7 @@ class _Im2colNumba:
         ho, wo = out
         rowsz = cg * kh * kw
         threads = exe.backend.num_threads
-        self.w = scratch((g, mg, rowsz), np.float32)
+        self.w = scratch((g, mg, rowsz), np.float32, fill=None)  # written whole by prepare
         self.b = scratch((m,), np.float32)
         self.has_bias = bias is not None
         fused = codes(exe.attrs["activation"], exe.attrs["activation_params"])
