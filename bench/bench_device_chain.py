@@ -12,11 +12,13 @@ backend, ``x: float32 (1, C, H, W)``. Reported per backend and size, ms per chai
 - ``fenced``: the device chain as two fenced runs, B fed ``fa.output("y")`` and waiting for
   A's fence, the result awaited.
 
-Then ``--chains`` fenced chains (A's output left on the device, B's read on the host): the
-median wall time of a chain (µs, from A's call to B's result in hand) beside the median sum
-of A's and B's on-device µs (NNAPI ``Timing``, from ``--chains`` timed runs of each, taken
-in turns with the chains: a timed run waits for its device work, so a timed chain would not
-be the chain measured), and the difference (issue 14's H200 floor: at most 100 µs). On
+Then ``--chains`` fenced chains (A's output left on the device), ended two ways: at B's
+fence (B's output left on the device too) and with B's output read on the host. Each: the
+median wall time of a chain (µs, from A's call to the end) beside the median sum of A's and
+B's on-device µs (NNAPI ``Timing``, from ``--chains`` timed runs of each in the same output
+mode, taken in blocks of 10 in turns with blocks of 10 chains: a timed run waits for its
+device work, so a timed chain would not be the chain measured), and the difference (issue 14's H200 floor: at most
+100 µs; ``fenced_chains``). On
 Vulkan A's fenced run only submits (from the caller's thread) and B's is ordered after it by
 the queue (``mnnpy.fence``).
 
@@ -121,23 +123,42 @@ def main() -> None:
                 "fenced": fenced,
             }
             t = ms_per_chain(calls, args.runs, args.blocks)
-            walls, devices = [], []
-            for _ in range(args.chains):
-                t0 = time.perf_counter()
-                fa, _ = a.run_fenced(feeds, outputs_on_device=True)
-                b.run_fenced({"x": fa.output("y")}, wait_for=[fa])[1].result()
-                walls.append((time.perf_counter() - t0) * 1e6)
-                ta = a.run(feeds, outputs_on_device=True, measure_timing=True).timing
-                tb = b.run({"x": a.run(feeds, outputs_on_device=True)["y"]}, measure_timing=True).timing
-                if ta.on_device_us is not None and tb.on_device_us is not None:
-                    devices.append(ta.on_device_us + tb.on_device_us)
-            wall = statistics.median(walls)
-            dev = f"{statistics.median(devices):.0f}" if devices else "n/a"
-            gap = f"{wall - statistics.median(devices):.0f}" if devices else "n/a"
+            chain = fenced_chains(a, b, feeds, args.chains)
             print(
                 f"{backend:8} {str(shape):>18} {t['host']:9.3f} {t['device']:10.3f} {t['fenced']:10.3f} "
-                f"{t['host'] / t['device']:6.2f}   fenced chain {wall:.0f} µs, on device {dev} µs, gap {gap} µs"
+                f"{t['host'] / t['device']:6.2f}"
             )
+            for end, (wall, dev) in chain.items():
+                gap = f"{wall - dev:.0f}" if dev is not None else "n/a"
+                dev = f"{dev:.0f}" if dev is not None else "n/a"
+                print(f"{'':28} fenced chain to {end}: {wall:.0f} µs, on device {dev} µs, gap {gap} µs")
+
+
+def fenced_chains(a, b, feeds: dict, chains: int, block: int = 10) -> dict[str, tuple[float, float | None]]:
+    """``end -> (median wall µs, median on-device µs of A + B)`` of ``chains`` fenced chains
+    A -> B, A's output left on the device, for two ends: ``"B's fence"`` (B's output on the
+    device too, the chain done when ``fb.wait()`` returns: NNAPI's fenced chain, complete
+    when its last sync fence signals) and ``"B's output on the host"`` (``future.result()``
+    gives host arrays). The device times come from timed runs of A and B in the same output
+    mode (a timed run waits for its device work, so a timed chain would not be the chain
+    measured): ``block`` chains back to back, then ``block`` timed runs of each, in turns."""
+    out = {}
+    for end, on_device in (("B's fence", True), ("B's output on the host", False)):
+        walls, devices = [], []
+        while len(walls) < chains:
+            for _ in range(block):
+                t0 = time.perf_counter()
+                fa, _ = a.run_fenced(feeds, outputs_on_device=True)
+                fb, result = b.run_fenced({"x": fa.output("y")}, wait_for=[fa], outputs_on_device=on_device)
+                fb.wait() if on_device else result.result()
+                walls.append((time.perf_counter() - t0) * 1e6)
+            for _ in range(block):
+                ta = a.run(feeds, outputs_on_device=True, measure_timing=True).timing
+                tb = b.run({"x": a.run(feeds, outputs_on_device=True)["y"]}, outputs_on_device=on_device, measure_timing=True)
+                if ta.on_device_us is not None and tb.timing.on_device_us is not None:
+                    devices.append(ta.on_device_us + tb.timing.on_device_us)
+        out[end] = (statistics.median(walls), statistics.median(devices) if devices else None)
+    return out
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from mnnpy.device_tensor import DeviceTensor
 from mnnpy.errors import InputError
 from mnnpy.exit_gate import GATE
 from mnnpy.float_errors import loud, quiet
@@ -154,17 +155,19 @@ class BoundRun:
     (``of`` says when a plan qualifies). ``run(feeds)`` returns ``RunOutputs``, or ``None``
     when the session's plan changed since (the caller takes the full path)."""
 
-    def __init__(self, session, plan, signature: tuple, writes: list, reads: list):
-        self.signature, self.writes = signature, writes
+    def __init__(self, session, plan, signature: tuple, writes: list, reads: list, on_device: bool = False):
+        self.signature, self.writes, self.on_device = signature, writes, on_device
         self._feeds = list(signature)  # compared as a list: 0.33 µs against 0.49 for a tuple
         self._session = weakref.ref(session)  # no cycle session -> plan -> BoundRun -> session
         self._plan = weakref.ref(plan)  # the plan keeps its BoundRuns (Plan.bound): evicting it frees both
         self.steps = [(None, step) if step.copies else (step.backend, step) for step in plan.steps]
         self.shapes = {name: tuple(plan.sizes.shapes[t]) for name, t, _, _ in reads}
         self.reads = [(name, backend, h) for name, _, backend, h in reads]
+        self.kept = [(name, backend, h, plan.sizes.tensor(t)) for name, t, backend, h in reads]  # on_device
         devices = [(units, rt.device_queue()) for units, rt in run_devices(session, plan)]
         self.queues = [(q, min(max(1, units), q.capacity)) for units, q in devices]
         self.gated = any(b.exit_gated for b in plan.backends)
+        self.queue_keys = frozenset(b.queue_key() for b in session.backends)  # session_runs.device_ordered
 
     @property
     def plan(self):
@@ -172,9 +175,12 @@ class BoundRun:
         return self._plan()
 
     @classmethod
-    def of(cls, session, plan, signature: tuple, feeds_index: list[tuple[str, int]], wanted: list[int]) -> BoundRun | None:
+    def of(
+        cls, session, plan, signature: tuple, feeds_index: list[tuple[str, int]], wanted: list[int], on_device: bool = False
+    ) -> BoundRun | None:
         """The bound run of ``plan`` for feeds of ``signature`` (``(name, shape, dtype)`` per
-        feed, all ndarrays; ``feeds_index``: name -> input tensor), outputs ``wanted``, or
+        feed, all ndarrays; ``feeds_index``: name -> input tensor), outputs ``wanted`` (left on
+        the device as ``DeviceTensor`` s where ``on_device``: ``mnnpy.fenced_runs``), or
         ``None`` where a run needs the full path: a plan ending at a barrier or with a host
         step, a feed the plan knows by value, an output that no backend computes."""
         if plan is None or plan.host is not None or plan.sizes.barrier is not None:
@@ -191,7 +197,7 @@ class BoundRun:
                 return None
             reads.append((session.graph.tensors[t].name, t, plan.backends[b], plan.handles[b][t]))
         if signature not in plan.bound:
-            plan.bound[signature] = cls(session, plan, signature, writes, reads)
+            plan.bound[signature] = cls(session, plan, signature, writes, reads, on_device)
         return plan.bound[signature]
 
     def run(self, feeds: Mapping[str, Any]) -> RunOutputs | None:
@@ -205,6 +211,12 @@ class BoundRun:
             return None
         if len(feeds) != len(self._feeds):
             return None
+        return self.execute(feeds)
+
+    def execute(self, feeds: Mapping[str, Any]) -> RunOutputs | None:
+        """``run`` on ``feeds`` known to be like those it was bound for (ndarrays, or device
+        tensors of other sessions where ``on_device``); ``None`` when the plan is no longer
+        the session's."""
         s, gated = self._session(), self.gated
         if s is None:
             return None
@@ -227,7 +239,7 @@ class BoundRun:
                 runner.segments = [plan]
                 runner._running += 1
                 try:
-                    out = self._compute(plan, feeds)
+                    out = self._compute(plan, feeds, s)
                 except MemoryError as e:
                     raise out_of_memory({n: shape for n, shape, _ in self.signature}, e) from None
                 finally:
@@ -240,15 +252,17 @@ class BoundRun:
             if gated:
                 GATE.leave()
 
-    def _compute(self, plan, feeds: Mapping[str, Any]) -> RunOutputs:
-        """The copies in, the partitions and the copies out (under the session's lock)."""
+    def _compute(self, plan, feeds: Mapping[str, Any], session) -> RunOutputs:
+        """The copies in, the partitions and the copies out, or the device tensors where
+        ``on_device`` (under the session's lock)."""
+        defer = self.on_device  # as session_runs._locked: nothing is read on the host at its end
         for b in plan.backends:
-            if b.timing or b.defer_wait:
-                b.timing = b.defer_wait = False
+            if b.timing or b.defer_wait is not defer:
+                b.timing, b.defer_wait = False, defer
         for name, writes in self.writes:
             a = feeds[name]
             for backend, h in writes:
-                backend.upload(a, h)
+                backend.upload(a, h) if type(a) is np.ndarray else a.write_to(backend, h)
         token = quiet()  # as GraphRunner.run
         try:
             for backend, step in self.steps:
@@ -259,6 +273,11 @@ class BoundRun:
         finally:
             loud(token)
         out = RunOutputs()
+        if defer:
+            run = session._run_count
+            for name, backend, h, info in self.kept:
+                out[name] = DeviceTensor(name, info.shape, info.dtype, backend, h, session, run)
+            return out
         for name, backend, h in self.reads:
             out[name] = backend.download(h)
         return out

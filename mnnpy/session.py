@@ -24,13 +24,14 @@ from mnnpy.device_queue import priority_level
 from mnnpy.errors import InputError, ShapeError
 from mnnpy.exit_gate import GATE
 from mnnpy.fence import Fence
+from mnnpy.fenced_runs import run_fenced
 from mnnpy.graph_runner import LOOP_TIMEOUT_S, RESIZE_CACHE, GraphRunner
 from mnnpy.io_desc import IODesc, check_names, checked_feeds
 from mnnpy.ir import Graph, Net
 from mnnpy.limits import MemoryBudget, checked_limit
 from mnnpy.run_queue import RunQueue
 from mnnpy.run_request import RunRequest, wanted_outputs
-from mnnpy.session_runs import checked_timeout, device_units, execute, fenced_job, inline_fenced, lane_context, settle
+from mnnpy.session_runs import checked_timeout, device_units, execute, lane_context, settle
 from mnnpy.timing import RunOutputs
 
 __all__ = ["RESIZE_CACHE", "Session"]
@@ -261,12 +262,7 @@ class Session:
         run fails this one (``DependencyFailedError``); ``deadline``/``timeout_ms`` bound
         the wait too (``DeadlineMissedError``: a fence that never signals times out cleanly).
         ``options``: as ``run``."""
-        if not isinstance(wait_for, (list, tuple)) or not all(isinstance(f, Fence) for f in wait_for):
-            raise InputError("run_fenced: wait_for must be a list of Fence objects (from run_fenced)")
-        arrays = self._check_feeds(feeds, wait_for)
-        request = self._request(output_names, loop_timeout, **options)
-        fence, job = fenced_job(self, arrays, request, list(wait_for))
-        return fence, inline_fenced(self, request, list(wait_for), job) or self._queue.submit(job)
+        return run_fenced(self, feeds, wait_for, output_names, loop_timeout, options)  # mnnpy.fenced_runs
 
     def burst(self) -> Burst:
         """A ``Burst`` for rapid successive runs (NNAPI's burst): ``with session.burst() as b: b.run(feeds)``."""

@@ -202,12 +202,14 @@ def settle(session, locked: bool = False) -> None:
         b.finish()
 
 
-def device_ordered(fence: Fence, session) -> bool:
+def device_ordered(fence: Fence, session, queues=None) -> bool:
     """Whether the work that ``fence``'s run left in flight is ordered before anything
     ``session`` submits next by a device queue alone: each such backend shares its Runtime
-    and lane (queue) with one of ``session``'s (``mnnpy.fence``). Then ``session``'s run need
-    not wait for it on the host."""
-    queues = {b.queue_key() for b in session.backends}
+    and lane (queue) with one of ``session``'s (``mnnpy.fence``; ``queues``: their
+    ``queue_key`` s where the caller has them). Then ``session``'s run need not wait for it
+    on the host."""
+    if queues is None:
+        queues = {b.queue_key() for b in session.backends}
     pending = fence.in_flight
     return bool(pending) and all(p.queue_key() in queues for p in pending)
 

@@ -354,3 +354,39 @@ def test_a_device_tensor_fed_to_a_session_of_another_lane_is_correct(rng, monkey
     for _ in range(2):
         y = a.run({"x": x}, outputs_on_device=True)["y"]
         np.testing.assert_allclose(b1.run({"x": y})["y"], want, **ELEMENTWISE)
+
+
+@pytest.mark.parametrize("backend", gpu_backends("vulkan"))
+def test_a_repeated_fenced_chain_is_bound_after_its_first_run(rng, monkeypatch, backend):
+    """After a fenced run with its outputs on the device went the full path in the caller's
+    thread, the next ones with feeds like its own go through the plan's bound run
+    (``mnnpy.fenced_runs``): no new fenced job, the same outputs as the host chain, also for a
+    host array where a device tensor was; a stale device tensor still raises."""
+    import mnnpy.fenced_runs as fr
+
+    (m1, x), (m2, _) = _first(rng), _second(rng)
+    a, b = _session(m1, backend), _session(m2, backend)
+    xs = [x * (k + 1) - k for k in range(4)]
+    wants = [b.run({"x": a.run({"x": xk})["y"]})["y"] for xk in xs]
+    jobs, real = [], fr.fenced_job
+    monkeypatch.setattr(fr, "fenced_job", lambda s, *rest: jobs.append(s) or real(s, *rest))
+    for xk, want in zip(xs, wants):
+        fa, ra = a.run_fenced({"x": xk}, outputs_on_device=True)
+        fb, rb = b.run_fenced({"x": fa.output("y")}, wait_for=[fa], outputs_on_device=True)
+        assert ra.done() and rb.done() and fa.signalled and fb.signalled
+        z = rb.result()["y"]
+        assert isinstance(z, DeviceTensor) and z.session is b and fb.outputs["y"] is z
+        np.testing.assert_allclose(z.numpy(), want, **ELEMENTWISE)
+    assert jobs == [a, b]  # the first chain only
+    y = a.run({"x": xs[0]})["y"]
+    _, rb = b.run_fenced({"x": y}, outputs_on_device=True)  # a host array: uploaded
+    np.testing.assert_allclose(rb.result()["y"].numpy(), wants[0], **ELEMENTWISE)
+    assert jobs == [a, b]
+    fa, _ = a.run_fenced({"x": xs[1]}, outputs_on_device=True)
+    stale = fa.outputs["y"]
+    a.run({"x": xs[1]})  # its next run makes the device tensor stale
+    _, rb = b.run_fenced({"x": stale}, outputs_on_device=True)
+    with pytest.raises(StaleTensorError):
+        rb.result(timeout=60)
+    a.close()
+    b.close()

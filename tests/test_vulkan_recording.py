@@ -129,6 +129,24 @@ def test_timed_out_submission_is_waited_for_not_read_stale(rng, monkeypatch):
     assert timed_out
 
 
+def test_waits_poll_the_fence_on_a_gpu_then_block(rng, monkeypatch):
+    """A GPU's waits poll the fence (``vkGetFenceStatus``) for up to ``SPIN_NS`` before
+    blocking in ``vkWaitForFences``; a CPU device (lavapipe) blocks at once. Forced here both
+    ways (polling until signalled; one poll, then blocking): the outputs are the same."""
+    from mnnpy.backends.vulkan import commands
+
+    a, b = rand(rng, 256, 256), rand(rng, 256, 256)
+    model = make_model([helper.make_node("MatMul", ["a", "b"], ["c"])], {"a": a, "b": b}, ["c"])
+    dev, cpu = sessions(model, backend="vulkan")
+    rt = device_backend(dev).runtime
+    assert rt.spin_ns == (0 if rt.info.type == "cpu" else commands.SPIN_NS)
+    for spin in (60 * 10**9, 1):
+        monkeypatch.setattr(rt, "spin_ns", spin)
+        for _ in range(3):
+            a = rand(rng, 256, 256)
+            np.testing.assert_allclose(dev.run({"a": a, "b": b})["c"], cpu.run({"a": a, "b": b})["c"], **ACCUMULATE)
+
+
 def test_profile_times_each_dispatch_by_op_type(rng, monkeypatch):
     """``MNNPY_VULKAN_PROFILE=1``: timestamp queries after each dispatch, summed per op type;
     off by default (no query pool, empty profile)."""

@@ -28,6 +28,7 @@ and Cache Control" (pipeline barriers, buffer memory barriers, host access) and
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from time import perf_counter_ns
 from typing import Any
 
 from mnnpy.backends.vulkan.device import VulkanError
@@ -292,11 +293,29 @@ def submit_only(runtime, submit_info, fence_array, lane: int = 0) -> None:
         _check(lib.vkQueueSubmit(queue, 1, submit_info, fence_array[0]), "vkQueueSubmit")
 
 
+SPIN_NS = 100_000  # how long a wait polls the fence before blocking in the driver (GPUs only)
+
+
 def wait_for(runtime, fence_array) -> None:
     """Wait (GIL released) for the submission of ``fence_array`` (``submit_only``); raises
     ``VulkanError`` after ``FENCE_TIMEOUT_NS`` (the next submission with this fence waits for
-    it first) or on a failure."""
-    result = runtime.vk.lib.vkWaitForFences(runtime.device, 1, fence_array, 1, FENCE_TIMEOUT_NS)
+    it first) or on a failure.
+
+    On a GPU (``runtime.spin_ns`` > 0) the fence is first polled (``vkGetFenceStatus``) for up
+    to ``SPIN_NS``: a blocked ``vkWaitForFences`` wakes tens of µs after the fence signals,
+    which a short run's chain pays at every wait (``bench/bench_device_chain.py``); a CPU
+    device (lavapipe) blocks at once, leaving the cores to its workers."""
+    lib, device = runtime.vk.lib, runtime.device
+    spin = runtime.spin_ns
+    if spin:
+        fence, end = fence_array[0], perf_counter_ns() + min(spin, FENCE_TIMEOUT_NS)  # never past the time-out
+        while True:
+            status = lib.vkGetFenceStatus(device, fence)
+            if status == 0:  # VK_SUCCESS: signalled
+                return
+            if status != 1 or perf_counter_ns() > end:  # not VK_NOT_READY (an error), or spun long enough
+                break
+    result = lib.vkWaitForFences(device, 1, fence_array, 1, FENCE_TIMEOUT_NS)
     if result == 2:  # VK_TIMEOUT: remember it, so that the next run waits for this one first
         _OVERDUE.add(id(fence_array))
         raise VulkanError(

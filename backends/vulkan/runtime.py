@@ -21,6 +21,7 @@ import threading
 import time
 
 from mnnpy.backend import BackendConfig, Runtime
+from mnnpy.backends.vulkan.commands import SPIN_NS
 from mnnpy.backends.vulkan.device import DEVICE_ENV, FORK, STORAGE8_EXTENSION, DeviceInfo, choose, probe, version_string
 from mnnpy.log import get_logger, lazy
 
@@ -79,6 +80,7 @@ class VulkanRuntime(Runtime):
         self.vk = vk = p.vk
         self.info: DeviceInfo = info
         self.physical = info.handle
+        self.spin_ns = 0 if info.type == "cpu" else SPIN_NS  # commands.wait_for polls a GPU's fences first
         self.limits = info.limits
         self.family = self._compute_family()
         families = vk.vkGetPhysicalDeviceQueueFamilyProperties(self.physical)
