@@ -45,6 +45,7 @@ COMMANDS: dict[str, Command] = {}
 LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("mnnpy.apps.demo", "read a line of text with PP-OCR (detection + recognition) and time each stage"),
     "vad": ("mnnpy.apps.vad", "find the speech segments of a WAV file with silero-vad (start and end in seconds)"),
+    "bench": ("mnnpy.tools.bench", "latency statistics of a model on backends side by side (TFLite's benchmark_model)"),
     "diff": ("mnnpy.tools.diff", "a backend's outputs against a reference (CPU, 1 thread, or onnxruntime) on random inputs"),
     "stress": ("mnnpy.stress", "crash and hang stress tests (MLTS), each in a child process, on each backend; HTML report"),
 }
