@@ -47,6 +47,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "vad": ("mnnpy.apps.vad", "find the speech segments of a WAV file with silero-vad (start and end in seconds)"),
     "bench": ("mnnpy.tools.bench", "latency statistics of a model on backends side by side (TFLite's benchmark_model)"),
     "diff": ("mnnpy.tools.diff", "a backend's outputs against a reference (CPU, 1 thread, or onnxruntime) on random inputs"),
+    "eval": ("mnnpy.tools.evaluate", "task evaluations: ocr (accuracy, CER, latency per backend), classify (agreement)"),
     "stress": ("mnnpy.stress", "crash and hang stress tests (MLTS), each in a child process, on each backend; HTML report"),
 }
 

@@ -1,0 +1,1 @@
+from mnnpy.tools.eval_ocr import add_arguments, run  # noqa
