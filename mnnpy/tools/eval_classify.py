@@ -23,9 +23,9 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from mnnpy.errors import InputError
-from mnnpy.tools.eval_plot import add_plot_argument, check_plot, plot_accuracy_latency
+from mnnpy.tools.eval_plot import plot_accuracy_latency
 from mnnpy.tools.inputs import load_model
-from mnnpy.tools.table import backend_list, format_table
+from mnnpy.tools.table import format_table
 
 MEAN = np.array([0.485, 0.456, 0.406], np.float32)  # ImageNet, RGB
 STD = np.array([0.229, 0.224, 0.225], np.float32)
@@ -107,30 +107,22 @@ def evaluate(run, xs: list[np.ndarray], ref_top: list[int]) -> dict:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """``mnnpy eval classify``'s options."""
     p.add_argument("model", help="the classifier's .onnx file (converted in memory; onnxruntime runs it as the reference)")
-    p.add_argument("--backend", action="append", default=[], help="backend(s), e.g. cpu,opencl,vulkan (default cpu)")
-    p.add_argument("--precision", action="append", default=[], help="precision(s): high, normal, low (default normal)")
+    from mnnpy.tools.evaluate import add_common_arguments
+
+    add_common_arguments(p, "eval_classify.png")
     p.add_argument("--images", help="a folder of images (default: generated ones)")
     p.add_argument("--count", type=int, default=50, help="generated images (default 50)")
     p.add_argument("--size", help="HxW input size, where the model leaves it open")
-    p.add_argument("--seed", type=int, default=0, help="seed of the generated images (>= 0)")
-    p.add_argument("--threads", type=int, default=None, help="CPU threads (mnnpy's CPU backend and onnxruntime)")
-    add_plot_argument(p, "eval_classify.png")
 
 
 def run(args: argparse.Namespace) -> int:
     """``mnnpy eval classify``: prints the table, writes the plot; 0."""
     from mnnpy.apps.reference import onnxruntime_session
-    from mnnpy.cli import MAX_THREADS, check_int
+    from mnnpy.tools.evaluate import checked_runs
 
-    check_int(args.count, "--count", 1, 100_000)
-    check_int(args.seed, "--seed", 0)
-    check_int(args.threads, "--threads", 1, MAX_THREADS)
-    precisions = backend_list(args.precision, default="normal")
-    if any(p not in ("high", "normal", "low") for p in precisions):
-        raise InputError(f"--precision {precisions}: choose from high, normal, low")
+    runs = checked_runs(args, args.count, "--count")
     if not str(args.model).lower().endswith(".onnx"):
         raise InputError(f"model {args.model}: eval classify takes the .onnx file (onnxruntime is its reference)")
-    check_plot(args)
     interp, _ = load_model(args.model)
     size = input_size(interp, args.size)
     images = folder_images(args.images) if args.images else generated_images(args.count, args.seed, size)
@@ -141,12 +133,9 @@ def run(args: argparse.Namespace) -> int:
     ref_top = [int(np.argmax(ort_run(x))) for x in xs]
     results = {("onnxruntime", "fp32"): evaluate(ort_run, xs, ref_top)}
     out = interp.outputs[0].name
-    for b in backend_list(args.backend):
-        for p in precisions if b != "cpu" else precisions[:1]:
-            session = interp.create_session(backend=b, precision=p, num_threads=args.threads)
-            results[(b, p if b != "cpu" else "fp32")] = evaluate(
-                lambda x: session.run({interp.inputs[0].name: x})[out], xs, ref_top
-            )
+    for b, p in runs:
+        session = interp.create_session(backend=b, precision=p, num_threads=args.threads)
+        results[(b, p if b != "cpu" else "fp32")] = evaluate(lambda x: session.run({interp.inputs[0].name: x})[out], xs, ref_top)
     print(f"{len(xs)} {'images from ' + args.images if args.images else 'generated images'} at {size[0]}x{size[1]}")
     rows = [
         [b, p, f"{r['top1']:.1f}", f"{r['top5']:.1f}", f"{r['mean_ms']:.2f}", f"{r['p50_ms']:.2f}"]

@@ -25,9 +25,8 @@ import subprocess
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter, ImageFont
 
-from mnnpy.errors import InputError
-from mnnpy.tools.eval_plot import add_plot_argument, check_plot, plot_accuracy_latency
-from mnnpy.tools.table import backend_list, format_table
+from mnnpy.tools.eval_plot import plot_accuracy_latency
+from mnnpy.tools.table import format_table
 
 SIZES = (28, 36, 44)  # font sizes, px
 NOISE = 6.0  # sigma of the Gaussian noise, in 0..255 grey levels
@@ -137,32 +136,22 @@ def evaluate(dataset, backend: str, precision: str, threads: int | None) -> dict
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """``mnnpy eval ocr``'s options."""
-    p.add_argument("--backend", action="append", default=[], help="backend(s), e.g. cpu,opencl,vulkan (default cpu)")
-    p.add_argument("--precision", action="append", default=[], help="precision(s): high, normal, low (default normal)")
+    from mnnpy.tools.evaluate import add_common_arguments
+
+    add_common_arguments(p, "eval_ocr.png")
     p.add_argument("--lines", type=int, default=200, help="generated lines (default 200)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the dataset (>= 0)")
-    p.add_argument("--threads", type=int, default=None, help="CPU threads (mnnpy's CPU backend and onnxruntime)")
     p.add_argument("--no-reference", action="store_true", help="skip onnxruntime")
-    add_plot_argument(p, "eval_ocr.png")
 
 
 def run(args: argparse.Namespace) -> int:
     """``mnnpy eval ocr``: prints the table, writes the plot; 0."""
-    from mnnpy.cli import MAX_THREADS, check_int
+    from mnnpy.tools.evaluate import checked_runs
 
-    check_int(args.lines, "--lines", 1, 100_000)
-    check_int(args.seed, "--seed", 0)
-    check_int(args.threads, "--threads", 1, MAX_THREADS)
-    precisions = backend_list(args.precision, default="normal")
-    bad = [p for p in precisions if p not in ("high", "normal", "low")]
-    if bad:
-        raise InputError(f"--precision {bad[0]!r}: choose high, normal or low")
-    check_plot(args)
+    runs = checked_runs(args, args.lines, "--lines")
     fonts = find_fonts()
     dataset = make_dataset(args.lines, args.seed, fonts)
     used = sorted({f for _, _, f in dataset})
     print(f"{args.lines} generated lines (seed {args.seed}); fonts: {', '.join(used)}; sizes {SIZES} px")
-    runs = [(b, p) for b in backend_list(args.backend) for p in (precisions if b != "cpu" else precisions[:1])]
     if not args.no_reference:
         runs.append(("onnxruntime", "fp32"))
     results = {}
