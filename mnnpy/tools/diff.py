@@ -84,28 +84,18 @@ def compare(name: str, got_runs: list[np.ndarray], want_runs: list[np.ndarray], 
     return d
 
 
-def _reference_runner(args, interp, onnx_bytes):
-    """The reference: ``feeds -> {name: array}`` on one CPU thread (mnnpy or onnxruntime)."""
+def _reference_runner(args, interp):
+    """The reference: ``(feeds, names) -> {name: array}`` on one CPU thread (mnnpy or onnxruntime)."""
     if args.reference == "cpu":
         session = interp.create_session(backend="cpu", num_threads=1, precision="high")
         return lambda feeds, names: session.run(feeds, names)
-    if onnx_bytes is None and args.onnx is None:
+    onnx_path = args.onnx or (args.model if str(args.model).lower().endswith(".onnx") else None)
+    if onnx_path is None:
         raise InputError("--reference onnxruntime needs the ONNX model: give MODEL as a .onnx file, or --onnx FILE")
     from mnnpy.apps.reference import onnxruntime_session
 
-    sess = onnxruntime_session(args.onnx, 1) if args.onnx else _ort_from_bytes(onnx_bytes)
+    sess = onnxruntime_session(onnx_path, 1)
     return lambda feeds, names: dict(zip(names, sess.run(names, feeds)))
-
-
-def _ort_from_bytes(data: bytes):
-    import tempfile
-
-    from mnnpy.apps.reference import onnxruntime_session
-
-    with tempfile.NamedTemporaryFile(suffix=".onnx") as f:
-        f.write(data)
-        f.flush()
-        return onnxruntime_session(f.name, 1)
 
 
 def with_all_tensors(interp):
@@ -161,13 +151,13 @@ def run(args: argparse.Namespace) -> int:
     check_int(args.runs, "--runs", 1, 1000)
     check_int(args.seed, "--seed", 0)
     check_int(args.threads, "--threads", 1, MAX_THREADS)
-    interp, onnx_bytes = load_model(args.model)
+    interp, _ = load_model(args.model)
     order = None
     if args.all_tensors:
         if args.reference != "cpu":
             raise InputError("--all-tensors needs --reference cpu (onnxruntime's tensors are not named alike)")
         interp, order = with_all_tensors(interp)
-    reference = _reference_runner(args, interp, onnx_bytes)
+    reference = _reference_runner(args, interp)
     feeds_list = [feeds_from_options(interp, args.input, args.shape, args.seed + i, gaussian=True) for i in range(args.runs)]
     names = [d.name for d in interp.outputs]
     results = {b: diff_backend(args, interp, reference, b, feeds_list, names) for b in backend_list(args.backend)}
