@@ -52,11 +52,14 @@ setup(
             "vulkan>=1.3.275",
             "tqdm>=4.62",
             "atheris>=2.3",
+            "matplotlib>=3.5",
         ],
         "opencl": ["pyopencl>=2024.1"],
         "vulkan": ["vulkan>=1.3.275"],
         # bench/bench.py: the other engines, each optional at run time (a missing one is a row)
         "bench": ["onnxruntime>=1.18", "mnn>=3.0", "openvino>=2024.0"],
+        # mnnpy bench / diff / eval: onnxruntime as the reference, matplotlib for eval's plot, tqdm's progress bar
+        "tools": ["onnxruntime>=1.18", "matplotlib>=3.5", "tqdm>=4.62"],
         "fuzz": ["atheris>=2.3"],  # python -m mnnpy.tools.fuzz
         "cts": ["onnxruntime>=1.18", "tqdm>=4.62"],  # python -m mnnpy.tools.cts
     },

@@ -52,18 +52,17 @@ import argparse
 import importlib.util
 import os
 import platform
-import resource
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+
+from mnnpy.tools.profile import by_type, latency_stats, op_profile, peak_rss_mib, plan_mflops
 
 HERE = Path(__file__).resolve().parent
 BLAS_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
@@ -218,7 +217,7 @@ def peak_rss_child(engine: str, model: str, threads: int) -> tuple[float, float,
     then the cores it keeps busy over ``ALONE_RUNS`` more runs and ``ALONE_S`` seconds at least
     (process CPU time / wall time),
     of ``engine`` alone on ``model`` (a name of ``MODELS``), measured in a fresh process (this
-    file with ``--rss-child``; ``VmHWM``, ``_peak_rss_mib``): what a process that starts,
+    file with ``--rss-child``; ``VmHWM``, ``mnnpy.tools.profile.peak_rss_mib``): what a process that starts,
     loads one model and runs it pays; no other engine's threads count in its CPU time (in the
     shared process, MNN's spinning workers add theirs to everyone's). Raises
     ``RuntimeError`` with the child's last line when it fails."""
@@ -238,14 +237,14 @@ def _rss_child_main(engine: str, model: str, threads: int) -> int:
     importlib.import_module(IMPORT_NAME[engine])
     imported = _ms(t0)
     data, feeds = load_models([model])[model]
-    base = _peak_rss_mib()
+    base = peak_rss_mib()
     with tempfile.TemporaryDirectory() as d:
         t0 = time.perf_counter()
         run, _ = PREPARE[engine](data, feeds, threads, Path(d))
         created = _ms(t0) - getattr(run, "convert_ms", 0.0)
         for _ in range(RSS_RUNS):
             run(feeds)
-        peak = _peak_rss_mib()
+        peak = peak_rss_mib()
         c0, w0, done = time.process_time(), time.perf_counter(), 0
         while done < ALONE_RUNS or time.perf_counter() - w0 < ALONE_S:
             run(feeds)
@@ -253,18 +252,6 @@ def _rss_child_main(engine: str, model: str, threads: int) -> int:
         cores = (time.process_time() - c0) / (time.perf_counter() - w0)
     print(f"rss {base:.1f} {peak:.1f} {imported:.1f} {created:.1f} {cores:.2f}", flush=True)
     return 0
-
-
-def _peak_rss_mib() -> float:
-    """This process's peak resident set in MiB: ``VmHWM`` of ``/proc/self/status`` (reset at
-    exec, unlike ``ru_maxrss``, which keeps the forking parent's peak), else ``ru_maxrss``."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def bench_model(
@@ -324,7 +311,8 @@ def bench_model(
                 wall[e] += time.perf_counter() - w0
         for e in names:
             r = out[e]
-            r["median"], r["min"] = statistics.median(times[e]), min(times[e])
+            stats = latency_stats(times[e])
+            r["median"], r["min"] = stats["p50"], stats["min"]
             r["cores"] = cpu[e] / wall[e] if wall[e] > 0 else float("nan")
         if profile and "mnnpy" in live:
             out["_model"]["profile"] = profile_ops(live["mnnpy"], feeds, runs)
@@ -338,44 +326,12 @@ def bench_model(
     return out
 
 
-def plan_mflops(session) -> float:
-    """MFLOPs of one run of ``session`` for the shapes of its last resize or run (the schemas'
-    FLOPs rules, ``Session.op_mflops``)."""
-    return sum(v for _, _, v in session.op_mflops())
-
-
 def profile_ops(run: Callable, feeds: dict, runs: int) -> tuple[list[tuple[str, int, float]], float]:
     """mnnpy's time per op type over ``runs`` runs: ([(op type, ops of that type, ms per run)],
-    whole run's median ms). Each Execution's ``on_execute`` of the last run's plans is wrapped in
-    a timer for the duration (control-flow bodies are counted inside their op); both figures
-    are means over the runs, so the whole run minus the ops is the session's own cost."""
-    session = run.session
-    total: dict[str, float] = defaultdict(float)
-    count: dict[str, int] = defaultdict(int)
-    wrapped = []
-    for plan in session.runner.segments or [session.runner.plan]:
-        for i, exe in plan.executions.items():
-            kind = session.graph.ops[i].type
-            count[kind] += 1
-
-            def timed(ins, outs, _orig=exe.on_execute, _kind=kind):
-                t0 = time.perf_counter()
-                _orig(ins, outs)
-                total[_kind] += time.perf_counter() - t0
-
-            exe.on_execute = timed
-            wrapped.append(exe)
-    whole = []
-    try:
-        for _ in range(runs):
-            t0 = time.perf_counter()
-            run(feeds)
-            whole.append(_ms(t0))
-    finally:
-        for exe in wrapped:
-            del exe.on_execute  # back to the class's method
-    rows = sorted(((k, count[k], total[k] * 1e3 / runs) for k in count), key=lambda t: -t[2])
-    return rows, statistics.fmean(whole)
+    whole run's mean ms), from ``mnnpy.tools.profile.op_profile`` (each Execution's
+    ``on_execute`` timed; the whole run minus the ops is the session's own cost)."""
+    rows, whole = op_profile(run.session, feeds, runs, run)
+    return by_type(rows), whole
 
 
 HEADER = (

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import statistics
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+from mnnpy.tools.profile import by_type, latency_stats, op_profile, vulkan_profile
 
 HERE = Path(__file__).resolve().parent
 FLOORS = {
@@ -52,7 +53,7 @@ def _median_ms(fn, runs: int, warmup: int) -> tuple[float, float]:
         t0 = time.perf_counter()
         fn()
         times.append((time.perf_counter() - t0) * 1e3)
-    return first, statistics.median(times)
+    return first, latency_stats(times)["p50"]
 
 
 def onnx_bytes(name: str) -> bytes:
@@ -80,60 +81,17 @@ def bench_mnnpy(data: bytes, x: np.ndarray, backend: str, precision: str, runs: 
     head = s.partitions().splitlines()[0]
     r = {"create": create, "first": first, "median": median, "schedule": head, "out": s.run({name: x})}
     if profile:
-        r["profile"] = _profile_vulkan(interp, precision, {name: x}) if backend == "vulkan" else _profile(s, {name: x})
+        r["profile"] = vulkan_profile(interp, precision, {name: x}) if backend == "vulkan" else _profile(s, {name: x})
     return r
 
 
-def _profile_vulkan(interp, precision: str, feeds) -> dict[str, float]:
-    """Per op type: GPU ms per run from the Vulkan backend's timestamp queries (a separate
-    session created with ``MNNPY_VULKAN_PROFILE=1``; see ``backends/vulkan/profile.py``)."""
-    import os
-
-    os.environ["MNNPY_VULKAN_PROFILE"] = "1"
-    try:
-        s = interp.create_session(backend="vulkan", precision=precision)
-    finally:
-        del os.environ["MNNPY_VULKAN_PROFILE"]
-    for _ in range(3):
-        s.run(feeds)
-    backend = s.backends[0]
-    backend.profile.clear()
-    n = 10
-    for _ in range(n):
-        s.run(feeds)
-    return {k: v / n for k, v in sorted(backend.profile.items(), key=lambda kv: -kv[1])}
-
-
 def _profile(session, feeds) -> dict[str, float]:
-    """Per op type: total ms of its Executions, each followed by a finish of its backend's queue."""
-    plan = session.runner.plan
-    per: dict[str, float] = {}
-    wrapped = []
-    for _, _, runs in plan.steps:
-        for exe, _, _ in runs:
-            queue = getattr(exe.backend, "queue", None)
-            orig = exe.on_execute
-
-            def timed(ins, outs, orig=orig, exe=exe, queue=queue):
-                t0 = time.perf_counter()
-                orig(ins, outs)
-                if queue is not None:
-                    queue.finish()
-                per[exe.op.type] = per.get(exe.op.type, 0.0) + (time.perf_counter() - t0) * 1e3
-
-            exe.on_execute = timed
-            wrapped.append(exe)
-    try:
-        for _ in range(3):
-            session.run(feeds)
-        per.clear()
-        n = 10
-        for _ in range(n):
-            session.run(feeds)
-    finally:
-        for exe in wrapped:
-            del exe.on_execute
-    return {k: v / n for k, v in sorted(per.items(), key=lambda kv: -kv[1])}
+    """Per op type: ms per run of its Executions, each followed by a finish of its backend's
+    queue (``mnnpy.tools.profile.op_profile``, 10 runs after 3)."""
+    for _ in range(3):
+        session.run(feeds)
+    rows, _ = op_profile(session, feeds, 10)
+    return {kind: ms for kind, _, ms in by_type(rows)}
 
 
 def bench_ort(data: bytes, x: np.ndarray, threads: int, runs: int, warmup: int) -> dict:

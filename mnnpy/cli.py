@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import math
 import os
 import statistics
 import sys
@@ -28,7 +27,7 @@ import numpy as np
 
 from mnnpy.errors import InputError, MnnpyError
 from mnnpy.interpreter import MAX_THREADS
-from mnnpy.limits import MAX_RANK
+from mnnpy.tools.inputs import default_shape, feeds_from_options, pairs, parse_shape
 
 
 @dataclass(frozen=True)
@@ -46,6 +45,9 @@ COMMANDS: dict[str, Command] = {}
 LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("mnnpy.apps.demo", "read a line of text with PP-OCR (detection + recognition) and time each stage"),
     "vad": ("mnnpy.apps.vad", "find the speech segments of a WAV file with silero-vad (start and end in seconds)"),
+    "bench": ("mnnpy.tools.bench", "latency statistics of a model on backends side by side (TFLite's benchmark_model)"),
+    "diff": ("mnnpy.tools.diff", "a backend's outputs against a reference (CPU, 1 thread, or onnxruntime) on random inputs"),
+    "eval": ("mnnpy.tools.evaluate", "task evaluations: ocr (accuracy, CER, latency per backend), classify (agreement)"),
     "stress": ("mnnpy.stress", "crash and hang stress tests (MLTS), each in a child process, on each backend; HTML report"),
 }
 
@@ -163,7 +165,7 @@ def _info(args) -> int:
 
 def _info_schedule(args, interp) -> int:
     """``info --partitions`` / ``--dot``: the Schedule for ``--backend`` at ``--shape``."""
-    shapes = {name: _parse_shape(name, text) for name, text in _pairs(args.shape, "--shape").items()}
+    shapes = {name: parse_shape(name, text) for name, text in pairs(args.shape, "--shape").items()}
     names = {d.name for d in interp.inputs}
     for name in shapes:
         if name not in names:
@@ -193,10 +195,6 @@ def _info_schedule(args, interp) -> int:
 
 
 # ---------------------------------------------------------------------------------- run
-DEFAULT_DYNAMIC_DIM = 64  # a dynamic dim other than the first (batch, default 1) when --shape is absent
-MAX_RANDOM_INPUT_BYTES = 2**31  # a random input larger than this is refused
-
-
 def check_int(value: int | None, option: str, low: int, high: int | None = None) -> None:
     """``InputError`` unless ``value`` (an option's parsed int; ``None`` = not given) is in ``low..high``."""
     if value is not None and not (low <= value and (high is None or value <= high)):
@@ -237,85 +235,6 @@ def _run_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _pairs(items: Sequence[str], what: str) -> dict[str, str]:
-    """``NAME=VALUE`` options -> {name: value}; a malformed item or a name given twice is an error."""
-    out = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        if not sep or not name:
-            raise InputError(f"{what} must look like NAME=VALUE, got {item!r}")
-        if name in out:
-            raise InputError(f"{what} given twice for input '{name}' ({out[name]!r} and {value!r})")
-        out[name] = value
-    return out
-
-
-def _parse_shape(name: str, text: str) -> tuple[int, ...]:
-    """``--shape NAME=TEXT`` -> dims: positive integers separated by commas ('' is a scalar)."""
-    if text.strip() == "":
-        return ()
-    dims = []
-    for s in text.split(","):
-        if s.strip() == "":
-            raise InputError(f"--shape {name}={text}: empty dim (a trailing or doubled comma?)")
-        try:
-            d = int(s)
-        except ValueError:
-            raise InputError(f"--shape {name}={text}: dims must be integers separated by commas (got {s!r})") from None
-        if d < 1:
-            raise InputError(f"--shape {name}={text}: dims must be positive (got {d})")
-        dims.append(d)
-    return tuple(dims)
-
-
-def _load_npy(name: str, path: str) -> np.ndarray:
-    """``--input NAME=PATH``: a plain (non-pickled) .npy array, else ``InputError``."""
-    where = f"--input {name}={path}: cannot read {path} as a .npy array"
-    try:
-        with open(path, "rb") as f:
-            if f.read(6) != b"\x93NUMPY":
-                raise InputError(f"{where}: not a .npy file (it lacks the .npy magic string)")
-            f.seek(0)
-            a = np.load(f, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as e:
-        raise InputError(f"{where}: {getattr(e, 'strerror', None) or e}") from None
-    return a
-
-
-def default_shape(declared) -> tuple[int, ...]:
-    """A declared input shape with its dynamic dims filled: the first (batch) 1, others ``DEFAULT_DYNAMIC_DIM``."""
-    return tuple(s if isinstance(s, int) and s >= 0 else (1 if i == 0 else DEFAULT_DYNAMIC_DIM) for i, s in enumerate(declared))
-
-
-def _random_inputs(interp, shapes: dict[str, tuple[int, ...]], rng: np.random.Generator, skip=()) -> dict[str, np.ndarray]:
-    """Seeded random values for each model input not in ``skip`` (``shapes`` or the model's dims)."""
-    feeds = {}
-    for d in interp.inputs:
-        if d.name in skip:
-            continue
-        if d.name in shapes:
-            shape = shapes[d.name]
-        elif d.shape is None:
-            raise InputError(f"input '{d.name}' has unknown rank: give --shape {d.name}=D0,D1,...")
-        else:
-            shape = default_shape(d.shape)
-        if len(shape) > MAX_RANK:
-            raise InputError(f"input '{d.name}': --shape gives rank {len(shape)}, more than {MAX_RANK}")
-        size = math.prod(shape) * d.dtype.itemsize
-        if size > MAX_RANDOM_INPUT_BYTES:
-            raise InputError(
-                f"input '{d.name}': a random {d.dtype} input of shape {shape} would take {size / 2**30:,.1f} GiB, "
-                f"more than the {MAX_RANDOM_INPUT_BYTES / 2**30:g} GiB limit; give a smaller --shape {d.name}=..."
-            )
-        if d.dtype.kind == "f":
-            feeds[d.name] = rng.random(shape, dtype=np.float64).astype(d.dtype)
-        elif d.dtype.kind == "b":
-            feeds[d.name] = rng.random(shape) < 0.5
-        else:
-            feeds[d.name] = rng.integers(0, 10, shape).astype(d.dtype)
-    return feeds
-
-
 @command("run", "run a .mnnpy model on given or random inputs and time it", _run_args)
 def _run(args) -> int:
     from mnnpy.interpreter import Interpreter
@@ -323,19 +242,8 @@ def _run(args) -> int:
     check_int(args.repeat, "--repeat", 0)
     check_int(args.threads, "--threads", 1, MAX_THREADS)
     check_int(args.seed, "--seed", 0)
-    files, texts = _pairs(args.input, "--input"), _pairs(args.shape, "--shape")
-    both = sorted(files.keys() & texts.keys())
-    if both:
-        raise InputError(f"input '{both[0]}' has both --input and --shape; --shape is for random inputs only")
-    shapes = {name: _parse_shape(name, text) for name, text in texts.items()}
     interp = Interpreter(args.model)
-    names = {d.name for d in interp.inputs}
-    for name in list(files) + list(shapes):
-        if name not in names:
-            raise InputError(f"unknown input name '{name}'; the model's inputs are {sorted(names)}")
-    loaded = {name: _load_npy(name, path) for name, path in files.items()}
-    generated = _random_inputs(interp, shapes, np.random.default_rng(args.seed), skip=loaded)
-    feeds = {d.name: loaded[d.name] if d.name in loaded else generated[d.name] for d in interp.inputs}
+    feeds = feeds_from_options(interp, args.input, args.shape, args.seed)
     backend = args.backend.split(",") if "," in args.backend else args.backend
     session = interp.create_session(backend=backend, num_threads=args.threads, precision=args.precision, tuning=args.tuning)
     options = {"loop_timeout": args.loop_timeout, "measure_timing": args.timing, "timeout_ms": args.deadline_ms}

@@ -1,0 +1,85 @@
+"""``mnnpy bench`` (TFLite's benchmark_model) on a small Conv model: the statistics, the table,
+JSON and CSV, onnxruntime side by side, the profile, and bad input (exit 2). Speed is never
+asserted; only that the figures are consistent."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+from mnnpy.cli import main
+from mnnpy.tools.profile import latency_stats
+from tests.backend_compare import backends
+from tests.oracle import make_model
+
+
+@pytest.fixture(scope="module")
+def conv_onnx(tmp_path_factory):
+    """x (1, 3, 16, 16) -> Conv 3x3 (8 filters) -> Relu -> y: 2 * 8*3*3*3 * 16*16 FLOPs."""
+    w = np.random.default_rng(1).standard_normal((8, 3, 3, 3)).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["y"])]
+    model = make_model(nodes, {"x": np.zeros((1, 3, 16, 16), np.float32)}, ["y"], {"w": w})
+    path = tmp_path_factory.mktemp("bench") / "conv.onnx"
+    onnx.save(model, path)
+    return path
+
+
+def test_latency_stats():
+    s = latency_stats([1.0, 2.0, 3.0, 4.0, 10.0])
+    assert (s["avg"], s["min"], s["max"], s["p50"]) == (4.0, 1.0, 10.0, 3.0)
+    assert s["std"] == pytest.approx(np.std([1, 2, 3, 4, 10]))
+    assert s["p50"] <= s["p90"] <= s["p99"] <= s["max"]
+
+
+@pytest.mark.parametrize("backend", backends())
+def test_bench_json(conv_onnx, backend, capsys):
+    args = ["bench", str(conv_onnx), "--backend", backend, "--compare", "onnxruntime", "--runs", "6", "--warmup", "1"]
+    assert main([*args, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["gflops"] == pytest.approx(2 * 8 * 27 * 256 / 1e9, rel=0.2)
+    assert report["peak_rss_mib"] > 10
+    r, ort = report["engines"][backend], report["engines"]["onnxruntime"]
+    assert r["runs"] == ort["runs"] == 6
+    assert 0 < r["min"] <= r["p50"] <= r["p90"] <= r["p99"] <= r["max"] and r["ratio"] == 1.0
+    assert r["min"] <= r["avg"] <= r["max"] and r["std"] >= 0
+    assert ort["ratio"] == pytest.approx(ort["avg"] / r["avg"])
+    assert r["gflops_per_s"] == pytest.approx(report["gflops"] * 1e3 / r["avg"])
+    assert r["arena_mib"][backend] > 0
+
+
+def test_bench_table_csv_profile(conv_onnx, capsys):
+    assert main(["bench", str(conv_onnx), "--runs", "3", "--warmup", "0", "--profile"]) == 0
+    out = capsys.readouterr().out
+    assert "GFLOPs per run: 0.000" in out and "p99" in out and "peak RSS" in out
+    assert "cpu: each Execution timed" in out and "Conv       1" in out  # Relu is fused into the Conv
+    assert main(["bench", str(conv_onnx), "--duration", "0.2", "--warmup", "0", "--csv"]) == 0
+    header, row = capsys.readouterr().out.splitlines()
+    assert header.startswith("engine,create,first,runs,avg,std") and row.startswith("cpu,")
+    assert int(row.split(",")[3]) >= 5  # at least one block within the duration
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--shape", "x=1,3,,16"], "empty dim"),
+        (["--runs", "0"], "--runs must be between 1"),
+        (["--duration", "-1"], "--duration must be between 0 and 3600"),
+    ],
+)
+def test_bench_bad_input(conv_onnx, extra, message, capsys):
+    assert main(["bench", str(conv_onnx), *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err
+
+
+def test_bench_needs_the_onnx_file_for_onnxruntime(conv_onnx, tmp_path, capsys):
+    converted = tmp_path / "conv.mnnpy"
+    assert main(["convert", str(conv_onnx), str(converted)]) == 0
+    capsys.readouterr()
+    assert main(["bench", str(converted), "--compare", "onnxruntime", "--runs", "1"]) == 2
+    assert "needs the ONNX model" in capsys.readouterr().err
+    assert main(["bench", str(converted), "--compare", "onnxruntime", "--onnx", str(conv_onnx), "--runs", "2"]) == 0
