@@ -293,7 +293,7 @@ def submit_only(runtime, submit_info, fence_array, lane: int = 0) -> None:
         _check(lib.vkQueueSubmit(queue, 1, submit_info, fence_array[0]), "vkQueueSubmit")
 
 
-SPIN_NS = 100_000  # how long a wait polls the fence before blocking in the driver (GPUs only)
+SPIN_NS = 1_000_000  # how long a wait polls the fence before blocking in the driver (GPUs only)
 
 
 def wait_for(runtime, fence_array) -> None:
@@ -301,10 +301,13 @@ def wait_for(runtime, fence_array) -> None:
     ``VulkanError`` after ``FENCE_TIMEOUT_NS`` (the next submission with this fence waits for
     it first) or on a failure.
 
-    On a GPU (``runtime.spin_ns`` > 0) the fence is first polled (``vkGetFenceStatus``) for up
-    to ``SPIN_NS``: a blocked ``vkWaitForFences`` wakes tens of µs after the fence signals,
-    which a short run's chain pays at every wait (``bench/bench_device_chain.py``); a CPU
-    device (lavapipe) blocks at once, leaving the cores to its workers."""
+    On a GPU (``runtime.spin_ns`` > 0) the fence is first polled (``vkGetFenceStatus``, the GIL
+    released in each call) for up to ``SPIN_NS``, never past the time-out: a blocked
+    ``vkWaitForFences`` wakes tens of µs after the fence signals, which every run and the end
+    of every fenced chain pay (H200, PP-OCRv4 rec: 742-762 runs/s back to back blocking at
+    once or after 0.1 ms of polling, 861-871 after up to 1 ms; ``bench/RESULTS.md``). The
+    price: one core busy for up to 1 ms per wait. A CPU device (lavapipe) blocks at once,
+    leaving the cores to its workers."""
     lib, device = runtime.vk.lib, runtime.device
     spin = runtime.spin_ns
     if spin:
