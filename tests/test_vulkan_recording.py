@@ -168,3 +168,7 @@ def test_profile_times_each_dispatch_by_op_type(rng, monkeypatch):
     np.testing.assert_allclose(y, 1 / (1 + np.exp(-np.maximum(x, 0))), rtol=1e-6)
     prof = device_backend(s).profile
     assert set(prof) == {"Relu", "Sigmoid"} and all(v >= 0 for v in prof.values()) and sum(prof.values()) > 0, prof
+    per_op = device_backend(s).profile_ops  # the same intervals, keyed by op (name, type)
+    names = {o.type: o.name for o in interp.net.main.ops}
+    assert set(per_op) == {(names["Relu"], "Relu"), (names["Sigmoid"], "Sigmoid")}
+    assert all(per_op[(names[k], k)] == pytest.approx(v) for k, v in prof.items())

@@ -92,6 +92,7 @@ class VulkanBackend(GPUBackend):
         self._feeds: dict[VkTensor, VkTensor] = {}  # this run's uploads fed device to device (copy_device)
         self.profiling = profile.requested() and runtime.timestamp_period > 0
         self.profile: dict[str, float] = {}  # op type -> GPU ms summed over runs (profile.py)
+        self.profile_ops: dict[tuple[str, str], float] = {}  # (op name, op type) -> the same, per op
         self.clocked = runtime.timestamp_period > 0  # two timestamps recorded per partition (timestamps.py)
         if config.precision == "low" and not runtime.storage16:
             warnings.warn(
@@ -414,3 +415,5 @@ class VulkanBackend(GPUBackend):
         if part.timestamps is not None:
             for d, ms in zip(part.dispatches, profile.intervals_ms(part.timestamps)):
                 self.profile[d.label] = self.profile.get(d.label, 0.0) + ms
+                key = (d.op, d.label)
+                self.profile_ops[key] = self.profile_ops.get(key, 0.0) + ms

@@ -51,6 +51,7 @@ class Dispatch:
     groups: tuple[int, int, int]
     descriptor_set: Any = None
     label: str = ""  # the op type, for profiles
+    op: str = ""  # the op's name, for per-op profiles
 
 
 @dataclass

@@ -86,14 +86,15 @@ class VulkanExecution(GPUExecution):
         storage the variant's ``_f16`` twin runs where it binds a float tensor (variants of
         integers and bool only have none), and every float32 binding (weights, constants,
         scratch) gets specialization constant ``20 + k`` = true."""
-        d = describe(self.backend, shader, bindings, writes, push, n, spec, groups, local, self.op.type)
+        d = describe(self.backend, shader, bindings, writes, push, n, spec, groups, local, self.op.type, self.op.name)
         if d is not None:
             self.dispatches.append(d)
 
 
-def describe(backend, shader, bindings, writes, push, n, spec=(), groups=None, local=None, label="") -> Dispatch | None:
+def describe(backend, shader, bindings, writes, push, n, spec=(), groups=None, local=None, label="", op="") -> Dispatch | None:
     """The ``Dispatch`` that ``VulkanExecution.dispatch`` describes (same arguments, for
-    ``backend``), or None when there is no work; ``label`` names it in profiles."""
+    ``backend``), or None when there is no work; ``label`` (the op type) and ``op`` (its
+    name) name it in profiles."""
     if n <= 0 or (groups is not None and min(groups) <= 0):
         return None
     if local is None:
@@ -110,4 +111,4 @@ def describe(backend, shader, bindings, writes, push, n, spec=(), groups=None, l
         gx = min(count, max_x)
         groups = (gx, -(-count // gx), 1)
     groups = tuple(int(g) for g in groups)
-    return Dispatch(pipeline, list(bindings), tuple(writes), push, groups, label=label)
+    return Dispatch(pipeline, list(bindings), tuple(writes), push, groups, label=label, op=op)

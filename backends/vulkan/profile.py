@@ -3,7 +3,8 @@
 ``MNNPY_VULKAN_PROFILE=1`` when a session is created: each partition's command buffer also
 writes a timestamp (``vkCmdWriteTimestamp``, bottom of pipe) after its uploads and after
 every dispatch; after each submission the backend reads them and adds each dispatch's
-interval, in ms, to its op type (``VulkanBackend.profile``). Dispatches between two
+interval, in ms, to its op type (``VulkanBackend.profile``) and to its op
+(``VulkanBackend.profile_ops``, keyed by op name and type). Dispatches between two
 barriers may overlap on the device, so an interval is the time until that dispatch
 finished after the previous one did: the sum over a run is the partition's GPU time, the
 split between op types approximate. Costs a little time per dispatch.

@@ -13,7 +13,7 @@ a multiply-add counting two); the device time of a run (p50 of NNAPI's ``Timing.
 over ``TIMING_RUNS`` extra runs with ``measure_timing=True``); the activation arenas per
 backend (MiB) and the process's peak RSS (``VmHWM``, MiB: every engine together).
 ``--profile``: per op and per op type (``profile.op_profile``; on Vulkan, GPU timestamps per
-op type, ``profile.vulkan_profile``). A backend that cannot run here gets a row saying why.
+dispatch, ``profile.vulkan_op_profile``). A backend that cannot run here gets a row saying why.
 Output: a table, or ``--json`` / ``--csv``. A tqdm progress bar (when tqdm is installed and
 stderr is a terminal) on runs expected to take longer than ``PROGRESS_S``.
 """
@@ -216,9 +216,9 @@ def _profile(e: Engine, interp, feeds: dict, args) -> dict:
     """``{"ops": [[name, type, ms]], "types": [[type, count, ms]], "run_ms", "how"}`` of one engine."""
     runs = min(args.runs, 10)
     if e.name == "vulkan":
-        types = profile.vulkan_profile(interp, args.precision, feeds, runs)
-        how = "GPU timestamps per dispatch, per op type" if types else "no GPU timestamps on this device"
-        return {"ops": [], "types": [[k, None, v] for k, v in types.items()], "run_ms": None, "how": how}
+        rows = profile.vulkan_op_profile(interp, args.precision, feeds, runs)
+        how = "GPU timestamps per dispatch" if rows else "no GPU timestamps on this device"
+        return {"ops": [list(r) for r in rows], "types": [list(t) for t in profile.by_type(rows)], "run_ms": None, "how": how}
     rows, whole = profile.op_profile(e.session, feeds, runs)
     how = "each Execution timed" + (", followed by a queue finish" if e.name != "cpu" else "")
     return {"ops": [list(r) for r in rows], "types": [list(t) for t in profile.by_type(rows)], "run_ms": whole, "how": how}

@@ -116,9 +116,15 @@ def by_type(rows: list[tuple[str, str, float]]) -> list[tuple[str, int, float]]:
 
 
 def vulkan_profile(interp, precision: str, feeds: dict, runs: int = 10, warmup: int = 3) -> dict[str, float]:
-    """Per op type: GPU ms per run from the Vulkan backend's timestamp queries, of a separate
-    session created with ``MNNPY_VULKAN_PROFILE=1`` (``backends/vulkan/profile.py``); ``{}``
-    where the device has no timestamps."""
+    """Per op type: GPU ms per run (``vulkan_op_profile`` summed by type, slowest first)."""
+    return {kind: ms for kind, _, ms in by_type(vulkan_op_profile(interp, precision, feeds, runs, warmup))}
+
+
+def vulkan_op_profile(interp, precision: str, feeds: dict, runs: int = 10, warmup: int = 3) -> list[tuple[str, str, float]]:
+    """``[(op name, op type, GPU ms per run)]`` in dispatch order from the Vulkan backend's
+    timestamp queries, of a separate session created with ``MNNPY_VULKAN_PROFILE=1``
+    (``backends/vulkan/profile.py``; an op of several dispatches sums them; an op the Vulkan
+    backend did not run is absent); ``[]`` where the device has no timestamps."""
     key = "MNNPY_VULKAN_PROFILE"
     old = os.environ.get(key)
     os.environ[key] = "1"
@@ -134,8 +140,9 @@ def vulkan_profile(interp, precision: str, feeds: dict, runs: int = 10, warmup: 
             s.run(feeds)
         backend = s.backends[0]
         backend.profile.clear()
+        backend.profile_ops.clear()
         for _ in range(runs):
             s.run(feeds)
-        return {k: v / runs for k, v in sorted(backend.profile.items(), key=lambda kv: -kv[1])}
+        return [(name, kind, ms / runs) for (name, kind), ms in backend.profile_ops.items()]
     finally:
         s.close()
