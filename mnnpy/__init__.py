@@ -2,7 +2,8 @@
 
 Convert an ONNX model once (``mnnpy convert model.onnx model.mnnpy``), then load and
 run it: ``mnnpy.load("model.mnnpy").run({"x": array})``. Importing mnnpy imports no
-GPU package; backends load on demand. ``MAX_THREADS``: the most CPU threads a session
+GPU package; backends load on demand, and ``devices()`` lists what each can run on
+(``backend="vulkan:1"`` picks one). ``MAX_THREADS``: the most CPU threads a session
 takes (``create_session(num_threads=...)``). Real models for tests and demos are in
 ``mnnpy.models``; applications built on this API (the OCR pipeline, the demo) in ``mnnpy.apps``.
 ``MNNPY_LOG=debug`` (or ``info``) logs placement, cache hits and misses, compile and resize
@@ -10,6 +11,7 @@ times to stderr (``mnnpy.log``).
 """
 
 from mnnpy import log as _log
+from mnnpy.device import Device, devices, get_device
 from mnnpy.device_tensor import DeviceTensor
 from mnnpy.errors import (
     BackendUnavailableError,
@@ -41,6 +43,7 @@ __all__ = [
     "BackendUnavailableError",
     "DeadlineMissedError",
     "DependencyFailedError",
+    "Device",
     "DeviceTensor",
     "Fence",
     "IODesc",
@@ -57,5 +60,7 @@ __all__ = [
     "Timing",
     "UnsupportedOperatorError",
     "__version__",
+    "devices",
+    "get_device",
     "load",
 ]

@@ -25,7 +25,7 @@ import numpy as np
 
 from mnnpy.deadline import check
 from mnnpy.device_queue import DeviceQueue
-from mnnpy.errors import BackendUnavailableError
+from mnnpy.errors import BackendUnavailableError, InputError
 from mnnpy.ir import Op
 
 # In this order "auto" prefers the GPU backends (then the CPU): Vulkan first, one queue
@@ -297,6 +297,9 @@ class Runtime:
     lavapipe, is slower than the CPU backend); a backend still being built sets it False and
     is used only when asked for by name. ``auto`` orders the backends it takes as
     ``registered_backends`` lists them (the CPU last).
+
+    A subclass is created as ``cls(device=index)``: ``index`` into its ``device_list``
+    (``get_runtime`` makes one per device and process).
     """
 
     name = "base"
@@ -318,7 +321,37 @@ class Runtime:
 
     @classmethod
     def availability(cls) -> tuple[bool, str]:
-        """``(True, "")`` when usable here, else ``(False, reason)``."""
+        """``(True, "")`` when its default device (``default_device``) is usable here, else
+        ``(False, reason)``."""
+        return True, ""
+
+    @classmethod
+    def device_list(cls) -> tuple[list, str]:
+        """Every device of this backend here, as ``mnnpy.device.Device`` records in the
+        backend's own order (``Device.index`` = the position; ``backend="<name>:<index>"``
+        names one), or ``([], reason)`` when there is none. Never raises. Default: one device
+        named after the backend, where ``availability`` says it is usable."""
+        from mnnpy.device import Device
+
+        ok, reason = cls.availability()
+        return ([Device(cls.name, cls.name, 0, "other", "", "", cls.name)] if ok else []), reason
+
+    @classmethod
+    def default_device(cls) -> int | None:
+        """The index (into ``device_list``) of the device the plain backend name means (GPU
+        backends: chosen by ``$MNNPY_<API>_DEVICE``, a GPU first), or ``None`` when none is
+        usable. Default: 0."""
+        return 0
+
+    @classmethod
+    def device_availability(cls, index: int) -> tuple[bool, str]:
+        """``(True, "")`` when device ``index`` of ``device_list`` is there, else ``(False, reason)``."""
+        found, reason = cls.device_list()
+        if not found:
+            return False, reason
+        if index >= len(found):
+            listed = ", ".join(f"{d.id} {d.name}" for d in found)
+            return False, f"no {cls.name} device {index}: {len(found)} device(s) here ({listed})"
         return True, ""
 
     def create_backend(self, config: BackendConfig) -> Backend:
@@ -330,7 +363,20 @@ class Runtime:
         for (the CPU backend: loading numba); called when a model is loaded. Returns at once."""
 
 
-_RUNTIMES: dict[str, tuple[int, Runtime]] = {}  # name -> (process id that created it, Runtime)
+_RUNTIMES: dict[tuple[str, int], tuple[int, Runtime]] = {}  # (backend, device index) -> (process id, Runtime)
+_NAMED: dict[str, tuple[int, Runtime]] = {}  # device name as asked for -> (process id, Runtime)
+
+
+def split_device_name(name: str) -> tuple[str, int | None]:
+    """``"vulkan:1"`` -> ``("vulkan", 1)``; ``"vulkan"`` -> ``("vulkan", None)`` (the backend's
+    default device). Raises ``InputError`` for a malformed name (not a string, an empty
+    backend, an index that is not a non-negative decimal integer)."""
+    if not isinstance(name, str):
+        raise InputError(f"a device name is a string such as 'vulkan' or 'vulkan:1', got {name!r}")
+    backend, colon, index = name.partition(":")
+    if not backend or (colon and not (index.isascii() and index.isdigit())):
+        raise InputError(f"malformed device name {name!r}: expected BACKEND or BACKEND:INDEX (e.g. 'vulkan:1')")
+    return backend, int(index) if colon else None
 
 
 def registered_backends() -> dict[str, str]:
@@ -366,12 +412,15 @@ def warm_up(name: str) -> None:
 
 
 def backend_availability(name: str) -> tuple[bool, str]:
-    """``(usable, reason)`` for a backend name, importing it lazily."""
+    """``(usable, reason)`` for a backend name, or a device name ``backend:index`` (then: that
+    device of the backend's ``device_list`` is there), importing the backend lazily. Raises
+    ``InputError`` for a malformed name (``split_device_name``)."""
+    backend, index = split_device_name(name)
     try:
-        cls = _load_runtime_class(name)
+        cls = _load_runtime_class(backend)
     except BackendUnavailableError as e:
         return False, str(e)
-    return cls.availability()
+    return cls.availability() if index is None else cls.device_availability(index)
 
 
 def backend_in_auto(name: str) -> bool:
@@ -383,12 +432,28 @@ def backend_in_auto(name: str) -> bool:
         return True  # availability() reports it
 
 
+def device_key(name: str) -> tuple[str, int | None]:
+    """``(backend, device index)`` of a usable device name (``"vulkan"`` -> its default device's
+    index, ``Runtime.default_device``): two names of one device have one key."""
+    backend, index = split_device_name(name)
+    return backend, _load_runtime_class(backend).default_device() if index is None else index
+
+
 def get_runtime(name: str) -> Runtime:
-    """The process-wide Runtime of backend ``name``; raises ``BackendUnavailableError``."""
-    if name not in _RUNTIMES or _RUNTIMES[name][0] != os.getpid():
-        cls = _load_runtime_class(name)
-        ok, reason = cls.availability()
-        if not ok:
-            raise BackendUnavailableError(f"backend '{name}' is unavailable: {reason}")
-        _RUNTIMES[name] = (os.getpid(), cls())
-    return _RUNTIMES[name][1]
+    """The process-wide Runtime of a device: ``name`` is a backend (``"vulkan"``: its default
+    device, ``Runtime.default_device``) or ``backend:index`` (``"vulkan:1"``: device 1 of its
+    ``device_list``). One Runtime per device and process, whichever name reached it. Raises
+    ``BackendUnavailableError`` (unknown backend, unusable here, no such device) or
+    ``InputError`` (a malformed name)."""
+    pid = os.getpid()
+    hit = _NAMED.get(name)
+    if hit is not None and hit[0] == pid:
+        return hit[1]
+    ok, reason = backend_availability(name)
+    if not ok:
+        raise BackendUnavailableError(f"backend '{name}' is unavailable: {reason}")
+    key = device_key(name)
+    if key not in _RUNTIMES or _RUNTIMES[key][0] != pid:
+        _RUNTIMES[key] = (pid, _load_runtime_class(key[0])(device=key[1]))
+    _NAMED[name] = _RUNTIMES[key]
+    return _RUNTIMES[key][1]

@@ -91,21 +91,20 @@ def _convert(args) -> int:
 
 
 # ------------------------------------------------------------------------------ devices
-@command("devices", "list the backends, whether each can run here, and their devices")
+@command("devices", "list the devices of every backend (mnnpy.devices()), whether each backend can run here, and why not")
 def _devices(args) -> int:
     from mnnpy.backend import _load_runtime_class, backend_availability, registered_backends
+    from mnnpy.device import devices
 
+    listed = devices(include_unavailable=True)
     for name in registered_backends():
         ok, reason = backend_availability(name)
         print(f"{name}: {'available' if ok else 'unavailable: ' + reason}")
-        try:
-            cls = _load_runtime_class(name)
-        except MnnpyError:
-            continue  # its package is missing: the reason above says so
-        for line in getattr(cls, "list_devices", lambda: [])():  # also when a device filter matched none
-            print(f"  {line}")
-        info = getattr(cls, "cache_info", None)
-        if ok and info is not None:
+        for d in (d for d in listed if d.backend == name and d.available):  # also when a device filter matched none
+            print(f"  {d.describe()}")
+            print(f"    {d.description}")
+        info = getattr(_load_runtime_class(name), "cache_info", None) if ok else None
+        if info is not None:
             print(f"  {info()}")
     return 0
 
@@ -123,6 +122,9 @@ def _info_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dot", metavar="FILE", help="write the schedule as Graphviz, ops coloured by backend ('-' = stdout)")
     p.add_argument("--backend", default="auto", help="for --partitions/--dot: backend, preference list or auto (default)")
     p.add_argument(
+        "--supported", metavar="DEVICE", help="which ops DEVICE (e.g. vulkan, opencl:1; mnnpy devices) supports, and why not"
+    )
+    p.add_argument(
         "--shape",
         action="append",
         default=[],
@@ -131,11 +133,17 @@ def _info_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-@command("info", "describe a .mnnpy model; --partitions/--dot: how it is split across backends", _info_args)
+@command(
+    "info",
+    "describe a .mnnpy model; --partitions/--dot: how it is split across backends; --supported: ops a device runs",
+    _info_args,
+)
 def _info(args) -> int:
     from mnnpy.interpreter import Interpreter
 
     interp = Interpreter(args.model)
+    if args.supported is not None:
+        return _info_supported(args, interp)
     if args.partitions or args.dot is not None:
         if args.dot == "":
             raise InputError("--dot needs a file name, or - for stdout")
@@ -163,19 +171,40 @@ def _info(args) -> int:
     return 0
 
 
-def _info_schedule(args, interp) -> int:
-    """``info --partitions`` / ``--dot``: the Schedule for ``--backend`` at ``--shape``."""
+def _info_shapes(args, interp) -> dict[str, tuple[int, ...]]:
+    """The input shapes ``info`` describes: ``--shape`` where given, else batch 1 and other
+    dynamic dims 64 (``default_shape``); ``InputError`` for an unknown name or unknown rank."""
     shapes = {name: parse_shape(name, text) for name, text in pairs(args.shape, "--shape").items()}
     names = {d.name for d in interp.inputs}
     for name in shapes:
         if name not in names:
             raise InputError(f"unknown input name '{name}'; the model's inputs are {sorted(names)}")
-    backend = args.backend.split(",") if "," in args.backend else args.backend
-    session = interp.unplanned_session(backend)  # describes the schedule; allocates nothing
     for d in interp.inputs:
         if d.name not in shapes and d.shape is None:
             raise InputError(f"input '{d.name}' has unknown rank: give --shape {d.name}=D0,D1,...")
-    chosen = {d.name: shapes[d.name] if d.name in shapes else default_shape(d.shape) for d in interp.inputs}
+    return {d.name: shapes[d.name] if d.name in shapes else default_shape(d.shape) for d in interp.inputs}
+
+
+def _info_supported(args, interp) -> int:
+    """``info --supported DEVICE``: per op, whether the device supports it at ``--shape``, and why not."""
+    from mnnpy.device import get_device
+
+    device = get_device(args.supported)
+    chosen = _info_shapes(args, interp)
+    listed = interp.supported_ops(device, chosen)
+    count = sum(1 for s in listed if s.supported)
+    print(f"model: {args.model}; device: {device.id} {device.name}; input shapes: {chosen}")
+    print(f"{count} of {len(listed)} ops supported on {device.id}")
+    for s in listed:
+        print(f"  {s.describe()}")
+    return 0
+
+
+def _info_schedule(args, interp) -> int:
+    """``info --partitions`` / ``--dot``: the Schedule for ``--backend`` at ``--shape``."""
+    backend = args.backend.split(",") if "," in args.backend else args.backend
+    session = interp.unplanned_session(backend)  # describes the schedule; allocates nothing
+    chosen = _info_shapes(args, interp)
     if args.partitions and args.dot == "-":
         raise InputError("--partitions and --dot - both write to stdout; give --dot a file name")
     if args.partitions:

@@ -15,7 +15,16 @@ from dataclasses import replace
 from functools import partial
 
 from mnnpy import model_file
-from mnnpy.backend import BackendConfig, backend_availability, backend_in_auto, get_runtime, registered_backends, warm_up
+from mnnpy.backend import (
+    BackendConfig,
+    backend_availability,
+    backend_in_auto,
+    device_key,
+    get_runtime,
+    registered_backends,
+    split_device_name,
+    warm_up,
+)
 from mnnpy.deadline import check, resolve
 from mnnpy.device_queue import priority_level
 from mnnpy.errors import BackendUnavailableError, InputError
@@ -61,6 +70,17 @@ class Interpreter:
         """Graph outputs: name, shape (dynamic dims as names or None), dtype."""
         g = self.net.main
         return [IODesc(g.tensors[t].name, g.tensors[t].shape, g.tensors[t].dtype, g.tensors[t].kind) for t in g.outputs]
+
+    def supported_ops(self, device, shapes=None) -> list:
+        """Per op of the main graph, in order, an ``OpSupport`` (index, name, type, supported,
+        reason): whether ``device`` (a ``mnnpy.Device`` or a name such as ``"vulkan:1"``) can
+        run it, by the rule the Schedule places ops with (NNAPI's
+        ``getSupportedOperationsForDevices``). ``shapes`` (input name -> shape) also checks
+        size-dependent limits for those shapes; see ``mnnpy.supported_ops.supported_ops``
+        for the rest and what is raised."""
+        from mnnpy.supported_ops import supported_ops
+
+        return supported_ops(self, device, shapes)
 
     def unplanned_session(
         self,
@@ -150,7 +170,10 @@ def resolve_backends(backend: str | Sequence[str]) -> list[str]:
     that backend or ``BackendUnavailableError`` with the reason. A list
     (``["opencl", "cpu"]``, or the string ``"opencl,cpu"``): in order, skipping
     unavailable ones with a ``RuntimeWarning`` naming the reason (onnxruntime treats a
-    provider list the same way); an unknown name in a list is still an error.
+    provider list the same way); an unknown name in a list is still an error. A name may
+    pick one device of its backend: ``"vulkan:1"`` (``mnnpy.devices()``; a device past the
+    backend's list is unavailable); two names of one device count once. ``InputError`` for a
+    malformed name.
     """
     if isinstance(backend, str) and "," in backend:
         backend = [b.strip() for b in backend.split(",")]
@@ -172,15 +195,16 @@ def resolve_backends(backend: str | Sequence[str]) -> list[str]:
                 names.append(n)
             elif n == "auto":
                 raise InputError("'auto' stands alone; it cannot be part of a backend list")
-            elif n not in registered_backends() and n not in KNOWN_BACKENDS:
+            elif split_device_name(n)[0] not in registered_backends() and n not in KNOWN_BACKENDS:
                 raise BackendUnavailableError(reason)
             else:
                 warnings.warn(f"backend '{n}' skipped: {reason}", RuntimeWarning, stacklevel=3)
     else:
         raise InputError(f"backend must be a name, a list of names or 'auto', got {backend!r}")
-    if "cpu" not in names:
-        names.append("cpu")
-    return list(dict.fromkeys(names))
+    chosen: dict[tuple, str] = {}  # device -> the first name of it
+    for n in [*names, "cpu"]:
+        chosen.setdefault(device_key(n), n)
+    return list(chosen.values())
 
 
 def load(source: str | os.PathLike | bytes, **session_options) -> Session:

@@ -115,6 +115,17 @@ def to_dot(schedule: Schedule, graph: Graph) -> str:
     return "\n".join(lines) + "\n"
 
 
+def placeable(backend: Backend, info: OpInfo) -> tuple[bool, str]:
+    """Whether the Schedule may put the op of ``info`` on ``backend``: ``Backend.supports``
+    (dtypes, attributes, input shapes and values), then ``Backend.supports_outputs`` (its
+    outputs' shapes: a device's buffer-size limit); else ``(False, why)``. The one rule both
+    ``build_schedule`` and ``Interpreter.supported_ops`` apply."""
+    ok, why = backend.supports(info)
+    if ok:
+        ok, why = backend.supports_outputs(info)
+    return ok, why
+
+
 def build_schedule(ops: list[OpInfo], backends: list[Backend]) -> Schedule:
     """Assign every op of ``ops`` (the run-time ops, in order) and cut partitions (see module
     docstring); raises ``UnsupportedOperatorError`` when no backend takes an op."""
@@ -126,9 +137,7 @@ def build_schedule(ops: list[OpInfo], backends: list[Backend]) -> Schedule:
         reasons = []
         b_index = None
         for k, backend in enumerate(backends):
-            ok, why = backend.supports(info)
-            if ok:
-                ok, why = backend.supports_outputs(info)
+            ok, why = placeable(backend, info)
             if ok:
                 b_index = k
                 break

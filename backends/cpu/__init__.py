@@ -169,12 +169,20 @@ class PartitionState:
         self.pooled = True
 
 
+def _blas() -> str:
+    """The BLAS NumPy uses and its version (threadpoolctl), or ``"?"``."""
+    from threadpoolctl import threadpool_info
+
+    return next((f"{i['internal_api']} {i['version']}" for i in threadpool_info() if i["user_api"] == "blas"), "?")
+
+
 class CPURuntime(Runtime):
     """Process-wide CPU runtime: thread pools shared by sessions."""
 
     name = "cpu"
 
-    def __init__(self):
+    def __init__(self, device: int = 0):
+        """``device``: always 0, the one CPU device (``device_list``)."""
         import os
 
         self.default_threads = max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
@@ -207,10 +215,21 @@ class CPURuntime(Runtime):
         import os
         import platform
 
-        from threadpoolctl import threadpool_info
+        return [f"{platform.processor() or platform.machine()} ({os.cpu_count()} cores; NumPy {np.__version__}; BLAS {_blas()})"]
 
-        blas = next((f"{i['internal_api']} {i['version']}" for i in threadpool_info() if i["user_api"] == "blas"), "?")
-        return [f"{platform.processor() or platform.machine()} ({os.cpu_count()} cores; NumPy {np.__version__}; BLAS {blas})"]
+    @classmethod
+    def device_list(cls) -> tuple[list, str]:
+        """The one CPU device: type cpu, driver version NumPy's and its BLAS's, feature level
+        mnnpy's version (the backend is part of mnnpy, as NNAPI's CPU implementation is of the
+        framework)."""
+        import platform
+
+        from mnnpy import __version__
+        from mnnpy.device import Device
+
+        name = platform.processor() or platform.machine()
+        driver = f"NumPy {np.__version__}, BLAS {_blas()}"
+        return [Device(name, "cpu", 0, "cpu", driver, f"mnnpy {__version__}", cls.list_devices()[0])], ""
 
     def create_backend(self, config: BackendConfig) -> CPUBackend:
         return CPUBackend(self, config)

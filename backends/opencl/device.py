@@ -26,20 +26,33 @@ def devices_of(platform) -> list:
         return []
 
 
-def find_device(wanted: str | None):
-    """``(device, "")`` or ``(None, reason)``: a GPU first, else any; ``wanted`` (the value of
-    ``$MNNPY_OPENCL_DEVICE``) filters by type or name."""
+def all_devices() -> tuple[list, str]:
+    """``(devices, "")``: every device of every platform, platforms in ``cl.get_platforms()``
+    order (``backend="opencl:<index>"`` indexes this list), or ``([], reason)``: pyopencl
+    missing, no ICD or platform, no device. Never raises."""
     try:
         import pyopencl as cl
     except Exception as e:  # ImportError, or a broken binary module
-        return None, f"pyopencl is not importable ({e})"
+        return [], f"pyopencl is not importable ({e})"
     try:
         platforms = cl.get_platforms()
     except Exception as e:  # no ICD loader / no platform: cl.LogicError PLATFORM_NOT_FOUND_KHR
-        return None, f"no OpenCL platform (is an ICD installed?): {e}"
+        return [], f"no OpenCL platform (is an ICD installed?): {e}"
+    found = [d for p in platforms for d in devices_of(p)]
+    return found, "" if found else "no OpenCL device"
+
+
+def find_device(wanted: str | None):
+    """``(device, "")`` or ``(None, reason)``: a GPU first, else any; ``wanted`` (the value of
+    ``$MNNPY_OPENCL_DEVICE``) filters by type or name."""
+    found, reason = all_devices()
+    if not found and reason != "no OpenCL device":
+        return None, reason
+    import pyopencl as cl
+
     kinds = {"gpu": cl.device_type.GPU, "cpu": cl.device_type.CPU, "accelerator": cl.device_type.ACCELERATOR}
     return choose_device(
-        [d for p in platforms for d in devices_of(p)],
+        found,
         wanted,
         api="OpenCL",
         env=DEVICE_ENV,
@@ -47,6 +60,34 @@ def find_device(wanted: str | None):
         name=lambda d: f"{d.platform.name} {d.name}",
         rank=lambda d: 0 if d.type & cl.device_type.GPU else 1,
         named="a platform or device name",
+    )
+
+
+def nnapi_type(d) -> str:
+    """NNAPI's device type (``ANeuralNetworksDevice_getType``) of OpenCL device ``d``:
+    ``CL_DEVICE_TYPE`` GPU -> gpu, CPU -> cpu, ACCELERATOR -> accelerator, else other."""
+    import pyopencl as cl
+
+    for bit, name in ((cl.device_type.GPU, "gpu"), (cl.device_type.CPU, "cpu"), (cl.device_type.ACCELERATOR, "accelerator")):
+        if d.type & bit:
+            return name
+    return "other"
+
+
+def as_device(index: int, d):
+    """The ``mnnpy.device.Device`` of OpenCL device ``d``, number ``index`` of ``all_devices()``:
+    driver version ``CL_DRIVER_VERSION``, feature level the first two words of
+    ``CL_DEVICE_VERSION`` (``"OpenCL 3.0"``)."""
+    from mnnpy.device import Device
+
+    return Device(
+        name=d.name.strip(),
+        backend="opencl",
+        index=index,
+        type=nnapi_type(d),
+        driver_version=d.driver_version.strip(),
+        feature_level=" ".join(d.version.split()[:2]),
+        description=describe_device(d),
     )
 
 

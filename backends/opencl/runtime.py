@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from mnnpy.backend import BackendConfig, Runtime
 from mnnpy.backends.gpu.runtime import shader_dir
-from mnnpy.backends.opencl.device import DEVICE_ENV, FORK, describe_device, device_for, devices_of, has_int64
+from mnnpy.backends.opencl.device import DEVICE_ENV, FORK, all_devices, as_device, describe_device, device_for, has_int64
 from mnnpy.log import get_logger, lazy
 
 _log = get_logger("opencl")
@@ -57,14 +57,37 @@ class OpenCLRuntime(Runtime):
             return False, f"OpenCL probe failed: {e}"
         return device is not None, reason
 
-    def __init__(self):
+    @classmethod
+    def device_list(cls) -> tuple[list, str]:
+        """Every OpenCL device (``all_devices()``'s order) as a ``Device``, or ``([], why)``."""
+        if FORK.forked():
+            return [], FORK.reason
+        try:
+            found, reason = all_devices()
+            return [as_device(i, d) for i, d in enumerate(found)], reason
+        except Exception as e:  # noqa: BLE001 - never raise from here
+            return [], f"OpenCL probe failed: {e}"
+
+    @classmethod
+    def default_device(cls) -> int | None:
+        """The index of the device ``device_for`` takes (``$MNNPY_OPENCL_DEVICE``), or None."""
+        device, _ = device_for(os.environ.get(DEVICE_ENV) or None)
+        return None if device is None else all_devices()[0].index(device)
+
+    def __init__(self, device: int | None = None):
+        """On device ``device`` (an index into ``all_devices()``; None: ``device_for``'s choice)."""
         t0 = time.perf_counter()
         import pyopencl as cl
 
         self.cl = cl
-        self.device, reason = device_for(os.environ.get(DEVICE_ENV) or None)
+        FORK.mark()
+        if device is None:
+            self.device, reason = device_for(os.environ.get(DEVICE_ENV) or None)
+        else:
+            found, reason = all_devices()
+            self.device = found[device] if 0 <= device < len(found) else None
         if self.device is None:
-            raise RuntimeError(reason)
+            raise RuntimeError(reason or f"no OpenCL device {device}")
         self.max_alloc = int(self.device.max_mem_alloc_size)  # bytes in one buffer (CL_DEVICE_MAX_MEM_ALLOC_SIZE)
         self.int64 = has_int64(self.device)  # int64 tensors (OpenCLBackend.dtype_limit)
         self.context = cl.Context([self.device])
@@ -91,12 +114,7 @@ class OpenCLRuntime(Runtime):
     @classmethod
     def list_devices(cls) -> list[str]:
         """One line per OpenCL device of every platform (empty when there is none)."""
-        try:
-            import pyopencl as cl
-
-            return [describe_device(d) for p in cl.get_platforms() for d in devices_of(p)]
-        except Exception:  # no pyopencl, ICD or platform: availability() says why
-            return []
+        return [describe_device(d) for d in all_devices()[0]]  # none: availability() says why
 
     @classmethod
     def cache_info(cls) -> str:

@@ -236,6 +236,36 @@ def probe() -> Probe:
     return found
 
 
+# VkPhysicalDeviceType -> NNAPI's device type (ANeuralNetworksDevice_getType)
+NNAPI_TYPES = {"discrete": "gpu", "integrated": "gpu", "virtual": "gpu", "cpu": "cpu", "other": "other"}
+NVIDIA = 0x10DE  # vendorID whose driverVersion packs 10.8.8.6 bits
+
+
+def driver_version_string(info: DeviceInfo) -> str:
+    """``driverVersion`` as text: NVIDIA packs it 10.8.8.6 bits (major.minor.patch), other
+    drivers (Mesa, AMD) as ``VK_MAKE_API_VERSION``. The encoding is the vendor's (Vulkan 1.3,
+    ``VkPhysicalDeviceProperties::driverVersion``)."""
+    v = info.driver_version
+    if info.vendor_id == NVIDIA:
+        return f"{(v >> 22) & 0x3FF}.{(v >> 14) & 0xFF}.{(v >> 6) & 0xFF}"
+    return version_string(v)
+
+
+def as_device(index: int, info: DeviceInfo):
+    """The ``mnnpy.device.Device`` of physical device ``info``, number ``index`` of ``probe()``."""
+    from mnnpy.device import Device
+
+    return Device(
+        name=info.name,
+        backend="vulkan",
+        index=index,
+        type=NNAPI_TYPES.get(info.type, "other"),
+        driver_version=driver_version_string(info),
+        feature_level=f"Vulkan {version_string(info.api_version)}",
+        description=info.describe(),
+    )
+
+
 # MNNPY_VULKAN_DEVICE's type names: each device type, and gpu = discrete or integrated
 TYPES = {t: (lambda d, t=t: d.type == t) for t in ("discrete", "integrated", "virtual", "cpu", "other")}
 TYPES["gpu"] = lambda d: d.type in ("discrete", "integrated")

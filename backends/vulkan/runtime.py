@@ -22,7 +22,16 @@ import time
 
 from mnnpy.backend import BackendConfig, Runtime
 from mnnpy.backends.vulkan.commands import SPIN_NS
-from mnnpy.backends.vulkan.device import DEVICE_ENV, FORK, STORAGE8_EXTENSION, DeviceInfo, choose, probe, version_string
+from mnnpy.backends.vulkan.device import (
+    DEVICE_ENV,
+    FORK,
+    STORAGE8_EXTENSION,
+    DeviceInfo,
+    as_device,
+    choose,
+    driver_version_string,
+    probe,
+)
 from mnnpy.log import get_logger, lazy
 
 _log = get_logger("vulkan")
@@ -71,10 +80,32 @@ class VulkanRuntime(Runtime):
         except Exception:  # availability() says why
             return []
 
-    def __init__(self):
+    @classmethod
+    def device_list(cls) -> tuple[list, str]:
+        """Every Vulkan physical device (``probe()``'s order) as a ``Device``, or ``([], why)``."""
+        if FORK.forked():
+            return [], FORK.reason
+        try:
+            p = probe()
+            return [as_device(i, d) for i, d in enumerate(p.devices)], p.reason
+        except Exception as e:  # noqa: BLE001 - never raise from here
+            return [], f"Vulkan probe failed: {type(e).__name__} {e}"
+
+    @classmethod
+    def default_device(cls) -> int | None:
+        """The index of the device ``choose`` takes (``$MNNPY_VULKAN_DEVICE``), or None."""
+        devices = probe().devices
+        info, _ = choose(devices, os.environ.get(DEVICE_ENV) or None)
+        return next((i for i, d in enumerate(devices) if info is not None and d.handle is info.handle), None)
+
+    def __init__(self, device: int | None = None):
+        """On physical device ``device`` (an index into ``probe().devices``; None: ``choose``'s)."""
         t0 = time.perf_counter()
         p = probe()
-        info, reason = choose(p.devices, os.environ.get(DEVICE_ENV) or None)
+        if device is None:
+            info, reason = choose(p.devices, os.environ.get(DEVICE_ENV) or None)
+        else:
+            info, reason = (p.devices[device], "") if 0 <= device < len(p.devices) else (None, f"no Vulkan device {device}")
         if info is None:
             raise RuntimeError(p.reason or reason)
         self.vk = vk = p.vk
@@ -189,7 +220,7 @@ class VulkanRuntime(Runtime):
 
     def describe(self) -> str:
         """One line: the device (``DeviceInfo.describe``) and its driver version."""
-        return f"{self.info.describe()}; driver {version_string(self.info.driver_version)}"
+        return f"{self.info.describe()}; driver {driver_version_string(self.info)}"
 
     def lane(self, index: int) -> tuple:
         """``(VkQueue, lock)`` of lane ``index`` (modulo the lanes there are)."""
