@@ -134,9 +134,10 @@ class Capabilities:
     def from_json(cls, data: bytes) -> Capabilities:
         """The inverse of ``to_json``; ValueError (KeyError, TypeError) on a malformed document."""
         d = json.loads(data)
-        perf = {k: PerformanceInfo(*map(float, v)) for k, v in d.pop("performance").items()}
-        if set(perf) != {w.name for w in WORKLOADS}:
+        stored = d.pop("performance")
+        if set(stored) != {w.name for w in WORKLOADS}:
             raise ValueError("another set of workloads")
+        perf = {w.name: PerformanceInfo(*map(float, stored[w.name])) for w in WORKLOADS}  # in WORKLOADS' order
         times = {k: tuple(v) for k, v in d.pop("times_us").items()}
         return cls(performance=perf, times_us=times, **d)
 
