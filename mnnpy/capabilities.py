@@ -15,7 +15,8 @@ Time per workload: the median over ``runs`` runs (after one warm-up run) of the 
 CPU), or ``in_driver_us`` (the backends' wall time) where a device gave no device time; for
 ``if``/``while`` always ``in_driver_us``, since the host steps of control flow are what
 those fields price. A workload with an op the device does not support (``supported_ops``;
-the host's control-flow ops aside) gets ``exec_time = inf`` (NNAPI's ``FLT_MAX``: "cannot
+the host's control-flow ops aside; the ops of If/Loop bodies are placed at run time and
+not checked here) gets ``exec_time = inf`` (NNAPI's ``FLT_MAX``: "cannot
 run") and the reason in ``Capabilities.reasons``.
 
 ``power_usage``: mnnpy has no power meter. On a device of type ``cpu`` (lavapipe, PoCL: the
@@ -45,7 +46,7 @@ from typing import NamedTuple
 
 from mnnpy import cache_file
 from mnnpy.capability_workloads import SCALES, WORKLOADS, Workload
-from mnnpy.errors import InputError
+from mnnpy.errors import BackendUnavailableError, InputError
 
 CACHE_ENV = "MNNPY_CAPABILITIES_CACHE"
 MAGIC, FORMAT = b"MNNPYCAP", 1
@@ -211,6 +212,8 @@ def capabilities(
     from mnnpy.device import get_device
 
     dev = get_device(device)
+    if not dev.available:
+        raise BackendUnavailableError(f"device '{dev.id}' is unavailable: {dev.reason}")
     _check(scale, runs)
     cached, why = load_cached(dev, scale)
     if cached is not None:
