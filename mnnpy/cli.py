@@ -91,22 +91,60 @@ def _convert(args) -> int:
 
 
 # ------------------------------------------------------------------------------ devices
-@command("devices", "list the devices of every backend (mnnpy.devices()), whether each backend can run here, and why not")
+def _devices_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--measure", action="store_true", help="measure each device's capabilities (cached ones are reused)")
+    p.add_argument("--scale", choices=("full", "tiny"), default="full", help="the reference workloads' size (default full)")
+    p.add_argument("--runs", type=int, default=None, help="timed runs per workload and backend (default 5; tiny: 3)")
+
+
+@command(
+    "devices",
+    "list the devices of every backend (mnnpy.devices()), whether each can run here, and their capabilities",
+    _devices_args,
+)
 def _devices(args) -> int:
     from mnnpy.backend import _load_runtime_class, backend_availability, registered_backends
+    from mnnpy.capability_workloads import WORKLOADS
     from mnnpy.device import devices
 
+    check_int(args.runs, "--runs", 1)
     listed = devices(include_unavailable=True)
+    bar = _progress_bar(len([d for d in listed if d.available]) * len(WORKLOADS)) if args.measure else None
     for name in registered_backends():
         ok, reason = backend_availability(name)
         print(f"{name}: {'available' if ok else 'unavailable: ' + reason}")
         for d in (d for d in listed if d.backend == name and d.available):  # also when a device filter matched none
             print(f"  {d.describe()}")
             print(f"    {d.description}")
+            for line in _capability_lines(d, args, bar):
+                print(f"    {line}")
         info = getattr(_load_runtime_class(name), "cache_info", None) if ok else None
         if info is not None:
             print(f"  {info()}")
+    if bar is not None:
+        bar.close()
     return 0
+
+
+def _capability_lines(device, args, bar) -> list[str]:
+    """The device's capabilities table: measured (``--measure``, cached ones reused) or cached."""
+    from mnnpy.capabilities import capabilities, load_cached
+
+    if args.measure:
+        if bar is not None:
+            bar.set_description(device.id)
+        return capabilities(device, args.scale, args.runs, bar and (lambda _: bar.update())).table()
+    cached, why = load_cached(device, args.scale)
+    return cached.table() if cached is not None else [f"capabilities: {why} (mnnpy devices --measure)"]
+
+
+def _progress_bar(total: int):
+    """A tqdm bar on stderr where tqdm is installed, else None."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, unit="workload", file=sys.stderr, leave=False)
 
 
 # --------------------------------------------------------------------------------- info

@@ -58,6 +58,13 @@ class Device:
         """Whether the device is there (not an unavailable backend's entry)."""
         return self.index is not None
 
+    def capabilities(self, scale: str = "full", runs: int | None = None, progress=None):
+        """NNAPI's ``Capabilities`` of this device relative to the CPU backend, measured once and
+        cached (``mnnpy.capabilities.capabilities``, which documents the arguments)."""
+        from mnnpy.capabilities import capabilities
+
+        return capabilities(self, scale, runs, progress)
+
     def describe(self) -> str:
         """One line: id, name, type, driver version, feature level, and ``(default)``."""
         if not self.available:
