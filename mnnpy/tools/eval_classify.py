@@ -139,14 +139,17 @@ def run(args: argparse.Namespace) -> int:
     size = input_size(interp, args.size)
     if not args.images:
         check_input_bytes(
-            f"--count {args.count} --size {size[0]}x{size[1]}",
+            f"--count {args.count} at {size[0]}x{size[1]}: the images' {interp.inputs[0].dtype} inputs",
             interp.inputs[0].dtype,
             (args.count, 3, *size),
             "give a smaller --size or --count",
         )
     images = folder_images(args.images) if args.images else generated_images(args.count, args.seed, size)
     check_input_bytes(
-        f"{len(images)} images at {size[0]}x{size[1]}", interp.inputs[0].dtype, (len(images), 3, *size), "give a smaller --size"
+        f"{len(images)} images at {size[0]}x{size[1]}: their {interp.inputs[0].dtype} inputs",
+        interp.inputs[0].dtype,
+        (len(images), 3, *size),
+        "give a smaller --size",
     )
     xs = [preprocess(img, size).astype(interp.inputs[0].dtype) for img in images]
     ort = onnx_reference(args.model, interp, args.threads, "model")

@@ -61,12 +61,13 @@ def check_file(path: str | os.PathLike, what: str) -> str:
 
 
 def check_input_bytes(what: str, dtype, shape: tuple[int, ...], hint: str) -> int:
-    """The bytes of a ``dtype`` array of ``shape``; ``InputError`` naming ``what`` (and ``hint``:
-    what to give instead) when more than ``MAX_RANDOM_INPUT_BYTES``. Call it before allocating."""
+    """The bytes of a ``dtype`` array of ``shape``; ``InputError`` ("{what} of shape ... would
+    take N GiB", and ``hint``: what to give instead) when more than ``MAX_RANDOM_INPUT_BYTES``.
+    Call it before allocating."""
     size = math.prod(shape) * np.dtype(dtype).itemsize
     if size > MAX_RANDOM_INPUT_BYTES:
         raise InputError(
-            f"{what}: a {np.dtype(dtype)} input of shape {tuple(shape)} would take {size / 2**30:,.1f} GiB, "
+            f"{what} of shape {tuple(shape)} would take {size / 2**30:,.1f} GiB, "
             f"more than the {MAX_RANDOM_INPUT_BYTES / 2**30:g} GiB limit; {hint}"
         )
     return size
@@ -163,7 +164,7 @@ def random_inputs(
             shape = default_shape(d.shape)
         if len(shape) > MAX_RANK:
             raise InputError(f"input '{d.name}': --shape gives rank {len(shape)}, more than {MAX_RANK}")
-        check_input_bytes(f"input '{d.name}'", d.dtype, shape, f"give a smaller --shape {d.name}=...")
+        check_input_bytes(f"input '{d.name}': a random {d.dtype} input", d.dtype, shape, f"give a smaller --shape {d.name}=...")
         if d.dtype.kind == "f":
             values = rng.standard_normal(shape) if gaussian else rng.random(shape, dtype=np.float64)
             feeds[d.name] = np.asarray(values).astype(d.dtype)
@@ -220,7 +221,5 @@ def onnx_reference(path: str | os.PathLike, interp, num_threads: int | None, wha
         if dtype is not None and dtype != d.dtype:
             raise InputError(f"{what} {path}: input '{name}' is {dtype} there but {d.dtype} in the model; is it the same model?")
         if d.shape is not None and i.shape is not None and len(i.shape) != len(d.shape):
-            raise InputError(
-                f"{what} {path}: input '{name}' has rank {len(i.shape)} there but {len(d.shape)} in the model"
-            )
+            raise InputError(f"{what} {path}: input '{name}' has rank {len(i.shape)} there but {len(d.shape)} in the model")
     return sess
