@@ -83,3 +83,41 @@ def test_bench_needs_the_onnx_file_for_onnxruntime(conv_onnx, tmp_path, capsys):
     assert main(["bench", str(converted), "--compare", "onnxruntime", "--runs", "1"]) == 2
     assert "needs the ONNX model" in capsys.readouterr().err
     assert main(["bench", str(converted), "--compare", "onnxruntime", "--onnx", str(conv_onnx), "--runs", "2"]) == 0
+
+
+def test_bench_bad_or_mismatched_onnx_file(conv_onnx, tmp_path, capsys):
+    pytest.importorskip("onnxruntime")
+    converted = tmp_path / "conv.mnnpy"
+    assert main(["convert", str(conv_onnx), str(converted)]) == 0
+    garbage, other = tmp_path / "garbage.onnx", tmp_path / "add.onnx"
+    garbage.write_text("garbage\n")
+    z = np.zeros((2, 4), np.float32)
+    onnx.save(make_model([helper.make_node("Add", ["a", "b"], ["y"])], {"a": z, "b": z}, ["y"]), other)
+    cases = [
+        (tmp_path / "missing.onnx", "missing.onnx: no such file"),
+        (garbage, "onnxruntime cannot load it"),
+        (other, "its inputs ['a', 'b'] are not the model's ['x']"),
+    ]
+    for onnx_file, message in cases:
+        capsys.readouterr()
+        assert main(["bench", str(converted), "--compare", "onnxruntime", "--onnx", str(onnx_file), "--runs", "1"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and message in err and "Traceback" not in err
+
+
+def test_bench_tiny_duration_still_times_every_engine(conv_onnx, capsys):
+    pytest.importorskip("onnxruntime")
+    argv = ["bench", str(conv_onnx), "--compare", "onnxruntime", "--duration", "1e-9", "--warmup", "0", "--json"]
+    assert main(argv) == 0
+    engines = json.loads(capsys.readouterr().out)["engines"]
+    assert engines["cpu"]["runs"] >= 1 and engines["onnxruntime"]["runs"] >= 1
+
+
+def test_bench_says_which_dynamic_dims_it_assumed(tmp_path, capsys):
+    path = tmp_path / "relu.onnx"
+    x = np.zeros((1, 4), np.float32)
+    onnx.save(make_model([helper.make_node("Relu", ["x"], ["y"])], {"x": x}, ["y"], input_shapes={"x": ["N", "C"]}), path)
+    assert main(["bench", str(path), "--runs", "1", "--warmup", "0", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["inputs"]["x"][1] == [1, 64]  # stdout stays JSON
+    assert "dim 0 (N) = 1" in err and "dim 1 (C) = 64" in err and "--shape x=1,64" in err

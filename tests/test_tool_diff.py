@@ -91,3 +91,43 @@ def test_diff_missing_model_and_missing_onnx(tmp_path, conv_onnx, capsys):
     assert main(["convert", str(conv_onnx), str(converted)]) == 0
     assert main(["diff", str(converted), "--reference", "onnxruntime"]) == 2
     assert "needs the ONNX model" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def other_onnx(tmp_path_factory):
+    """a + b -> y: inputs that are not conv_onnx's."""
+    z = np.zeros((2, 4), np.float32)
+    path = tmp_path_factory.mktemp("diff_other") / "add.onnx"
+    onnx.save(make_model([helper.make_node("Add", ["a", "b"], ["y"])], {"a": z, "b": z}, ["y"]), path)
+    return path
+
+
+def test_diff_bad_onnx_file(tmp_path, conv_onnx, other_onnx, capsys):
+    pytest.importorskip("onnxruntime")
+    converted = tmp_path / "conv.mnnpy"
+    assert main(["convert", str(conv_onnx), str(converted)]) == 0
+    garbage = tmp_path / "garbage.onnx"
+    garbage.write_text("garbage\n")
+    cases = [
+        (tmp_path / "missing.onnx", f"--onnx {tmp_path / 'missing.onnx'}: no such file"),
+        (garbage, "onnxruntime cannot load it"),
+        (other_onnx, "its inputs ['a', 'b'] are not the model's ['x']"),
+    ]
+    for onnx_file, message in cases:
+        capsys.readouterr()
+        assert main(["diff", str(converted), "--runs", "1", "--reference", "onnxruntime", "--onnx", str(onnx_file)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and message in err and "Traceback" not in err
+
+
+def test_diff_says_which_dynamic_dims_it_assumed(tmp_path, capsys):
+    path = tmp_path / "relu.onnx"
+    model = make_model(
+        [helper.make_node("Relu", ["x"], ["y"])], {"x": np.zeros((1, 3, 2), np.float32)}, ["y"], input_shapes={"x": ["N", 3, "T"]}
+    )
+    onnx.save(model, path)
+    assert main(["diff", str(path), "--runs", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "input 'x'" in err and "dim 0 (N) = 1" in err and "dim 2 (T) = 64" in err and "--shape x=1,3,64" in err
+    assert main(["diff", str(path), "--runs", "1", "--shape", "x=2,3,5"]) == 0
+    assert "note:" not in capsys.readouterr().err

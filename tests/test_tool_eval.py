@@ -99,3 +99,53 @@ def test_eval_bad_input(classifier, argv, message, capsys):
     assert main(["eval", *argv, "--plot", argv[-1] if argv[-1].endswith(".png") else ""]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err
+
+
+@pytest.fixture(scope="module")
+def pooled(tmp_path_factory):
+    """Classifiers without weights: x (N, 3, H, W) -> GlobalAveragePool -> Flatten -> (N, 3);
+    float32 with dynamic H, W ("dynamic"), and int32 with a Cast first ("int32")."""
+    folder = tmp_path_factory.mktemp("pooled")
+    x = {"x": np.zeros((1, 3, 8, 8), np.float32)}
+    pool = [helper.make_node("GlobalAveragePool", ["f"], ["p"]), helper.make_node("Flatten", ["p"], ["y"])]
+    dynamic = make_model([helper.make_node("Identity", ["x"], ["f"]), *pool], x, ["y"], input_shapes={"x": ["N", 3, "H", "W"]})
+    cast = helper.make_node("Cast", ["x"], ["f"], to=onnx.TensorProto.FLOAT)
+    int32 = make_model([cast, *pool], {"x": np.zeros((1, 3, 8, 8), np.int32)}, ["y"])
+    paths = {"dynamic": folder / "dynamic.onnx", "int32": folder / "int32.onnx"}
+    onnx.save(dynamic, paths["dynamic"])
+    onnx.save(int32, paths["int32"])
+    return paths
+
+
+@pytest.mark.parametrize(
+    "model, extra, message",
+    [
+        ("int32", [], "error: input 'x' is int32: eval classify takes a float image input"),
+        ("dynamic", ["--size", "0x0"], "--size '0x0': give HxW"),
+        ("dynamic", ["--size", "48x-1"], "--size '48x-1': give HxW"),
+        ("dynamic", ["--size", "100000x100000"], "GiB limit"),
+        ("static", ["--size", "64x64"], "H and W fixed at 16x16"),
+        ("dynamic", ["--precision", "low,,"], "--precision 'low,,': an empty precision name"),
+    ],
+)
+def test_eval_classify_bad_model_or_size(pooled, classifier, model, extra, message, capsys):
+    pytest.importorskip("onnxruntime")
+    path = classifier if model == "static" else pooled[model]
+    assert main(["eval", "classify", str(path), "--count", "2", "--plot", "", *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err
+
+
+def test_eval_plot_checked_up_front(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    for plot, message in [(str(tmp_path), "a folder"), (str(tmp_path / "plot.jpg"), "ending in .png")]:
+        assert main(["eval", "ocr", "--lines", "1", "--plot", plot]) == 2
+        assert message in capsys.readouterr().err
+
+
+def test_precision_column_is_the_storage_precision():
+    from mnnpy.tools.evaluate import precision_label
+
+    assert [precision_label("cpu", p) for p in ("high", "normal", "low")] == ["fp32"] * 3
+    assert precision_label("onnxruntime", "fp32") == "fp32"
+    assert [precision_label("vulkan", p) for p in ("high", "normal", "low")] == ["fp32/high", "fp32/normal", "fp16/low"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from mnnpy import BackendUnavailableError
+from mnnpy import BackendUnavailableError, ModelFormatError
 
 
 def onnxruntime_session(model_path: str | os.PathLike, num_threads: int | None = None, memory_arena: bool = True):
@@ -13,7 +13,8 @@ def onnxruntime_session(model_path: str | os.PathLike, num_threads: int | None =
     ``memory_arena=False``: without onnxruntime's CPU arena, which keeps the most memory any
     run needed (its memory then returns after each run: ``mnnpy stress`` measures RSS).
 
-    Raises ``BackendUnavailableError`` when the onnxruntime package is missing.
+    Raises ``BackendUnavailableError`` when the onnxruntime package is missing,
+    ``ModelFormatError`` when onnxruntime cannot load the file (missing, garbage, invalid).
     """
     try:
         import onnxruntime as ort
@@ -26,4 +27,8 @@ def onnxruntime_session(model_path: str | os.PathLike, num_threads: int | None =
     if num_threads:
         opts.intra_op_num_threads = num_threads
     opts.enable_cpu_mem_arena = memory_arena
-    return ort.InferenceSession(str(model_path), opts, providers=["CPUExecutionProvider"])
+    try:
+        return ort.InferenceSession(str(model_path), opts, providers=["CPUExecutionProvider"])
+    except Exception as e:  # onnxruntime's own classes (Fail, InvalidProtobuf, NoSuchFile, InvalidGraph, ...)
+        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ModelFormatError(f"ONNX model {model_path}: onnxruntime cannot load it: {why}") from None

@@ -2,10 +2,11 @@
 
 After TensorFlow Lite's ``benchmark_model`` tool. The model (a ``.mnnpy`` file, or an ONNX
 file converted in memory: the load time includes the conversion) gets seeded random inputs
-(``mnnpy.tools.inputs``: ``--shape``, ``--input``). Per engine (each ``--backend``, and
+(``mnnpy.tools.inputs``: ``--shape``, ``--input``; a dynamic dim without ``--shape`` is 1,
+the first, or 64, said on stderr). Per engine (each ``--backend``, and
 onnxruntime's CPU provider with ``--compare onnxruntime``): session creation (resized for
 the input shapes), the first run, ``--warmup`` runs, then ``--runs`` timed runs (or as many
-as fit in ``--duration`` seconds), the engines taking turns in blocks of ``BLOCK`` runs whose
+as fit in ``--duration`` seconds, at least one block), the engines taking turns in blocks of ``BLOCK`` runs whose
 order rotates every block, so that the machine's noise hits all alike. Reported (ms): avg,
 std, min, max, p50, p90, p99 (TFLite's names, ``profile.latency_stats``); the ratio of each
 engine's avg to the first engine's; GFLOP/s (the op schemas' FLOPs rules over the plan,
@@ -28,7 +29,7 @@ from typing import Any
 
 from mnnpy.errors import BackendUnavailableError, InputError
 from mnnpy.tools import profile
-from mnnpy.tools.inputs import feeds_from_options, load_model
+from mnnpy.tools.inputs import feeds_from_options, load_model, note_assumed_dims, onnx_reference
 from mnnpy.tools.table import backend_list
 
 BLOCK = 5  # runs per engine before the next engine's turn
@@ -58,16 +59,15 @@ def _ms(t0: float) -> float:
 
 def prepare(name: str, interp, onnx_path: str | None, feeds: dict, args) -> Engine:
     """An ``Engine`` of mnnpy backend ``name`` (or ``"onnxruntime"``), created, resized for
-    ``feeds``' shapes and run once; ``missing`` says why where the backend is unavailable."""
+    ``feeds``' shapes and run once; ``missing`` says why where the backend is unavailable.
+    onnxruntime's ONNX file is checked against the model (``inputs.onnx_reference``)."""
     e = Engine(name)
     t0 = time.perf_counter()
     try:
         if name == "onnxruntime":
-            from mnnpy.apps.reference import onnxruntime_session
-
             if onnx_path is None:
                 raise InputError("--compare onnxruntime needs the ONNX model: give MODEL as a .onnx file, or --onnx FILE")
-            sess = onnxruntime_session(onnx_path, args.threads)
+            sess = onnx_reference(onnx_path, interp, args.threads, "--onnx" if args.onnx else "model")
             e.run = lambda f: sess.run(None, f)
         else:
             e.session = interp.create_session(backend=name, precision=args.precision, num_threads=args.threads)
@@ -95,7 +95,8 @@ def _progress(total: float, unit: str, expected_s: float):
 
 
 def timed_runs(engines: list[Engine], feeds: dict, runs: int, duration: float | None) -> None:
-    """``runs`` timed runs per engine (or until ``duration`` s have passed), interleaved in
+    """``runs`` timed runs per engine (or until ``duration`` s have passed, after at least one
+    round: every engine gets ``BLOCK`` runs however short ``duration`` is), interleaved in
     rotating blocks of ``BLOCK``; appends each run's ms to ``engine.times``."""
     n = len(engines)
     per_round_s = sum(e.first_ms for e in engines) / 1e3
@@ -105,7 +106,7 @@ def timed_runs(engines: list[Engine], feeds: dict, runs: int, duration: float | 
         while True:
             if duration is None and all(len(e.times) >= runs for e in engines):
                 break
-            if duration is not None and time.perf_counter() - start >= duration:
+            if duration is not None and b > 0 and time.perf_counter() - start >= duration:
                 break
             for e in engines[b % n :] + engines[: b % n]:
                 if n > 1:
@@ -186,8 +187,11 @@ def run(args: argparse.Namespace) -> int:
     load_ms = _ms(t0)
     onnx_path = args.onnx or (args.model if str(args.model).lower().endswith(".onnx") else None)
     feeds = feeds_from_options(interp, args.input, args.shape, args.seed)
+    note_assumed_dims(interp, args.input, args.shape)
     names = backend_list(args.backend) + (["onnxruntime"] if args.compare else [])
+    names = names[-1:] + names[:-1] if args.compare else names  # onnxruntime first: its ONNX file is checked before any work
     engines = [prepare(n, interp, onnx_path, feeds, args) for n in names]
+    engines = engines[1:] + engines[:1] if args.compare else engines
     live = [e for e in engines if not e.missing]
     for e in live:
         for _ in range(args.warmup):

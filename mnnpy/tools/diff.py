@@ -10,7 +10,8 @@ backend on one thread, ``--reference cpu``, or onnxruntime's CPU provider,
 (``mnnpy.tools.tolerances``): fp16 storage (``--precision low``) ``HALF``, else the
 accumulating ops' ``ACCUMULATE`` for float outputs; integer and boolean outputs ``EXACT``.
 An element passes when ``|actual - expected| <= atol + rtol * |expected|`` (NaN where the
-reference has NaN). ``--all-tensors``: every tensor of the main graph is compared in op
+reference has NaN). A dynamic input dim without ``--shape`` is 1 (the first) or 64, said on
+stderr (``inputs.note_assumed_dims``). ``--all-tensors``: every tensor of the main graph is compared in op
 order (each made an output of a copy of the model, which may keep a backend from fusing it
 with its consumer) and the first op whose output fails is named. Exit status 0 when every
 output of every backend passes, 1 otherwise, 2 on bad input (``error: ...``).
@@ -26,7 +27,7 @@ import numpy as np
 
 from mnnpy.errors import InputError
 from mnnpy.tools import tolerances
-from mnnpy.tools.inputs import feeds_from_options, load_model
+from mnnpy.tools.inputs import feeds_from_options, load_model, note_assumed_dims, onnx_reference
 from mnnpy.tools.table import backend_list, format_table
 
 
@@ -92,9 +93,7 @@ def _reference_runner(args, interp):
     onnx_path = args.onnx or (args.model if str(args.model).lower().endswith(".onnx") else None)
     if onnx_path is None:
         raise InputError("--reference onnxruntime needs the ONNX model: give MODEL as a .onnx file, or --onnx FILE")
-    from mnnpy.apps.reference import onnxruntime_session
-
-    sess = onnxruntime_session(onnx_path, 1)
+    sess = onnx_reference(onnx_path, interp, 1, "--onnx" if args.onnx else "model")
     return lambda feeds, names: dict(zip(names, sess.run(names, feeds)))
 
 
@@ -158,6 +157,7 @@ def run(args: argparse.Namespace) -> int:
             raise InputError("--all-tensors needs --reference cpu (onnxruntime's tensors are not named alike)")
         interp, order = with_all_tensors(interp)
     reference = _reference_runner(args, interp)
+    note_assumed_dims(interp, args.input, args.shape)
     feeds_list = [feeds_from_options(interp, args.input, args.shape, args.seed + i, gaussian=True) for i in range(args.runs)]
     names = [d.name for d in interp.outputs]
     results = {b: diff_backend(args, interp, reference, b, feeds_list, names) for b in backend_list(args.backend)}

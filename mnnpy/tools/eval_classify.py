@@ -8,8 +8,11 @@ scaled to [0, 1], normalised with ImageNet's mean and std (``MEAN``, ``STD``) an
 per ``--backend`` and ``--precision``: top-1 agreement (the backend's highest-scoring class
 is onnxruntime's) and top-5 agreement (onnxruntime's top class is among the backend's five
 highest), in %, and the latency per image (ms: mean and p50 of ``session.run``, after one
-untimed run). The model's first input must be ``(N, 3, H, W)`` with H and W fixed (or given
-by ``--size``), and its first output ``(N, classes)``. A PNG plots agreement against latency.
+untimed run). The model's first input must be a float ``(N, 3, H, W)`` with H and W fixed (or,
+where dynamic, given by ``--size``; a ``--size`` other than fixed dims is refused), and its
+first output ``(N, classes)``. The images' inputs together are held to the tools' input size
+limit (``inputs.check_input_bytes``), checked before any image is made. A PNG plots agreement
+against latency. The precision column: ``evaluate.precision_label``.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from PIL import Image, ImageDraw
 
 from mnnpy.errors import InputError
 from mnnpy.tools.eval_plot import plot_accuracy_latency
-from mnnpy.tools.inputs import load_model
+from mnnpy.tools.inputs import check_input_bytes, load_model, onnx_reference
 from mnnpy.tools.table import format_table
 
 MEAN = np.array([0.485, 0.456, 0.406], np.float32)  # ImageNet, RGB
@@ -68,17 +71,27 @@ def preprocess(img: np.ndarray, size: tuple[int, int]) -> np.ndarray:
 
 
 def input_size(interp, given: str | None) -> tuple[int, int]:
-    """(H, W) of the model's first input, ``--size HxW`` where the model leaves it open."""
+    """(H, W) of the model's first input, ``--size HxW`` (positive) where the model leaves it
+    open; ``InputError`` for a non-float or non-image input, or a ``--size`` the model's fixed
+    dims refuse."""
     d = interp.inputs[0]
     if d.shape is None or len(d.shape) != 4 or (isinstance(d.shape[1], int) and d.shape[1] != 3):
         raise InputError(f"input '{d.name}' is {d.shape}: eval classify takes a (N, 3, H, W) image input")
+    if d.dtype.kind != "f":
+        raise InputError(f"input '{d.name}' is {d.dtype}: eval classify takes a float image input")
+    fixed = [v if isinstance(v, int) and v > 0 else None for v in d.shape[2:]]
     if given:
         try:
             h, w = (int(v) for v in given.lower().split("x"))
+            if h < 1 or w < 1:
+                raise ValueError
         except ValueError:
             raise InputError(f"--size {given!r}: give HxW, e.g. 224x224") from None
+        if any(f is not None and f != v for f, v in zip(fixed, (h, w))):
+            shown = "x".join(str(f) if f is not None else "?" for f in fixed)
+            raise InputError(f"--size {given}: input '{d.name}' has H and W fixed at {shown}; leave --size out")
         return h, w
-    if not all(isinstance(v, int) and v > 0 for v in d.shape[2:]):
+    if None in fixed:
         raise InputError(f"input '{d.name}' has dynamic H, W {d.shape[2:]}: give --size HxW")
     return d.shape[2], d.shape[3]
 
@@ -117,25 +130,37 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``mnnpy eval classify``: prints the table, writes the plot; 0."""
-    from mnnpy.apps.reference import onnxruntime_session
-    from mnnpy.tools.evaluate import checked_runs
+    from mnnpy.tools.evaluate import checked_runs, precision_label
 
     runs = checked_runs(args, args.count, "--count")
     if not str(args.model).lower().endswith(".onnx"):
         raise InputError(f"model {args.model}: eval classify takes the .onnx file (onnxruntime is its reference)")
     interp, _ = load_model(args.model)
     size = input_size(interp, args.size)
+    if not args.images:
+        check_input_bytes(
+            f"--count {args.count} at {size[0]}x{size[1]}: the images' {interp.inputs[0].dtype} inputs",
+            interp.inputs[0].dtype,
+            (args.count, 3, *size),
+            "give a smaller --size or --count",
+        )
     images = folder_images(args.images) if args.images else generated_images(args.count, args.seed, size)
-    xs = [preprocess(img, size) for img in images]
-    ort = onnxruntime_session(args.model, args.threads)
+    check_input_bytes(
+        f"{len(images)} images at {size[0]}x{size[1]}: their {interp.inputs[0].dtype} inputs",
+        interp.inputs[0].dtype,
+        (len(images), 3, *size),
+        "give a smaller --size",
+    )
+    xs = [preprocess(img, size).astype(interp.inputs[0].dtype) for img in images]
+    ort = onnx_reference(args.model, interp, args.threads, "model")
     name = ort.get_inputs()[0].name
     ort_run = lambda x: ort.run(None, {name: x})[0]  # noqa: E731
     ref_top = [int(np.argmax(ort_run(x))) for x in xs]
-    results = {("onnxruntime", "fp32"): evaluate(ort_run, xs, ref_top)}
+    results = {("onnxruntime", precision_label("onnxruntime", "")): evaluate(ort_run, xs, ref_top)}
     out = interp.outputs[0].name
     for b, p in runs:
         session = interp.create_session(backend=b, precision=p, num_threads=args.threads)
-        results[(b, p if b != "cpu" else "fp32")] = evaluate(lambda x: session.run({interp.inputs[0].name: x})[out], xs, ref_top)
+        results[(b, precision_label(b, p))] = evaluate(lambda x: session.run({interp.inputs[0].name: x})[out], xs, ref_top)
     print(f"{len(xs)} {'images from ' + args.images if args.images else 'generated images'} at {size[0]}x{size[1]}")
     rows = [
         [b, p, f"{r['top1']:.1f}", f"{r['top5']:.1f}", f"{r['mean_ms']:.2f}", f"{r['p50_ms']:.2f}"]

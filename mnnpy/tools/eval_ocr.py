@@ -12,7 +12,9 @@ Reported: exact-line accuracy (the boxes read, joined by spaces, equal the line 
 whitespace runs collapsed), character error rate (Levenshtein edit distance over the
 reference's length, summed over lines) and the pipeline's latency per line (ms: mean and
 p50, after one untimed warm-up line; new input shapes re-plan the sessions, which counts).
-A PNG (matplotlib) plots accuracy against latency per backend and precision.
+A PNG (matplotlib) plots accuracy against latency per backend and precision. The precision
+column: ``evaluate.precision_label`` (fp32 on the CPU and onnxruntime; fp32/high,
+fp32/normal, fp16/low on GPU backends).
 """
 
 from __future__ import annotations
@@ -145,7 +147,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``mnnpy eval ocr``: prints the table, writes the plot; 0."""
-    from mnnpy.tools.evaluate import checked_runs
+    from mnnpy.tools.evaluate import checked_runs, precision_label
 
     runs = checked_runs(args, args.lines, "--lines")
     fonts = find_fonts()
@@ -156,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
         runs.append(("onnxruntime", "fp32"))
     results = {}
     for b, p in runs:
-        results[(b, p if b not in ("cpu", "onnxruntime") else "fp32")] = evaluate(dataset, b, p, args.threads)
+        results[(b, precision_label(b, p))] = evaluate(dataset, b, p, args.threads)
     rows = [
         [b, p, f"{r['accuracy']:.1f}", f"{r['cer']:.2f}", f"{r['mean_ms']:.1f}", f"{r['p50_ms']:.1f}"]
         for (b, p), r in results.items()

@@ -12,20 +12,33 @@ from mnnpy.errors import InputError
 
 
 def add_plot_argument(p: argparse.ArgumentParser, default: str) -> None:
-    """``--plot FILE.png`` (default ``default``; ``--plot ''`` for none)."""
-    p.add_argument("--plot", default=default, metavar="FILE.png", help=f"write the plot here (default {default}; '' for none)")
+    """``--plot FILE.png`` (default ``default``; ``--plot ''`` for none; a name not ending in
+    ``.png`` is refused)."""
+    p.add_argument(
+        "--plot",
+        default=default,
+        metavar="FILE.png",
+        help=f"write the plot here, a PNG: the name must end in .png (default {default}; '' for none)",
+    )
 
 
 def check_plot(args: argparse.Namespace) -> None:
-    """Before any work: ``InputError`` when ``--plot`` is asked for without matplotlib, or its
-    folder does not exist."""
+    """Before any work: ``InputError`` when ``--plot`` is asked for without matplotlib, names a
+    folder or a file not ending in ``.png``, or its folder does not exist or is not writable
+    (nor the file, where it exists)."""
     if not args.plot:
         return
     if importlib.util.find_spec("matplotlib") is None:
         raise InputError("--plot needs matplotlib: pip install 'mnnpy[tools]' (or --plot '' for no plot)")
+    if os.path.isdir(args.plot):
+        raise InputError(f"--plot {args.plot}: a folder; give a file name ending in .png")
+    if not args.plot.lower().endswith(".png"):
+        raise InputError(f"--plot {args.plot}: the plot is a PNG; give a file name ending in .png")
     folder = os.path.dirname(os.path.abspath(args.plot))
     if not os.path.isdir(folder):
         raise InputError(f"--plot {args.plot}: no folder {folder}")
+    if not os.access(folder, os.W_OK | os.X_OK) or (os.path.exists(args.plot) and not os.access(args.plot, os.W_OK)):
+        raise InputError(f"--plot {args.plot}: cannot write there (permission denied)")
 
 
 def plot_accuracy_latency(points: list[tuple[str, float, float]], path: str, title: str, ylabel: str) -> None:

@@ -1,7 +1,12 @@
 """``mnnpy eval ocr|classify``: task evaluations (after TensorFlow Lite's evaluation tools).
 
 ``ocr``: ``mnnpy.tools.eval_ocr``; ``classify``: ``mnnpy.tools.eval_classify``. Each module
-defines ``add_arguments(parser)`` and ``run(args) -> int``; this one only dispatches.
+defines ``add_arguments(parser)`` and ``run(args) -> int``; this one dispatches and checks
+the common options.
+
+The tables' ``precision`` column (``precision_label``) is the storage precision actually used,
+and on a GPU backend the ``--precision`` level that chose it: ``fp32/high``, ``fp32/normal``,
+``fp16/low``; the CPU backend and onnxruntime compute in fp32 at any level: ``fp32``.
 """
 
 from __future__ import annotations
@@ -39,12 +44,20 @@ def checked_runs(args: argparse.Namespace, count: int, option: str) -> list[tupl
     check_int(count, option, 1, 100_000)
     check_int(args.seed, "--seed", 0)
     check_int(args.threads, "--threads", 1, MAX_THREADS)
-    precisions = backend_list(args.precision, default="normal")
+    precisions = backend_list(args.precision, default="normal", option="--precision")
     bad = [p for p in precisions if p not in ("high", "normal", "low")]
     if bad:
         raise InputError(f"--precision {bad[0]!r}: choose high, normal or low")
     check_plot(args)
     return [(b, p) for b in backend_list(args.backend) for p in (precisions if b != "cpu" else precisions[:1])]
+
+
+def precision_label(backend: str, precision: str) -> str:
+    """The tables' precision column: ``fp32`` on the CPU backend and onnxruntime (fp32 at any
+    level), else the storage precision and the level: ``fp32/high``, ``fp32/normal``, ``fp16/low``."""
+    if backend in ("cpu", "onnxruntime"):
+        return "fp32"
+    return f"{'fp16' if precision == 'low' else 'fp32'}/{precision}"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

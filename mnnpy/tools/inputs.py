@@ -7,6 +7,11 @@
 - Seeded random inputs, dtype-aware (``random_inputs``): floats uniform in [0, 1)
   (``mnnpy run``) or standard Gaussian (TFLite's inference_diff tool feeds N(0, 1));
   integers in 0..9 (valid as indices and counts of small sizes), booleans fair coins.
+  A dynamic dim without ``--shape`` is 1 (the first, batch) or ``DEFAULT_DYNAMIC_DIM``;
+  ``note_assumed_dims`` says so on stderr. ``check_input_bytes``: the size limit of an
+  input the tools make (``MAX_RANDOM_INPUT_BYTES``), checked before memory is taken.
+- ``onnx_reference(path, interp)``: onnxruntime's session of the ONNX file of ``interp``'s
+  model (``--onnx``), its inputs checked against the model's (names, dtypes, ranks).
 
 Every bad option raises ``InputError`` naming the option and what is wrong.
 """
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from collections.abc import Sequence
 
 import numpy as np
@@ -33,9 +39,7 @@ def load_model(path: str | os.PathLike):
     ``InputError`` for a missing or unreadable file, ``ModelFormatError`` for a malformed one."""
     from mnnpy.interpreter import Interpreter
 
-    path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise InputError(f"model {path}: no such file" if not os.path.exists(path) else f"model {path}: not a file")
+    path = check_file(path, "model")
     if not path.lower().endswith(ONNX_MAGIC_SUFFIXES):
         return Interpreter(path), None
     from mnnpy.converter import convert
@@ -46,6 +50,27 @@ def load_model(path: str | os.PathLike):
     except OSError as e:
         raise InputError(f"model {path}: cannot read: {e.strerror or e}") from None
     return Interpreter(convert(data)), data
+
+
+def check_file(path: str | os.PathLike, what: str) -> str:
+    """``path`` as a str; ``InputError`` ("{what} {path}: no such file" / "not a file") unless it is a file."""
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise InputError(f"{what} {path}: no such file" if not os.path.exists(path) else f"{what} {path}: not a file")
+    return path
+
+
+def check_input_bytes(what: str, dtype, shape: tuple[int, ...], hint: str) -> int:
+    """The bytes of a ``dtype`` array of ``shape``; ``InputError`` ("{what} of shape ... would
+    take N GiB", and ``hint``: what to give instead) when more than ``MAX_RANDOM_INPUT_BYTES``.
+    Call it before allocating."""
+    size = math.prod(shape) * np.dtype(dtype).itemsize
+    if size > MAX_RANDOM_INPUT_BYTES:
+        raise InputError(
+            f"{what} of shape {tuple(shape)} would take {size / 2**30:,.1f} GiB, "
+            f"more than the {MAX_RANDOM_INPUT_BYTES / 2**30:g} GiB limit; {hint}"
+        )
+    return size
 
 
 def pairs(items: Sequence[str], what: str) -> dict[str, str]:
@@ -95,7 +120,30 @@ def load_npy(name: str, path: str) -> np.ndarray:
 
 def default_shape(declared) -> tuple[int, ...]:
     """A declared input shape with its dynamic dims filled: the first (batch) 1, others ``DEFAULT_DYNAMIC_DIM``."""
-    return tuple(s if isinstance(s, int) and s >= 0 else (1 if i == 0 else DEFAULT_DYNAMIC_DIM) for i, s in enumerate(declared))
+    return tuple(s if not _dynamic(s) else (1 if i == 0 else DEFAULT_DYNAMIC_DIM) for i, s in enumerate(declared))
+
+
+def _dynamic(v) -> bool:
+    return not (isinstance(v, int) and v >= 0)
+
+
+def note_assumed_dims(interp, input_opts: Sequence[str], shape_opts: Sequence[str]) -> list[str]:
+    """One line per input whose dynamic dims get ``default_shape``'s values (no ``--shape`` or
+    ``--input`` for it), printed on stderr (stdout may be JSON) and returned."""
+    given = pairs(input_opts, "--input").keys() | pairs(shape_opts, "--shape").keys()
+    lines = []
+    for d in interp.inputs:
+        if d.name in given or d.shape is None or not any(_dynamic(v) for v in d.shape):
+            continue
+        shape = default_shape(d.shape)
+        dims = ", ".join(f"dim {i} ({v}) = {shape[i]}" for i, v in enumerate(d.shape) if _dynamic(v))
+        example = ",".join(str(v) for v in shape)
+        lines.append(
+            f"note: input '{d.name}' {tuple(d.shape)} has dynamic dims: assumed {dims}; set them with --shape {d.name}={example}"
+        )
+    for line in lines:
+        print(line, file=sys.stderr)
+    return lines
 
 
 def random_inputs(
@@ -116,12 +164,7 @@ def random_inputs(
             shape = default_shape(d.shape)
         if len(shape) > MAX_RANK:
             raise InputError(f"input '{d.name}': --shape gives rank {len(shape)}, more than {MAX_RANK}")
-        size = math.prod(shape) * d.dtype.itemsize
-        if size > MAX_RANDOM_INPUT_BYTES:
-            raise InputError(
-                f"input '{d.name}': a random {d.dtype} input of shape {shape} would take {size / 2**30:,.1f} GiB, "
-                f"more than the {MAX_RANDOM_INPUT_BYTES / 2**30:g} GiB limit; give a smaller --shape {d.name}=..."
-            )
+        check_input_bytes(f"input '{d.name}': a random {d.dtype} input", d.dtype, shape, f"give a smaller --shape {d.name}=...")
         if d.dtype.kind == "f":
             values = rng.standard_normal(shape) if gaussian else rng.random(shape, dtype=np.float64)
             feeds[d.name] = np.asarray(values).astype(d.dtype)
@@ -149,3 +192,34 @@ def feeds_from_options(interp, input_opts: Sequence[str], shape_opts: Sequence[s
     loaded = {name: load_npy(name, path) for name, path in files.items()}
     generated = random_inputs(interp, shapes, np.random.default_rng(seed), skip=loaded, gaussian=gaussian)
     return {d.name: loaded[d.name] if d.name in loaded else generated[d.name] for d in interp.inputs}
+
+
+def _ort_dtype(type_name: str):
+    """onnxruntime's ``tensor(float)`` -> numpy's float32 (None where not a plain tensor type)."""
+    name = type_name.removeprefix("tensor(").removesuffix(")")
+    try:
+        return np.dtype({"float": "float32", "double": "float64", "string": "object"}.get(name, name))
+    except TypeError:
+        return None
+
+
+def onnx_reference(path: str | os.PathLike, interp, num_threads: int | None, what: str = "--onnx"):
+    """onnxruntime's CPU session of the ONNX file ``path`` (``mnnpy.apps.reference``), which
+    must be the model of ``interp``: ``InputError`` naming ``what`` for a missing file or inputs
+    whose names, dtypes or ranks are not the model's; ``ModelFormatError`` for a file that
+    onnxruntime cannot load. ``BackendUnavailableError`` without onnxruntime."""
+    from mnnpy.apps.reference import onnxruntime_session
+
+    path = check_file(path, what)
+    sess = onnxruntime_session(path, num_threads)
+    want = {d.name: d for d in interp.inputs}
+    got = {i.name: i for i in sess.get_inputs()}
+    if set(got) != set(want):
+        raise InputError(f"{what} {path}: its inputs {sorted(got)} are not the model's {sorted(want)}; is it the same model?")
+    for name, i in got.items():
+        d, dtype = want[name], _ort_dtype(i.type)
+        if dtype is not None and dtype != d.dtype:
+            raise InputError(f"{what} {path}: input '{name}' is {dtype} there but {d.dtype} in the model; is it the same model?")
+        if d.shape is not None and i.shape is not None and len(i.shape) != len(d.shape):
+            raise InputError(f"{what} {path}: input '{name}' has rank {len(i.shape)} there but {len(d.shape)} in the model")
+    return sess

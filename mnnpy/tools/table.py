@@ -9,15 +9,16 @@ from collections.abc import Sequence
 from mnnpy.errors import InputError
 
 
-def backend_list(options: Sequence[str], default: str = "cpu") -> list[str]:
+def backend_list(options: Sequence[str], default: str = "cpu", option: str = "--backend") -> list[str]:
     """``--backend`` options (each a name or comma-separated names) -> backend names in order,
-    each once; ``[default]`` when none is given. Raises ``InputError`` for an empty name."""
+    each once; ``[default]`` when none is given. Raises ``InputError`` naming ``option`` for an
+    empty name."""
     names: list[str] = []
     for opt in options or [default]:
         for name in opt.split(","):
             name = name.strip()
             if not name:
-                raise InputError(f"--backend {opt!r}: an empty backend name")
+                raise InputError(f"{option} {opt!r}: an empty {option.lstrip('-')} name")
             if name not in names:
                 names.append(name)
     return names
