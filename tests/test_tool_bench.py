@@ -62,6 +62,15 @@ def test_bench_table_csv_profile(conv_onnx, capsys):
     assert int(row.split(",")[3]) >= 5  # at least one block within the duration
 
 
+@pytest.mark.parametrize("backend", backends("opencl"))
+def test_bench_profile_opencl_from_profiling_events(conv_onnx, backend, capsys):
+    assert main(["bench", str(conv_onnx), "--backend", backend, "--runs", "2", "--warmup", "0", "--profile", "--json"]) == 0
+    prof = json.loads(capsys.readouterr().out)["profile"]["opencl"]
+    assert prof["how"] in ("OpenCL profiling events per kernel", "no OpenCL profiling queue on this device")
+    if prof["ops"]:
+        assert [t[:2] for t in prof["types"]] == [["Conv", 1]] and prof["types"][0][2] > 0
+
+
 @pytest.mark.parametrize(
     "extra, message",
     [

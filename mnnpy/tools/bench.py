@@ -14,7 +14,8 @@ a multiply-add counting two); the device time of a run (p50 of NNAPI's ``Timing.
 over ``TIMING_RUNS`` extra runs with ``measure_timing=True``); the activation arenas per
 backend (MiB) and the process's peak RSS (``VmHWM``, MiB: every engine together).
 ``--profile``: per op and per op type (``profile.op_profile``; on Vulkan, GPU timestamps per
-dispatch, ``profile.vulkan_op_profile``). A backend that cannot run here gets a row saying why.
+dispatch, on OpenCL, profiling events per kernel: ``profile.device_op_profile``). A
+backend that cannot run here gets a row saying why.
 Output: a table, or ``--json`` / ``--csv``. A tqdm progress bar (when tqdm is installed and
 stderr is a terminal) on runs expected to take longer than ``PROGRESS_S``.
 """
@@ -35,6 +36,10 @@ from mnnpy.tools.table import backend_list
 BLOCK = 5  # runs per engine before the next engine's turn
 SETTLE_S = 0.05  # pause at each switch between engines: onnxruntime's threads spin-wait after a run
 TIMING_RUNS = 10  # runs with measure_timing=True, after the timed runs
+DEVICE_PROFILES = {  # --profile from the backend's own device times: (how, how when the device has none)
+    "vulkan": ("GPU timestamps per dispatch", "no GPU timestamps on this device"),
+    "opencl": ("OpenCL profiling events per kernel", "no OpenCL profiling queue on this device"),
+}
 PROGRESS_S = 3.0  # show a progress bar when the timed runs are expected to take longer (s)
 
 
@@ -219,9 +224,9 @@ def run(args: argparse.Namespace) -> int:
 def _profile(e: Engine, interp, feeds: dict, args) -> dict:
     """``{"ops": [[name, type, ms]], "types": [[type, count, ms]], "run_ms", "how"}`` of one engine."""
     runs = min(args.runs, 10)
-    if e.name == "vulkan":
-        rows = profile.vulkan_op_profile(interp, args.precision, feeds, runs)
-        how = "GPU timestamps per dispatch" if rows else "no GPU timestamps on this device"
+    if e.name in DEVICE_PROFILES:
+        rows = profile.device_op_profile(interp, e.name, args.precision, feeds, runs, 3)
+        how = DEVICE_PROFILES[e.name][0 if rows else 1]
         return {"ops": [list(r) for r in rows], "types": [list(t) for t in profile.by_type(rows)], "run_ms": None, "how": how}
     rows, whole = profile.op_profile(e.session, feeds, runs)
     how = "each Execution timed" + (", followed by a queue finish" if e.name != "cpu" else "")

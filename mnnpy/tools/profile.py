@@ -6,8 +6,9 @@ the latency statistics themselves (shared by ``mnnpy bench``, ``bench/bench.py``
   and its percentiles p50/p90/p99, all in ms.
 - ``op_profile(session, feeds, runs)``: each Execution's ``on_execute`` timed (wall ms),
   followed by a finish of its backend's queue where it has one (OpenCL: serialises the
-  device, so the ops' sum exceeds a plain run); ``vulkan_profile``: GPU ms per op type from
-  the Vulkan backend's timestamp queries (``backends/vulkan/profile.py``).
+  device, so the ops' sum exceeds a plain run); ``vulkan_op_profile`` / ``opencl_op_profile``:
+  device ms per op from the Vulkan backend's timestamp queries (``backends/vulkan/profile.py``)
+  and from OpenCL's profiling events per kernel (``backends/opencl/profile.py``).
 - ``plan_mflops(session)``: MFLOPs of one run (the op schemas' rules, ``Session.op_mflops``).
 - ``peak_rss_mib()``: ``VmHWM`` of this process, MiB; ``arena_mib(session)``: the bytes of
   the session's activation arenas per backend, MiB.
@@ -122,14 +123,28 @@ def vulkan_profile(interp, precision: str, feeds: dict, runs: int = 10, warmup: 
 
 def vulkan_op_profile(interp, precision: str, feeds: dict, runs: int = 10, warmup: int = 3) -> list[tuple[str, str, float]]:
     """``[(op name, op type, GPU ms per run)]`` in dispatch order from the Vulkan backend's
-    timestamp queries, of a separate session created with ``MNNPY_VULKAN_PROFILE=1``
-    (``backends/vulkan/profile.py``; an op of several dispatches sums them; an op the Vulkan
-    backend did not run is absent); ``[]`` where the device has no timestamps."""
-    key = "MNNPY_VULKAN_PROFILE"
+    timestamp queries (``MNNPY_VULKAN_PROFILE``, ``backends/vulkan/profile.py``; an op of
+    several dispatches sums them); ``[]`` where the device has no timestamps."""
+    return device_op_profile(interp, "vulkan", precision, feeds, runs, warmup)
+
+
+def opencl_op_profile(interp, precision: str, feeds: dict, runs: int = 10, warmup: int = 3) -> list[tuple[str, str, float]]:
+    """``[(op name, op type, kernel ms per run)]`` in op order from OpenCL profiling events,
+    end minus start of each kernel (``MNNPY_OPENCL_PROFILE``, ``backends/opencl/profile.py``;
+    an op of several kernels sums them); ``[]`` where the device has no profiling queue."""
+    return device_op_profile(interp, "opencl", precision, feeds, runs, warmup)
+
+
+def device_op_profile(interp, backend: str, precision: str, feeds: dict, runs: int, warmup: int) -> list[tuple[str, str, float]]:
+    """``[(op name, op type, device ms per run)]`` from GPU backend ``backend``'s own profile
+    (``profile_ops``) over ``runs`` runs after ``warmup``, of a separate session created with
+    ``$MNNPY_<BACKEND>_PROFILE=1``; an op the backend did not run is absent; ``[]`` where
+    the backend could not turn profiling on."""
+    key = f"MNNPY_{backend.upper()}_PROFILE"
     old = os.environ.get(key)
     os.environ[key] = "1"
     try:
-        s = interp.create_session(backend="vulkan", precision=precision)
+        s = interp.create_session(backend=backend, precision=precision)
     finally:
         if old is None:
             del os.environ[key]
@@ -138,11 +153,13 @@ def vulkan_op_profile(interp, precision: str, feeds: dict, runs: int = 10, warmu
     try:
         for _ in range(warmup):
             s.run(feeds)
-        backend = s.backends[0]
-        backend.profile.clear()
-        backend.profile_ops.clear()
+        dev = s.backends[0]
+        if not dev.profiling:
+            return []
+        dev.profile.clear()
+        dev.profile_ops.clear()
         for _ in range(runs):
             s.run(feeds)
-        return [(name, kind, ms / runs) for (name, kind), ms in backend.profile_ops.items()]
+        return [(name, kind, ms / runs) for (name, kind), ms in dev.profile_ops.items()]
     finally:
         s.close()
