@@ -148,7 +148,7 @@ class OpenCLBackend(GPUBackend):
         reductions) or a border twin; nothing uploaded."""
         shape = tuple(int(d) for d in shape)
         nbytes = 4 * math.prod(shape)
-        limits.charge(nbytes, f"OpenCL scratch {shape} float32")
+        limits.charge(nbytes, f"OpenCL scratch {shape} float32", self.name)
         return CLTensor(buffer(self.runtime, nbytes, "scratch"), 0, shape, np.float32)
 
     def new_twin(self, t: CLTensor) -> CLTensor:

@@ -12,7 +12,9 @@ std, min, max, p50, p90, p99 (TFLite's names, ``profile.latency_stats``); the ra
 engine's avg to the first engine's; GFLOP/s (the op schemas' FLOPs rules over the plan,
 a multiply-add counting two); the device time of a run (p50 of NNAPI's ``Timing.on_device_us``
 over ``TIMING_RUNS`` extra runs with ``measure_timing=True``); the activation arenas per
-backend (MiB) and the process's peak RSS (``VmHWM``, MiB: every engine together).
+backend (MiB); device memory per GPU backend (MiB: arena, weights and constants uploaded,
+scratch and staging, ``profile.device_mib``) and the process's peak RSS (``VmHWM``, MiB:
+every engine together).
 ``--profile``: per op and per op type (``profile.op_profile``; on Vulkan, GPU timestamps per
 dispatch, on OpenCL, profiling events per kernel: ``profile.device_op_profile``). A
 backend that cannot run here gets a row saying why.
@@ -154,6 +156,7 @@ def summarise(engines: list[Engine], feeds: dict, mflops: float | None) -> None:
         if e.session is not None:
             r["device_ms"] = _device_ms(e.session, feeds)
             r["arena_mib"] = profile.arena_mib(e.session)
+            r["device_mib"] = profile.device_mib(e.session)
         e.result = r
 
 

@@ -11,7 +11,8 @@ the latency statistics themselves (shared by ``mnnpy bench``, ``bench/bench.py``
   and from OpenCL's profiling events per kernel (``backends/opencl/profile.py``).
 - ``plan_mflops(session)``: MFLOPs of one run (the op schemas' rules, ``Session.op_mflops``).
 - ``peak_rss_mib()``: ``VmHWM`` of this process, MiB; ``arena_mib(session)``: the bytes of
-  the session's activation arenas per backend, MiB.
+  the session's activation arenas per backend, MiB; ``device_mib(session)``: all device memory
+  per GPU backend (arena, weights and constants, scratch, staging), MiB.
 """
 
 from __future__ import annotations
@@ -67,6 +68,20 @@ def arena_mib(session) -> dict[str, float]:
             continue
         for backend, memory in zip(plan.backends, plan.memory):
             out[backend.name] += memory.arena_bytes / 2**20
+    return dict(out)
+
+
+def device_mib(session) -> dict[str, float]:
+    """GPU backend name -> MiB of device memory the session's current plans hold on it: the
+    activation arena, constants and uploaded (re-laid) weights, scratch and staging buffers,
+    as charged to the session's memory limit (``mnnpy.limits.PlanCharge.by_backend``, kept as
+    ``Plan.device_bytes``). Not counted: the driver's own memory (programs, pipelines,
+    command buffers) and the CPU backend (its arena is in ``arena_mib``)."""
+    out: dict[str, float] = defaultdict(float)
+    for plan in session.runner.segments or [session.runner.plan]:
+        for name, nbytes in getattr(plan, "device_bytes", {}).items():
+            if name != "cpu":
+                out[name] += nbytes / 2**20
     return dict(out)
 
 
