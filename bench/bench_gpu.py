@@ -25,7 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from mnnpy.tools.profile import by_type, latency_stats, op_profile, vulkan_profile
+from mnnpy.tools.bench import DEVICE_PROFILES, Engine, timed_runs
+from mnnpy.tools.inputs import resized_session
+from mnnpy.tools.profile import by_type, device_profile, latency_stats, op_profile
 
 HERE = Path(__file__).resolve().parent
 FLOORS = {
@@ -48,12 +50,9 @@ def _median_ms(fn, runs: int, warmup: int) -> tuple[float, float]:
     first = (time.perf_counter() - t0) * 1e3
     for _ in range(warmup):
         fn()
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return first, latency_stats(times)["p50"]
+    engine = Engine("engine", run=lambda _: fn(), first_ms=first)
+    timed_runs([engine], {}, runs, None)  # mnnpy bench's timing loop, one engine
+    return first, latency_stats(engine.times)["p50"]
 
 
 def onnx_bytes(name: str) -> bytes:
@@ -74,14 +73,14 @@ def bench_mnnpy(data: bytes, x: np.ndarray, backend: str, precision: str, runs: 
     interp = mnnpy.Interpreter(convert(data))
     name = interp.inputs[0].name
     t0 = time.perf_counter()
-    s = interp.create_session(backend=backend, precision=precision)
-    s.resize({name: x.shape})
+    s = resized_session(interp, {name: x}, backend=backend, precision=precision)
     create = (time.perf_counter() - t0) * 1e3
     first, median = _median_ms(lambda: s.run({name: x}), runs, warmup)
     head = s.partitions().splitlines()[0]
     r = {"create": create, "first": first, "median": median, "schedule": head, "out": s.run({name: x})}
     if profile:
-        r["profile"] = vulkan_profile(interp, precision, {name: x}) if backend == "vulkan" else _profile(s, {name: x})
+        gpu = backend in DEVICE_PROFILES  # the backend's own device times, else each op timed
+        r["profile"] = device_profile(interp, backend, precision, {name: x}) if gpu else _profile(s, {name: x})
     return r
 
 
@@ -95,11 +94,9 @@ def _profile(session, feeds) -> dict[str, float]:
 
 
 def bench_ort(data: bytes, x: np.ndarray, threads: int, runs: int, warmup: int) -> dict:
-    import onnxruntime as ort
+    from mnnpy.apps.reference import onnxruntime_session
 
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
-    s = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
+    s = onnxruntime_session(data, threads)
     name = s.get_inputs()[0].name
     first, median = _median_ms(lambda: s.run(None, {name: x}), runs, warmup)
     return {"first": first, "median": median, "out": s.run(None, {name: x})[0]}
@@ -183,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
             prof = ", ".join(f"{k} {v:.3f}" for k, v in m["profile"].items())
             profiles.append(f"- {name}: {prof}")
     if profiles:
-        how = "GPU timestamps after each dispatch" if args.backend == "vulkan" else "each Execution followed by a queue finish"
+        how = DEVICE_PROFILES.get(args.backend, ("each Execution followed by a queue finish",))[0]
         lines += ["", f"Per op type, ms per run ({how}):", *profiles]
         print(*lines[-len(profiles) - 2 :], sep="\n")
     if args.output:

@@ -32,7 +32,7 @@ from typing import Any
 
 from mnnpy.errors import BackendUnavailableError, InputError
 from mnnpy.tools import profile
-from mnnpy.tools.inputs import feeds_from_options, load_model, note_assumed_dims, onnx_reference
+from mnnpy.tools.inputs import feeds_from_options, load_model, note_assumed_dims, onnx_reference, resized_session
 from mnnpy.tools.table import backend_list
 
 BLOCK = 5  # runs per engine before the next engine's turn
@@ -48,7 +48,9 @@ PROGRESS_S = 3.0  # show a progress bar when the timed runs are expected to take
 @dataclass
 class Engine:
     """One engine being measured: ``run(feeds)``, its mnnpy ``session`` (``None`` for
-    onnxruntime), creation and first-run ms, the timed runs' ms, or ``missing``: why not."""
+    onnxruntime), creation and first-run ms, the timed runs' ms, the process CPU time and
+    wall time of its blocks (s: ``cpu_s / wall_s`` is the cores it kept busy), or
+    ``missing``: why not."""
 
     name: str
     run: Callable | None = None
@@ -56,6 +58,8 @@ class Engine:
     create_ms: float = 0.0
     first_ms: float = 0.0
     times: list[float] = field(default_factory=list)
+    cpu_s: float = 0.0
+    wall_s: float = 0.0
     missing: str = ""
     result: dict = field(default_factory=dict)
 
@@ -77,8 +81,7 @@ def prepare(name: str, interp, onnx_path: str | None, feeds: dict, args) -> Engi
             sess = onnx_reference(onnx_path, interp, args.threads, "--onnx" if args.onnx else "model")
             e.run = lambda f: sess.run(None, f)
         else:
-            e.session = interp.create_session(backend=name, precision=args.precision, num_threads=args.threads)
-            e.session.resize({k: v.shape for k, v in feeds.items()})
+            e.session = resized_session(interp, feeds, backend=name, precision=args.precision, num_threads=args.threads)
             e.run = e.session.run
     except BackendUnavailableError as ex:
         e.missing = f"unavailable: {ex}"
@@ -101,10 +104,12 @@ def _progress(total: float, unit: str, expected_s: float):
     return tqdm(total=total, unit=unit, disable=None, leave=False)
 
 
-def timed_runs(engines: list[Engine], feeds: dict, runs: int, duration: float | None) -> None:
+def timed_runs(engines: list[Engine], feeds: dict, runs: int, duration: float | None, settle_s: float = SETTLE_S) -> None:
     """``runs`` timed runs per engine (or until ``duration`` s have passed, after at least one
     round: every engine gets ``BLOCK`` runs however short ``duration`` is), interleaved in
-    rotating blocks of ``BLOCK``; appends each run's ms to ``engine.times``."""
+    rotating blocks of ``BLOCK``, ``settle_s`` apart (with more than one engine); appends each run's ms to ``engine.times``
+    and adds each block's process CPU and wall time to ``cpu_s``, ``wall_s``. The one timing
+    loop of ``mnnpy bench`` and ``bench/bench.py``."""
     n = len(engines)
     per_round_s = sum(e.first_ms for e in engines) / 1e3
     bar = _progress(duration, "s", duration) if duration else _progress(runs * n, "run", per_round_s * runs)
@@ -117,12 +122,15 @@ def timed_runs(engines: list[Engine], feeds: dict, runs: int, duration: float | 
                 break
             for e in engines[b % n :] + engines[: b % n]:
                 if n > 1:
-                    time.sleep(SETTLE_S)
+                    time.sleep(settle_s)
                 count = BLOCK if duration is not None else min(BLOCK, runs - len(e.times))
+                c0, w0 = time.process_time(), time.perf_counter()
                 for _ in range(count):
                     t0 = time.perf_counter()
                     e.run(feeds)
                     e.times.append(_ms(t0))
+                e.cpu_s += time.process_time() - c0
+                e.wall_s += time.perf_counter() - w0
                 if bar is not None:
                     bar.update(count if duration is None else 0)
             if bar is not None and duration is not None:

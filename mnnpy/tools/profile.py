@@ -131,9 +131,9 @@ def by_type(rows: list[tuple[str, str, float]]) -> list[tuple[str, int, float]]:
     return sorted(((k, count[k], ms[k]) for k in ms), key=lambda t: -t[2])
 
 
-def vulkan_profile(interp, precision: str, feeds: dict, runs: int = 10, warmup: int = 3) -> dict[str, float]:
-    """Per op type: GPU ms per run (``vulkan_op_profile`` summed by type, slowest first)."""
-    return {kind: ms for kind, _, ms in by_type(vulkan_op_profile(interp, precision, feeds, runs, warmup))}
+def device_profile(interp, backend: str, precision: str, feeds: dict, runs: int = 10, warmup: int = 3) -> dict[str, float]:
+    """Per op type: device ms per run (``device_op_profile`` summed by type, slowest first)."""
+    return {kind: ms for kind, _, ms in by_type(device_op_profile(interp, backend, precision, feeds, runs, warmup))}
 
 
 def vulkan_op_profile(interp, precision: str, feeds: dict, runs: int = 10, warmup: int = 3) -> list[tuple[str, str, float]]:
