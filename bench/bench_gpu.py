@@ -28,8 +28,11 @@ import numpy as np
 from mnnpy.tools.bench import DEVICE_PROFILES, Engine, timed_runs
 from mnnpy.tools.inputs import resized_session
 from mnnpy.tools.profile import by_type, device_profile, latency_stats, op_profile
+from mnnpy.tools.table import markdown_row
 
 HERE = Path(__file__).resolve().parent
+HEADERS = ["model", "input", "ORT CPU", "PyTorch CUDA eager", "mnnpy/ORT", "mnnpy/PyTorch", "floor"]
+HEADERS += ["mnnpy create / first", "max abs diff vs ORT", "schedule"]  # after "mnnpy <backend>" at 2
 FLOORS = {
     "opencl": {"mobilenet_v2": 2.0, "resnet18": 2.5, "ppocr_det": 10.0},
     "vulkan": {"mobilenet_v2": 1.5, "resnet18": 2.0, "ppocr_det": 8.0},
@@ -144,9 +147,8 @@ def main(argv: list[str] | None = None) -> int:
         f"precision {args.precision}; onnxruntime CPU {args.ort_threads} threads; batch 1; "
         f"median of {args.runs} runs after {args.warmup} warm-up runs, ms",
         "",
-        f"| model | input | mnnpy {args.backend} | ORT CPU | PyTorch CUDA eager | mnnpy/ORT | mnnpy/PyTorch "
-        "| floor | mnnpy create / first | max abs diff vs ORT | schedule |",
-        "|" + " --- |" * 11,
+        markdown_row(HEADERS[:2] + [f"mnnpy {args.backend}"] + HEADERS[2:]),
+        markdown_row(["---"] * (len(HEADERS) + 1)),
     ]
     print(*lines, sep="\n", flush=True)
     profiles = []
@@ -167,13 +169,12 @@ def main(argv: list[str] | None = None) -> int:
         diff = float(np.abs(next(iter(m["out"].values())) - o["out"]).max())
         floor = floors.get(name)
         verdict = "" if floor is None else f"{floor:g} ({'met' if m['median'] <= floor else 'MISSED'})"
-        row = (
-            f"| {name} | {'x'.join(map(str, shape))} | **{m['median']:.2f}** | {o['median']:.2f} | {t['median']:.2f} | "
-            if t
-            else f"| {name} | {'x'.join(map(str, shape))} | **{m['median']:.2f}** | {o['median']:.2f} | — | "
+        torch_ms, ratio = (f"{t['median']:.2f}", f"{m['median'] / t['median']:.2f}") if t else ("—", "—")
+        row = markdown_row(
+            [name, "x".join(map(str, shape)), f"**{m['median']:.2f}**", f"{o['median']:.2f}", torch_ms]
+            + [f"{m['median'] / o['median']:.2f}", ratio, verdict, f"{m['create']:.0f} / {m['first']:.1f}", f"{diff:.2g}"]
+            + [m["schedule"]]
         )
-        row += f"{m['median'] / o['median']:.2f} | " + (f"{m['median'] / t['median']:.2f}" if t else "—")
-        row += f" | {verdict} | {m['create']:.0f} / {m['first']:.1f} | {diff:.2g} | {m['schedule']} |"
         lines.append(row)
         print(row, flush=True)
         if args.profile:
