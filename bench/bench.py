@@ -62,11 +62,12 @@ from pathlib import Path
 
 import numpy as np
 
+from mnnpy.tools.bench import BLOCK, Engine, timed_runs
+from mnnpy.tools.inputs import resized_session
 from mnnpy.tools.profile import by_type, latency_stats, op_profile, peak_rss_mib, plan_mflops
 
 HERE = Path(__file__).resolve().parent
 BLAS_ENV = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
-BLOCK = 5  # runs per engine before switching engines
 SETTLE_S = 0.2  # pause at each switch: the engines' worker threads spin-wait after a run,
 # and would otherwise steal the cores from the next engine's runs
 RSS_RUNS = 3  # runs in the peak-RSS child after creation
@@ -128,13 +129,15 @@ class EngineMissing(Exception):
 
 
 def _ort(onnx_bytes: bytes, feeds: dict, threads: int, workdir: Path) -> tuple[Callable, str]:
+    from mnnpy import BackendUnavailableError
+    from mnnpy.apps.reference import onnxruntime_session
+
     try:
-        import onnxruntime as ort
-    except ImportError as e:
+        s = onnxruntime_session(onnx_bytes, threads)
+    except BackendUnavailableError as e:
         raise EngineMissing(f"not installed ({e})") from None
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
-    s = ort.InferenceSession(onnx_bytes, opts, providers=["CPUExecutionProvider"])
+    import onnxruntime as ort
+
     return (lambda f: s.run(None, f)), f"onnxruntime {ort.__version__}, intra_op={threads}"
 
 
@@ -145,8 +148,7 @@ def _mnnpy(onnx_bytes: bytes, feeds: dict, threads: int, workdir: Path) -> tuple
     t0 = time.perf_counter()
     data = convert(onnx_bytes)  # once per model (mnnpy convert); not part of creating a session
     converted_ms = _ms(t0)
-    s = mnnpy.Interpreter(data).create_session(backend="cpu", num_threads=threads)
-    s.resize({k: v.shape for k, v in feeds.items()})  # prepare for these shapes (MNN: resizeSession)
+    s = resized_session(mnnpy.Interpreter(data), feeds, backend="cpu", num_threads=threads)  # MNN: resizeSession
     names = [d.name for d in s.outputs]
 
     def run(f):
@@ -293,27 +295,16 @@ def bench_model(
             if eng == "mnnpy":
                 out["_model"]["mflops"] = plan_mflops(run.session)
         names = list(live)
-        times: dict[str, list[float]] = {e: [] for e in names}
-        cpu = dict.fromkeys(names, 0.0)
-        wall = dict.fromkeys(names, 0.0)
         for _ in range(warmup):
             for e in names:
                 live[e](feeds)
-        for b, i in enumerate(range(0, runs, BLOCK)):
-            for e in names[b % len(names) :] + names[: b % len(names)] if names else []:
-                time.sleep(SETTLE_S)
-                c0, w0 = time.process_time(), time.perf_counter()
-                for _ in range(min(BLOCK, runs - i)):
-                    t0 = time.perf_counter()
-                    live[e](feeds)
-                    times[e].append(_ms(t0))
-                cpu[e] += time.process_time() - c0
-                wall[e] += time.perf_counter() - w0
-        for e in names:
-            r = out[e]
-            stats = latency_stats(times[e])
+        timed = [Engine(e, run=live[e], first_ms=out[e]["first"]) for e in names]
+        timed_runs(timed, feeds, runs, None, SETTLE_S)  # mnnpy.tools.bench: rotating blocks of BLOCK
+        for t in timed:
+            r = out[t.name]
+            stats = latency_stats(t.times)
             r["median"], r["min"] = stats["p50"], stats["min"]
-            r["cores"] = cpu[e] / wall[e] if wall[e] > 0 else float("nan")
+            r["cores"] = t.cpu_s / t.wall_s if t.wall_s > 0 else float("nan")
         if profile and "mnnpy" in live:
             out["_model"]["profile"] = profile_ops(live["mnnpy"], feeds, runs)
     if rss_model is not None:  # a name of MODELS: peak RSS of each engine that ran, in a child each

@@ -46,9 +46,8 @@ def per_run_us(calls: dict, runs: int, blocks: int) -> dict[str, float]:
 
 
 def main(argv=None) -> int:
-    import onnxruntime as ort
-
     import mnnpy
+    from mnnpy.apps.reference import onnxruntime_session
     from mnnpy.converter import convert
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -58,9 +57,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     model = one_op_model()
     x = np.arange(-3, 3, dtype=np.float32).reshape(2, 3)
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
-    ref = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
+    ref = onnxruntime_session(model, 1)
     interp = mnnpy.Interpreter(convert(model))
     print("| backend | onnxruntime run | mnnpy run | burst.run | run_async + result | run / ORT | burst / ORT |")
     print("| --- | --- | --- | --- | --- | --- | --- |")

@@ -21,10 +21,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
 from onnx import helper, numpy_helper
 
 import mnnpy
+from mnnpy.apps.reference import onnxruntime_session
 from mnnpy.backends.cpu.ops import depthwise
 from mnnpy.converter import convert
 
@@ -67,9 +67,7 @@ def mobilenet():
 def engines(onnx_bytes: bytes, x: np.ndarray, threads: int):
     """name -> session: mnnpy with numba, mnnpy with NumPy, onnxruntime; the mnnpy sessions
     are resized for ``x`` here (a model with a free batch axis resizes at its first run)."""
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
-    so = ort.InferenceSession(onnx_bytes, opts, providers=["CPUExecutionProvider"])
+    so = onnxruntime_session(onnx_bytes, threads)
     data = convert(onnx_bytes)
     name = so.get_inputs()[0].name
     numba_s = mnnpy.Interpreter(data).create_session(backend="cpu", num_threads=threads)

@@ -25,9 +25,14 @@ from pathlib import Path
 
 import numpy as np
 
-from mnnpy.tools.profile import by_type, latency_stats, op_profile, vulkan_profile
+from mnnpy.tools.bench import DEVICE_PROFILES, Engine, timed_runs
+from mnnpy.tools.inputs import resized_session
+from mnnpy.tools.profile import by_type, device_profile, latency_stats, op_profile
+from mnnpy.tools.table import markdown_row
 
 HERE = Path(__file__).resolve().parent
+HEADERS = ["model", "input", "ORT CPU", "PyTorch CUDA eager", "mnnpy/ORT", "mnnpy/PyTorch", "floor"]
+HEADERS += ["mnnpy create / first", "max abs diff vs ORT", "schedule"]  # after "mnnpy <backend>" at 2
 FLOORS = {
     "opencl": {"mobilenet_v2": 2.0, "resnet18": 2.5, "ppocr_det": 10.0},
     "vulkan": {"mobilenet_v2": 1.5, "resnet18": 2.0, "ppocr_det": 8.0},
@@ -48,12 +53,9 @@ def _median_ms(fn, runs: int, warmup: int) -> tuple[float, float]:
     first = (time.perf_counter() - t0) * 1e3
     for _ in range(warmup):
         fn()
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return first, latency_stats(times)["p50"]
+    engine = Engine("engine", run=lambda _: fn(), first_ms=first)
+    timed_runs([engine], {}, runs, None)  # mnnpy bench's timing loop, one engine
+    return first, latency_stats(engine.times)["p50"]
 
 
 def onnx_bytes(name: str) -> bytes:
@@ -74,14 +76,14 @@ def bench_mnnpy(data: bytes, x: np.ndarray, backend: str, precision: str, runs: 
     interp = mnnpy.Interpreter(convert(data))
     name = interp.inputs[0].name
     t0 = time.perf_counter()
-    s = interp.create_session(backend=backend, precision=precision)
-    s.resize({name: x.shape})
+    s = resized_session(interp, {name: x}, backend=backend, precision=precision)
     create = (time.perf_counter() - t0) * 1e3
     first, median = _median_ms(lambda: s.run({name: x}), runs, warmup)
     head = s.partitions().splitlines()[0]
     r = {"create": create, "first": first, "median": median, "schedule": head, "out": s.run({name: x})}
     if profile:
-        r["profile"] = vulkan_profile(interp, precision, {name: x}) if backend == "vulkan" else _profile(s, {name: x})
+        gpu = backend in DEVICE_PROFILES  # the backend's own device times, else each op timed
+        r["profile"] = device_profile(interp, backend, precision, {name: x}) if gpu else _profile(s, {name: x})
     return r
 
 
@@ -95,11 +97,9 @@ def _profile(session, feeds) -> dict[str, float]:
 
 
 def bench_ort(data: bytes, x: np.ndarray, threads: int, runs: int, warmup: int) -> dict:
-    import onnxruntime as ort
+    from mnnpy.apps.reference import onnxruntime_session
 
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads, opts.inter_op_num_threads = threads, 1
-    s = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
+    s = onnxruntime_session(data, threads)
     name = s.get_inputs()[0].name
     first, median = _median_ms(lambda: s.run(None, {name: x}), runs, warmup)
     return {"first": first, "median": median, "out": s.run(None, {name: x})[0]}
@@ -147,9 +147,8 @@ def main(argv: list[str] | None = None) -> int:
         f"precision {args.precision}; onnxruntime CPU {args.ort_threads} threads; batch 1; "
         f"median of {args.runs} runs after {args.warmup} warm-up runs, ms",
         "",
-        f"| model | input | mnnpy {args.backend} | ORT CPU | PyTorch CUDA eager | mnnpy/ORT | mnnpy/PyTorch "
-        "| floor | mnnpy create / first | max abs diff vs ORT | schedule |",
-        "|" + " --- |" * 11,
+        markdown_row(HEADERS[:2] + [f"mnnpy {args.backend}"] + HEADERS[2:]),
+        markdown_row(["---"] * (len(HEADERS) + 1)),
     ]
     print(*lines, sep="\n", flush=True)
     profiles = []
@@ -170,20 +169,19 @@ def main(argv: list[str] | None = None) -> int:
         diff = float(np.abs(next(iter(m["out"].values())) - o["out"]).max())
         floor = floors.get(name)
         verdict = "" if floor is None else f"{floor:g} ({'met' if m['median'] <= floor else 'MISSED'})"
-        row = (
-            f"| {name} | {'x'.join(map(str, shape))} | **{m['median']:.2f}** | {o['median']:.2f} | {t['median']:.2f} | "
-            if t
-            else f"| {name} | {'x'.join(map(str, shape))} | **{m['median']:.2f}** | {o['median']:.2f} | — | "
+        torch_ms, ratio = (f"{t['median']:.2f}", f"{m['median'] / t['median']:.2f}") if t else ("—", "—")
+        row = markdown_row(
+            [name, "x".join(map(str, shape)), f"**{m['median']:.2f}**", f"{o['median']:.2f}", torch_ms]
+            + [f"{m['median'] / o['median']:.2f}", ratio, verdict, f"{m['create']:.0f} / {m['first']:.1f}", f"{diff:.2g}"]
+            + [m["schedule"]]
         )
-        row += f"{m['median'] / o['median']:.2f} | " + (f"{m['median'] / t['median']:.2f}" if t else "—")
-        row += f" | {verdict} | {m['create']:.0f} / {m['first']:.1f} | {diff:.2g} | {m['schedule']} |"
         lines.append(row)
         print(row, flush=True)
         if args.profile:
             prof = ", ".join(f"{k} {v:.3f}" for k, v in m["profile"].items())
             profiles.append(f"- {name}: {prof}")
     if profiles:
-        how = "GPU timestamps after each dispatch" if args.backend == "vulkan" else "each Execution followed by a queue finish"
+        how = DEVICE_PROFILES.get(args.backend, ("each Execution followed by a queue finish",))[0]
         lines += ["", f"Per op type, ms per run ({how}):", *profiles]
         print(*lines[-len(profiles) - 2 :], sep="\n")
     if args.output:

@@ -78,16 +78,13 @@ def main(argv=None) -> int:
     p.add_argument("--output", help="also write the markdown table here")
     args = p.parse_args(argv)
 
-    import onnxruntime as ort
-
     import mnnpy
+    from mnnpy.apps.reference import onnxruntime_session
     from mnnpy.converter import convert
 
     model = loop_model()
     feeds = {"M": np.array(args.iterations, np.int64), "cond": np.array(True), "x": np.array(0.0, np.float32)}
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    ort_s = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    ort_s = onnxruntime_session(model.SerializeToString(), 1)
     rows = [("onnxruntime", _median_ms(lambda: ort_s.run(None, feeds), args.repeat))]
     interp = mnnpy.Interpreter(convert(model))
     for b in args.backends:

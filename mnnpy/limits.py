@@ -181,18 +181,21 @@ class PlanCharge:
     """The bytes one plan asks for, charged against its session's ``MemoryBudget``.
 
     ``where`` names what is being prepared (set per op by the planner: the op, its input
-    shapes) for the messages; ``used`` is what was charged so far (bytes).
+    shapes) for the messages; ``used`` is what was charged so far (bytes); ``by_backend``: the
+    part of it charged for a backend by name (bytes: every backend's arena, and a GPU
+    backend's constants, weights, scratch and staging: its device memory).
     """
 
     def __init__(self, budget: MemoryBudget, where: str):
         self.budget = budget
         self.where = where
         self.used = 0
+        self.by_backend: dict[str, int] = {}
 
-    def charge(self, nbytes: int, what: str) -> None:
-        """Count ``nbytes`` more for ``what`` (e.g. "the CPU arena"); ``ShapeError`` when this
-        plan's bytes with those of the session's other plans would pass the limit (after
-        the budget reclaimed what it could)."""
+    def charge(self, nbytes: int, what: str, backend: str | None = None) -> None:
+        """Count ``nbytes`` more for ``what`` (e.g. "the CPU arena"), held by ``backend`` (its
+        name: ``by_backend``) if given; ``ShapeError`` when this plan's bytes with those of the
+        session's other plans would pass the limit (after the budget reclaimed what it could)."""
         nbytes = int(nbytes)
         b = self.budget
         if self.used + nbytes + b.held > b.limit:
@@ -205,6 +208,12 @@ class PlanCharge:
                     f"that passes the memory limit of {gib(b.limit)}"
                 )
         self.used += nbytes
+        if backend is not None:
+            self.attribute(backend, nbytes)
+
+    def attribute(self, backend: str, nbytes: int) -> None:
+        """Count ``nbytes`` already charged as held by ``backend`` (``by_backend``)."""
+        self.by_backend[backend] = self.by_backend.get(backend, 0) + int(nbytes)
 
     def keep(self, owner) -> None:
         """Hold this plan's bytes in the budget for as long as ``owner`` (the plan) lives."""
@@ -244,13 +253,22 @@ def current_limit() -> int:
     return c.budget.limit if c is not None else default_memory_limit()
 
 
-def charge(nbytes: int, what: str) -> None:
-    """Charge an allocation of ``nbytes`` for ``what`` to the current plan (``PlanCharge.charge``);
-    outside a plan, check it alone against ``default_memory_limit()``. Raises ``ShapeError``."""
+def charge(nbytes: int, what: str, backend: str | None = None) -> None:
+    """Charge an allocation of ``nbytes`` for ``what`` (held by ``backend``, a name) to the current
+    plan (``PlanCharge.charge``); outside a plan, check it alone against ``default_memory_limit()``.
+    Raises ``ShapeError``."""
     c = _CURRENT.get()
     if c is not None:
-        c.charge(nbytes, what)
+        c.charge(nbytes, what, backend)
         return
     limit = default_memory_limit()
     if nbytes > limit:
         raise ShapeError(f"{what} asks for {gib(nbytes)}, over the memory limit of {gib(limit)}")
+
+
+def attribute(backend: str, nbytes: int) -> None:
+    """Count ``nbytes`` the current plan was charged as held by ``backend`` (``PlanCharge.attribute``;
+    nothing outside a plan)."""
+    c = _CURRENT.get()
+    if c is not None:
+        c.attribute(backend, nbytes)

@@ -121,6 +121,7 @@ class Plan:
     results: dict[int, Any] = field(default_factory=dict)  # the host step's outputs of the last run
     devices: list | None = None  # (units, runtime) a run of it takes turns on (mnnpy.session_runs.run_devices)
     bound: dict = field(default_factory=dict)  # feed signature -> its BoundRun (mnnpy.burst)
+    device_bytes: dict = field(default_factory=dict)  # backend name -> bytes charged for it (PlanCharge.by_backend)
 
     def write(self, arrays: Mapping[int, Any]) -> None:
         """Upload each input array into every backend that holds its tensor; a
@@ -242,6 +243,7 @@ class Planner:
         with limits.planning(charge):
             plan = self._plan(key, shapes, values, start, dtypes)
         charge.keep(plan)
+        plan.device_bytes = dict(charge.by_backend)
         return plan
 
     def _plan(self, key: tuple, shapes: dict[int, tuple[int, ...]], values, start: int, dtypes) -> Plan:
@@ -298,6 +300,8 @@ class Planner:
         if arenas:
             listed = " + ".join(f"{name} {limits.gib(n)}" for name, n in arenas)
             limits.charge(sum(n for _, n in arenas), f"the arenas of the memory plan ({listed})")
+            for name, n in arenas:
+                limits.attribute(name, n)
         handles = []
         for backend, h, plan in zip(self.backends, held, memory):
             backend.allocate_arena(plan.arena_bytes)

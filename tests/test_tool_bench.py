@@ -11,9 +11,11 @@ import onnx
 import pytest
 from onnx import helper
 
+import mnnpy
 from mnnpy.cli import main
-from mnnpy.tools.profile import latency_stats
-from tests.backend_compare import backends
+from mnnpy.converter import convert
+from mnnpy.tools.profile import device_mib, latency_stats
+from tests.backend_compare import backends, gpu_backends
 from tests.oracle import make_model
 
 
@@ -49,6 +51,23 @@ def test_bench_json(conv_onnx, backend, capsys):
     assert ort["ratio"] == pytest.approx(ort["avg"] / r["avg"])
     assert r["gflops_per_s"] == pytest.approx(report["gflops"] * 1e3 / r["avg"])
     assert r["arena_mib"][backend] > 0
+    assert (backend in r["device_mib"]) == (backend != "cpu") and all(v > 0 for v in r["device_mib"].values())
+
+
+@pytest.mark.parametrize("backend", gpu_backends())
+def test_device_mib_grows_with_the_weights(backend):
+    """``profile.device_mib``: the same activations, 1x1 or 5x5 filters: the larger weights
+    (8*3*25 float32) are on the device too."""
+    x = np.zeros((1, 3, 16, 16), np.float32)
+    got = []
+    for k in (1, 5):
+        w = np.ones((8, 3, k, k), np.float32)
+        conv = helper.make_node("Conv", ["x", "w"], ["y"], pads=[k // 2] * 4)
+        s = mnnpy.Interpreter(convert(make_model([conv], {"x": x}, ["y"], {"w": w}))).create_session(backend=backend)
+        s.resize({"x": x.shape})
+        got.append(device_mib(s)[backend])
+        s.close()
+    assert 0 < got[0] and got[1] - got[0] >= 0.9 * 8 * 3 * (25 - 1) * 4 / 2**20, got
 
 
 def test_bench_table_csv_profile(conv_onnx, capsys):
@@ -60,6 +79,15 @@ def test_bench_table_csv_profile(conv_onnx, capsys):
     header, row = capsys.readouterr().out.splitlines()
     assert header.startswith("engine,create,first,runs,avg,std") and row.startswith("cpu,")
     assert int(row.split(",")[3]) >= 5  # at least one block within the duration
+
+
+@pytest.mark.parametrize("backend", backends("opencl"))
+def test_bench_profile_opencl_from_profiling_events(conv_onnx, backend, capsys):
+    assert main(["bench", str(conv_onnx), "--backend", backend, "--runs", "2", "--warmup", "0", "--profile", "--json"]) == 0
+    prof = json.loads(capsys.readouterr().out)["profile"]["opencl"]
+    assert prof["how"] in ("OpenCL profiling events per kernel", "no OpenCL profiling queue on this device")
+    if prof["ops"]:
+        assert [t[:2] for t in prof["types"]] == [["Conv", 1]] and prof["types"][0][2] > 0
 
 
 @pytest.mark.parametrize(

@@ -28,6 +28,7 @@ import numpy as np
 from mnnpy import limits
 from mnnpy.backend import BackendConfig, TensorInfo
 from mnnpy.backends.gpu.backend import GPUBackend
+from mnnpy.backends.opencl import profile
 from mnnpy.backends.opencl.device import FORK
 from mnnpy.backends.opencl.device_time import KernelSpan
 from mnnpy.backends.opencl.memory import CLTensor, buffer, read_only
@@ -45,7 +46,10 @@ class OpenCLBackend(GPUBackend):
     def __init__(self, runtime, config: BackendConfig):
         super().__init__(runtime, config)
         self.cl = runtime.cl
-        self.queue = runtime.queue
+        self.profiling = profile.requested() and runtime.timed_queue is not None  # kernel ms per op (profile.py)
+        self.profile: dict[str, float] = {}  # op type -> kernel ms summed over runs
+        self.profile_ops: dict[tuple[str, str], float] = {}  # (op name, op type) -> the same, per op
+        self.queue = runtime.timed_queue if self.profiling else runtime.queue
         self._timing = False
         self.arena = None
         self._new_launches: list = []
@@ -144,7 +148,7 @@ class OpenCLBackend(GPUBackend):
         reductions) or a border twin; nothing uploaded."""
         shape = tuple(int(d) for d in shape)
         nbytes = 4 * math.prod(shape)
-        limits.charge(nbytes, f"OpenCL scratch {shape} float32")
+        limits.charge(nbytes, f"OpenCL scratch {shape} float32", self.name)
         return CLTensor(buffer(self.runtime, nbytes, "scratch"), 0, shape, np.float32)
 
     def new_twin(self, t: CLTensor) -> CLTensor:
@@ -251,9 +255,10 @@ class OpenCLBackend(GPUBackend):
 
     @timing.setter
     def timing(self, on: bool) -> None:
-        # a timed run enqueues on the profiling queue, the others on the plain one; the
-        # queue left is finished first (between runs it has nothing in flight anyway)
-        queue = self.runtime.timed_queue if on and self.runtime.timed_queue is not None else self.runtime.queue
+        # a timed (or profiled) run enqueues on the profiling queue, the others on the plain
+        # one; the queue left is finished first (between runs it has nothing in flight anyway)
+        timed = (on or self.profiling) and self.runtime.timed_queue is not None
+        queue = self.runtime.timed_queue if timed else self.runtime.queue
         if queue is not self.queue:
             self.queue.finish()
             self.queue = queue
@@ -263,19 +268,24 @@ class OpenCLBackend(GPUBackend):
         """Enqueue each Execution's kernels; with ``timing`` wait for them (``clFinish``: the
         partition's device time lies inside this call) and keep the call's host wall time
         (ns) for ``device_time_us``, else flush (submit), the sync being the blocking read of
-        what is read next."""
+        what is read next. ``profiling``: then waits, adds each op's kernel ms (``profile.py``)."""
         self.check_fork()
         span = partition.recording
         if span is not None:
             span.wall_ns = 0  # until a timed run's kernels have finished: no stale events
         if not self.timing or span is None:
             super().execute_partition(partition)
-            self.queue.flush()
+            if self.profiling:
+                profile.add_partition(self, partition)
+            else:
+                self.queue.flush()
             return
         t0 = perf_counter_ns()
         super().execute_partition(partition)
         self.queue.finish()
         span.wall_ns = perf_counter_ns() - t0 or 1
+        if self.profiling:
+            profile.add_partition(self, partition)
 
     def device_time_us(self, partition) -> float | None:
         """Device time, µs, of ``partition``'s last ``execute_partition``: end of its last

@@ -54,7 +54,7 @@ def read_only(rt, value: np.ndarray) -> CLTensor:
     """A READ_ONLY buffer holding ``value`` (C-contiguous), as a handle of its shape and dtype;
     charged to the plan being made (``mnnpy.limits.charge``: ``ShapeError`` past the limit)."""
     mf = rt.cl.mem_flags
-    limits.charge(value.nbytes, f"an OpenCL constant {value.shape} {value.dtype}")
+    limits.charge(value.nbytes, f"an OpenCL constant {value.shape} {value.dtype}", "opencl")
     if value.nbytes:
         check_allocation(rt, value.nbytes, "a constant")
         buf = rt.cl.Buffer(rt.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=value)

@@ -113,7 +113,7 @@ class ResizeMemory:
     def constant(self, value: np.ndarray) -> VkTensor:
         """A handle for ``value``, placed after the arena; its bytes are uploaded by ``materialize``."""
         value = np.ascontiguousarray(value)
-        limits.charge(value.nbytes, f"a Vulkan constant {value.shape} {value.dtype}")
+        limits.charge(value.nbytes, f"a Vulkan constant {value.shape} {value.dtype}", "vulkan")
         t = VkTensor(self, self.top, value.shape, value.dtype)
         self.top = _align(self.top + max(value.nbytes, 1), CONSTANT_ALIGN)
         self.constants.append((t, value))
@@ -123,14 +123,14 @@ class ResizeMemory:
         """A handle for device memory of this resize placed after the arena, like a constant,
         but with no contents uploaded."""
         t = VkTensor(self, self.top, shape, dtype)
-        limits.charge(t.nbytes, f"Vulkan scratch {t.shape} {t.dtype}")
+        limits.charge(t.nbytes, f"Vulkan scratch {t.shape} {t.dtype}", "vulkan")
         self.top = _align(self.top + max(t.nbytes, 1), CONSTANT_ALIGN)
         return t
 
     def stage(self, t: VkTensor) -> None:
         """Give ``t`` a staging slot (once; empty tensors need none)."""
         if t.staging is None and t.nbytes:
-            limits.charge(t.nbytes, f"a Vulkan staging slot {t.shape} {t.dtype}")
+            limits.charge(t.nbytes, f"a Vulkan staging slot {t.shape} {t.dtype}", "vulkan")
             t.staging = self.staging_bytes
             self.staging_bytes = _align(self.staging_bytes + t.nbytes, STAGING_ALIGN)
             self.staged.append(t)

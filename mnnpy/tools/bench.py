@@ -12,9 +12,12 @@ std, min, max, p50, p90, p99 (TFLite's names, ``profile.latency_stats``); the ra
 engine's avg to the first engine's; GFLOP/s (the op schemas' FLOPs rules over the plan,
 a multiply-add counting two); the device time of a run (p50 of NNAPI's ``Timing.on_device_us``
 over ``TIMING_RUNS`` extra runs with ``measure_timing=True``); the activation arenas per
-backend (MiB) and the process's peak RSS (``VmHWM``, MiB: every engine together).
+backend (MiB); device memory per GPU backend (MiB: arena, weights and constants uploaded,
+scratch and staging, ``profile.device_mib``) and the process's peak RSS (``VmHWM``, MiB:
+every engine together).
 ``--profile``: per op and per op type (``profile.op_profile``; on Vulkan, GPU timestamps per
-dispatch, ``profile.vulkan_op_profile``). A backend that cannot run here gets a row saying why.
+dispatch, on OpenCL, profiling events per kernel: ``profile.device_op_profile``). A
+backend that cannot run here gets a row saying why.
 Output: a table, or ``--json`` / ``--csv``. A tqdm progress bar (when tqdm is installed and
 stderr is a terminal) on runs expected to take longer than ``PROGRESS_S``.
 """
@@ -29,19 +32,25 @@ from typing import Any
 
 from mnnpy.errors import BackendUnavailableError, InputError
 from mnnpy.tools import profile
-from mnnpy.tools.inputs import feeds_from_options, load_model, note_assumed_dims, onnx_reference
+from mnnpy.tools.inputs import feeds_from_options, load_model, note_assumed_dims, onnx_reference, resized_session
 from mnnpy.tools.table import backend_list
 
 BLOCK = 5  # runs per engine before the next engine's turn
 SETTLE_S = 0.05  # pause at each switch between engines: onnxruntime's threads spin-wait after a run
 TIMING_RUNS = 10  # runs with measure_timing=True, after the timed runs
+DEVICE_PROFILES = {  # --profile from the backend's own device times: (how, how when the device has none)
+    "vulkan": ("GPU timestamps per dispatch", "no GPU timestamps on this device"),
+    "opencl": ("OpenCL profiling events per kernel", "no OpenCL profiling queue on this device"),
+}
 PROGRESS_S = 3.0  # show a progress bar when the timed runs are expected to take longer (s)
 
 
 @dataclass
 class Engine:
     """One engine being measured: ``run(feeds)``, its mnnpy ``session`` (``None`` for
-    onnxruntime), creation and first-run ms, the timed runs' ms, or ``missing``: why not."""
+    onnxruntime), creation and first-run ms, the timed runs' ms, the process CPU time and
+    wall time of its blocks (s: ``cpu_s / wall_s`` is the cores it kept busy), or
+    ``missing``: why not."""
 
     name: str
     run: Callable | None = None
@@ -49,6 +58,8 @@ class Engine:
     create_ms: float = 0.0
     first_ms: float = 0.0
     times: list[float] = field(default_factory=list)
+    cpu_s: float = 0.0
+    wall_s: float = 0.0
     missing: str = ""
     result: dict = field(default_factory=dict)
 
@@ -70,8 +81,7 @@ def prepare(name: str, interp, onnx_path: str | None, feeds: dict, args) -> Engi
             sess = onnx_reference(onnx_path, interp, args.threads, "--onnx" if args.onnx else "model")
             e.run = lambda f: sess.run(None, f)
         else:
-            e.session = interp.create_session(backend=name, precision=args.precision, num_threads=args.threads)
-            e.session.resize({k: v.shape for k, v in feeds.items()})
+            e.session = resized_session(interp, feeds, backend=name, precision=args.precision, num_threads=args.threads)
             e.run = e.session.run
     except BackendUnavailableError as ex:
         e.missing = f"unavailable: {ex}"
@@ -94,10 +104,12 @@ def _progress(total: float, unit: str, expected_s: float):
     return tqdm(total=total, unit=unit, disable=None, leave=False)
 
 
-def timed_runs(engines: list[Engine], feeds: dict, runs: int, duration: float | None) -> None:
+def timed_runs(engines: list[Engine], feeds: dict, runs: int, duration: float | None, settle_s: float = SETTLE_S) -> None:
     """``runs`` timed runs per engine (or until ``duration`` s have passed, after at least one
     round: every engine gets ``BLOCK`` runs however short ``duration`` is), interleaved in
-    rotating blocks of ``BLOCK``; appends each run's ms to ``engine.times``."""
+    rotating blocks of ``BLOCK``, ``settle_s`` apart (with more than one engine); appends each run's ms to ``engine.times``
+    and adds each block's process CPU and wall time to ``cpu_s``, ``wall_s``. The one timing
+    loop of ``mnnpy bench`` and ``bench/bench.py``."""
     n = len(engines)
     per_round_s = sum(e.first_ms for e in engines) / 1e3
     bar = _progress(duration, "s", duration) if duration else _progress(runs * n, "run", per_round_s * runs)
@@ -110,12 +122,15 @@ def timed_runs(engines: list[Engine], feeds: dict, runs: int, duration: float | 
                 break
             for e in engines[b % n :] + engines[: b % n]:
                 if n > 1:
-                    time.sleep(SETTLE_S)
+                    time.sleep(settle_s)
                 count = BLOCK if duration is not None else min(BLOCK, runs - len(e.times))
+                c0, w0 = time.process_time(), time.perf_counter()
                 for _ in range(count):
                     t0 = time.perf_counter()
                     e.run(feeds)
                     e.times.append(_ms(t0))
+                e.cpu_s += time.process_time() - c0
+                e.wall_s += time.perf_counter() - w0
                 if bar is not None:
                     bar.update(count if duration is None else 0)
             if bar is not None and duration is not None:
@@ -149,6 +164,7 @@ def summarise(engines: list[Engine], feeds: dict, mflops: float | None) -> None:
         if e.session is not None:
             r["device_ms"] = _device_ms(e.session, feeds)
             r["arena_mib"] = profile.arena_mib(e.session)
+            r["device_mib"] = profile.device_mib(e.session)
         e.result = r
 
 
@@ -219,9 +235,9 @@ def run(args: argparse.Namespace) -> int:
 def _profile(e: Engine, interp, feeds: dict, args) -> dict:
     """``{"ops": [[name, type, ms]], "types": [[type, count, ms]], "run_ms", "how"}`` of one engine."""
     runs = min(args.runs, 10)
-    if e.name == "vulkan":
-        rows = profile.vulkan_op_profile(interp, args.precision, feeds, runs)
-        how = "GPU timestamps per dispatch" if rows else "no GPU timestamps on this device"
+    if e.name in DEVICE_PROFILES:
+        rows = profile.device_op_profile(interp, e.name, args.precision, feeds, runs, 3)
+        how = DEVICE_PROFILES[e.name][0 if rows else 1]
         return {"ops": [list(r) for r in rows], "types": [list(t) for t in profile.by_type(rows)], "run_ms": None, "how": how}
     rows, whole = profile.op_profile(e.session, feeds, runs)
     how = "each Execution timed" + (", followed by a queue finish" if e.name != "cpu" else "")

@@ -7,7 +7,7 @@ import json
 from mnnpy.tools.table import format_csv, format_table
 
 STATS = ("avg", "std", "min", "max", "p50", "p90", "p99")
-HEADERS = ["engine", "create", "first", "runs", *STATS, "x first", "GFLOP/s", "device p50", "arena MiB"]
+HEADERS = ["engine", "create", "first", "runs", *STATS, "x first", "GFLOP/s", "device p50", "arena MiB", "device MiB"]
 TOP_OPS = 10  # slowest ops listed by --profile
 
 
@@ -24,9 +24,10 @@ def rows(report: dict) -> list[list[str]]:
             out.append([name, r["missing"]] + [""] * (len(HEADERS) - 2))
             continue
         arena = "+".join(f"{k} {v:.1f}" for k, v in r.get("arena_mib", {}).items() if v) or "-"
+        device = "+".join(f"{k} {v:.2f}" for k, v in r.get("device_mib", {}).items() if v) or "-"
         cells = [name, _num(r["create_ms"], ".1f"), _num(r["first_ms"]), str(r["runs"])]
         cells += [_num(r[k]) for k in STATS]
-        cells += [_num(r["ratio"], ".2f"), _num(r["gflops_per_s"], ".2f"), _num(r.get("device_ms")), arena]
+        cells += [_num(r["ratio"], ".2f"), _num(r["gflops_per_s"], ".2f"), _num(r.get("device_ms")), arena, device]
         out.append(cells)
     return out
 

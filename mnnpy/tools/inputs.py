@@ -10,6 +10,8 @@
   A dynamic dim without ``--shape`` is 1 (the first, batch) or ``DEFAULT_DYNAMIC_DIM``;
   ``note_assumed_dims`` says so on stderr. ``check_input_bytes``: the size limit of an
   input the tools make (``MAX_RANDOM_INPUT_BYTES``), checked before memory is taken.
+- ``resized_session(interp, feeds, **options)``: a session created and resized for the
+  feeds' shapes (MNN's resizeSession: all preparation done before the first run).
 - ``onnx_reference(path, interp)``: onnxruntime's session of the ONNX file of ``interp``'s
   model (``--onnx``), its inputs checked against the model's (names, dtypes, ranks).
 
@@ -223,3 +225,12 @@ def onnx_reference(path: str | os.PathLike, interp, num_threads: int | None, wha
         if d.shape is not None and i.shape is not None and len(i.shape) != len(d.shape):
             raise InputError(f"{what} {path}: input '{name}' has rank {len(i.shape)} there but {len(d.shape)} in the model")
     return sess
+
+
+def resized_session(interp, feeds: dict, **options):
+    """``interp.create_session(**options)`` resized for the shapes of ``feeds`` (name -> array):
+    memory planned, kernels built and weights uploaded before the first run (the benchmarks'
+    session creation)."""
+    session = interp.create_session(**options)
+    session.resize({k: np.shape(v) for k, v in feeds.items()})
+    return session

@@ -6,11 +6,13 @@ the latency statistics themselves (shared by ``mnnpy bench``, ``bench/bench.py``
   and its percentiles p50/p90/p99, all in ms.
 - ``op_profile(session, feeds, runs)``: each Execution's ``on_execute`` timed (wall ms),
   followed by a finish of its backend's queue where it has one (OpenCL: serialises the
-  device, so the ops' sum exceeds a plain run); ``vulkan_profile``: GPU ms per op type from
-  the Vulkan backend's timestamp queries (``backends/vulkan/profile.py``).
+  device, so the ops' sum exceeds a plain run); ``vulkan_op_profile`` / ``opencl_op_profile``:
+  device ms per op from the Vulkan backend's timestamp queries (``backends/vulkan/profile.py``)
+  and from OpenCL's profiling events per kernel (``backends/opencl/profile.py``).
 - ``plan_mflops(session)``: MFLOPs of one run (the op schemas' rules, ``Session.op_mflops``).
 - ``peak_rss_mib()``: ``VmHWM`` of this process, MiB; ``arena_mib(session)``: the bytes of
-  the session's activation arenas per backend, MiB.
+  the session's activation arenas per backend, MiB; ``device_mib(session)``: all device memory
+  per GPU backend (arena, weights and constants, scratch, staging), MiB.
 """
 
 from __future__ import annotations
@@ -69,6 +71,20 @@ def arena_mib(session) -> dict[str, float]:
     return dict(out)
 
 
+def device_mib(session) -> dict[str, float]:
+    """GPU backend name -> MiB of device memory the session's current plans hold on it: the
+    activation arena, constants and uploaded (re-laid) weights, scratch and staging buffers,
+    as charged to the session's memory limit (``mnnpy.limits.PlanCharge.by_backend``, kept as
+    ``Plan.device_bytes``). Not counted: the driver's own memory (programs, pipelines,
+    command buffers) and the CPU backend (its arena is in ``arena_mib``)."""
+    out: dict[str, float] = defaultdict(float)
+    for plan in session.runner.segments or [session.runner.plan]:
+        for name, nbytes in getattr(plan, "device_bytes", {}).items():
+            if name != "cpu":
+                out[name] += nbytes / 2**20
+    return dict(out)
+
+
 def op_profile(session, feeds: dict, runs: int, run=None) -> tuple[list[tuple[str, str, float]], float]:
     """``([(op name, op type, ms per run)] in op order, whole run's mean ms)`` over ``runs``
     runs of ``run(feeds)`` (default ``session.run``). Each Execution of the current plans has
@@ -115,21 +131,35 @@ def by_type(rows: list[tuple[str, str, float]]) -> list[tuple[str, int, float]]:
     return sorted(((k, count[k], ms[k]) for k in ms), key=lambda t: -t[2])
 
 
-def vulkan_profile(interp, precision: str, feeds: dict, runs: int = 10, warmup: int = 3) -> dict[str, float]:
-    """Per op type: GPU ms per run (``vulkan_op_profile`` summed by type, slowest first)."""
-    return {kind: ms for kind, _, ms in by_type(vulkan_op_profile(interp, precision, feeds, runs, warmup))}
+def device_profile(interp, backend: str, precision: str, feeds: dict, runs: int = 10, warmup: int = 3) -> dict[str, float]:
+    """Per op type: device ms per run (``device_op_profile`` summed by type, slowest first)."""
+    return {kind: ms for kind, _, ms in by_type(device_op_profile(interp, backend, precision, feeds, runs, warmup))}
 
 
 def vulkan_op_profile(interp, precision: str, feeds: dict, runs: int = 10, warmup: int = 3) -> list[tuple[str, str, float]]:
     """``[(op name, op type, GPU ms per run)]`` in dispatch order from the Vulkan backend's
-    timestamp queries, of a separate session created with ``MNNPY_VULKAN_PROFILE=1``
-    (``backends/vulkan/profile.py``; an op of several dispatches sums them; an op the Vulkan
-    backend did not run is absent); ``[]`` where the device has no timestamps."""
-    key = "MNNPY_VULKAN_PROFILE"
+    timestamp queries (``MNNPY_VULKAN_PROFILE``, ``backends/vulkan/profile.py``; an op of
+    several dispatches sums them); ``[]`` where the device has no timestamps."""
+    return device_op_profile(interp, "vulkan", precision, feeds, runs, warmup)
+
+
+def opencl_op_profile(interp, precision: str, feeds: dict, runs: int = 10, warmup: int = 3) -> list[tuple[str, str, float]]:
+    """``[(op name, op type, kernel ms per run)]`` in op order from OpenCL profiling events,
+    end minus start of each kernel (``MNNPY_OPENCL_PROFILE``, ``backends/opencl/profile.py``;
+    an op of several kernels sums them); ``[]`` where the device has no profiling queue."""
+    return device_op_profile(interp, "opencl", precision, feeds, runs, warmup)
+
+
+def device_op_profile(interp, backend: str, precision: str, feeds: dict, runs: int, warmup: int) -> list[tuple[str, str, float]]:
+    """``[(op name, op type, device ms per run)]`` from GPU backend ``backend``'s own profile
+    (``profile_ops``) over ``runs`` runs after ``warmup``, of a separate session created with
+    ``$MNNPY_<BACKEND>_PROFILE=1``; an op the backend did not run is absent; ``[]`` where
+    the backend could not turn profiling on."""
+    key = f"MNNPY_{backend.upper()}_PROFILE"
     old = os.environ.get(key)
     os.environ[key] = "1"
     try:
-        s = interp.create_session(backend="vulkan", precision=precision)
+        s = interp.create_session(backend=backend, precision=precision)
     finally:
         if old is None:
             del os.environ[key]
@@ -138,11 +168,13 @@ def vulkan_op_profile(interp, precision: str, feeds: dict, runs: int = 10, warmu
     try:
         for _ in range(warmup):
             s.run(feeds)
-        backend = s.backends[0]
-        backend.profile.clear()
-        backend.profile_ops.clear()
+        dev = s.backends[0]
+        if not dev.profiling:
+            return []
+        dev.profile.clear()
+        dev.profile_ops.clear()
         for _ in range(runs):
             s.run(feeds)
-        return [(name, kind, ms / runs) for (name, kind), ms in backend.profile_ops.items()]
+        return [(name, kind, ms / runs) for (name, kind), ms in dev.profile_ops.items()]
     finally:
         s.close()

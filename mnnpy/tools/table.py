@@ -1,4 +1,5 @@
-"""Output of the command-line tools: aligned text tables and CSV, and the ``--backend`` list."""
+"""Output of the command-line tools and benchmarks: aligned text tables, CSV, markdown rows,
+and the ``--backend`` list."""
 
 from __future__ import annotations
 
@@ -48,3 +49,8 @@ def format_csv(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     w.writerow(headers)
     w.writerows(rows)
     return buf.getvalue()
+
+
+def markdown_row(cells: Sequence[object]) -> str:
+    """One row of a markdown (GitHub) table: ``| a | b |``; ``["---"] * n`` gives the rule."""
+    return "| " + " | ".join(str(c) for c in cells) + " |"

@@ -91,7 +91,7 @@ def reference(spec: dict) -> Reference:
     """Check the spec's model with ``onnx.checker`` (full check) and run it on onnxruntime
     (one thread, graph optimisations off, every main-graph tensor an output). Raises
     whatever the checker or onnxruntime raise on an invalid graph."""
-    import onnxruntime as ort
+    from mnnpy.apps.reference import onnxruntime_session
 
     start = time.perf_counter()
     outputs = set(spec["outputs"])
@@ -99,11 +99,8 @@ def reference(spec: dict) -> Reference:
     model = specs.to_model(spec)
     onnx.checker.check_model(model, full_check=True)
     wide = specs.to_model(spec, extra)
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = 1
-    so.log_severity_level = 4  # quiet: an invalid candidate's error is an outcome, not a log line
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    session = ort.InferenceSession(wide.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    # quiet: an invalid candidate's error is an outcome, not a log line
+    session = onnxruntime_session(wide.SerializeToString(), 1, optimize=False, quiet=True)
     feeds = specs.feeds(spec)
     got = session.run(None, feeds)
     values = {e["name"]: specs.entry_array(spec, e) for e in spec["constants"]}
