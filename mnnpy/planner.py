@@ -206,8 +206,10 @@ class Planner:
         evaluate: Evaluate,
         host: Callable[[OpInfo], Callable],
         budget: limits.MemoryBudget | None = None,
+        placer=None,
     ):
         self.graph = graph
+        self.placer = placer
         self.backends = backends
         self.evaluate = evaluate
         self.host = host
@@ -223,9 +225,15 @@ class Planner:
         with limits.planning(charge):
             return compute_sizes(self.graph, shapes, self.evaluate, values, start, dtypes)
 
-    def schedule(self, sizes: SizeResult) -> Schedule:
-        """The Schedule of ``sizes``' run-time ops (no memory, no Executions)."""
-        return build_schedule([sizes.op_info(i) for i in sizes.runtime_ops], self.backends)
+    def schedule(self, sizes: SizeResult, infos: list[OpInfo] | None = None) -> Schedule:
+        """The Schedule of ``sizes``' run-time ops (no memory, no Executions): each op on the
+        first backend that supports it, or, with a ``placer`` (``backend="auto"``,
+        ``mnnpy.placement.AutoPlacer``), where the placer's cost model puts it."""
+        infos = infos if infos is not None else [sizes.op_info(i) for i in sizes.runtime_ops]
+        if self.placer is None:
+            return build_schedule(infos, self.backends)
+        exports = self._exports(sizes)
+        return build_schedule(infos, self.backends, lambda ops, options: self.placer.place(ops, options, sizes.mflops, exports))
 
     def describe(self, shapes: dict[int, tuple[int, ...]]) -> Described:
         """The first segment's sizes and Schedule for inputs ``shapes``, for describing it:
@@ -249,7 +257,7 @@ class Planner:
         sizes = self.infer(shapes, values, start, dtypes)
         infos = {i: sizes.op_info(i) for i in sizes.runtime_ops}
         t.append(time.perf_counter())
-        schedule = build_schedule(list(infos.values()), self.backends)
+        schedule = self.schedule(sizes, list(infos.values()))
         inputs, exports = frozenset(shapes), self._exports(sizes)
         t.append(time.perf_counter())
         for b in self.backends:
