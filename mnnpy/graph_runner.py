@@ -62,9 +62,7 @@ class GraphRunner:
     host kernels of dynamic ops that are not control flow (``CPUBackend.run_host``).
     ``budget``: the session's ``limits.MemoryBudget``, shared with every body's runner
     (default: one of ``limits.default_memory_limit()`` bytes); past its limit it may drop
-    cached plans that are not in use (``drop_unused``). ``placer``: ``backend="auto"``'s
-    ``mnnpy.placement.AutoPlacer`` (None: each op on the first backend that supports it), the
-    same for every body.
+    cached plans that are not in use (``drop_unused``). ``placer``: AUTO's (``mnnpy.placement``), bodies' too.
     """
 
     def __init__(self, net: Net, graph: Graph, backends: list[Backend], budget: limits.MemoryBudget | None = None, placer=None):

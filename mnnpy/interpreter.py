@@ -123,12 +123,8 @@ class Interpreter:
     ) -> Session:
         """A Session on ``backend``: a name, a preference list (``["opencl", "cpu"]``) or ``"auto"``.
 
-        ``"auto"`` places each op by the devices' capabilities and the cost of the copies at
-        partition borders (``mnnpy.placement``; ``session.placement`` says why each op went
-        where it did). ``preference``: NNAPI's execution preference, ``"fast_single_answer"``
-        (default), ``"sustained_speed"`` (both price ops by ``exec_time``) or ``"low_power"``
-        (by ``power_usage``). ``devices``: the candidates of ``"auto"`` (``mnnpy.Device``
-        objects or names; default every device, ``mnnpy.auto_devices``).
+        ``"auto"``: ops placed by capabilities and border copies (``mnnpy.placement``), for NNAPI's
+        ``preference`` (``"fast_single_answer"``, ``"sustained_speed"``, ``"low_power"``) among ``devices``.
 
         ``precision``: "high" (fp32), "normal", "low" (fp16 where a backend supports it;
         the CPU backend always computes in fp32). ``num_threads``: CPU threads (BLAS

@@ -208,8 +208,7 @@ class Planner:
         budget: limits.MemoryBudget | None = None,
         placer=None,
     ):
-        self.graph = graph
-        self.placer = placer
+        self.graph, self.placer = graph, placer
         self.backends = backends
         self.evaluate = evaluate
         self.host = host
@@ -226,14 +225,10 @@ class Planner:
             return compute_sizes(self.graph, shapes, self.evaluate, values, start, dtypes)
 
     def schedule(self, sizes: SizeResult, infos: list[OpInfo] | None = None) -> Schedule:
-        """The Schedule of ``sizes``' run-time ops (no memory, no Executions): each op on the
-        first backend that supports it, or, with a ``placer`` (``backend="auto"``,
-        ``mnnpy.placement.AutoPlacer``), where the placer's cost model puts it."""
+        """The Schedule of ``sizes``' run-time ops (no memory, no Executions); ``placer``: AUTO's."""
         infos = infos if infos is not None else [sizes.op_info(i) for i in sizes.runtime_ops]
-        if self.placer is None:
-            return build_schedule(infos, self.backends)
-        exports = self._exports(sizes)
-        return build_schedule(infos, self.backends, lambda ops, options: self.placer.place(ops, options, sizes.mflops, exports))
+        exports, placer = self._exports(sizes), self.placer
+        return build_schedule(infos, self.backends, placer and (lambda ops, opts: placer.place(ops, opts, sizes.mflops, exports)))
 
     def describe(self, shapes: dict[int, tuple[int, ...]]) -> Described:
         """The first segment's sizes and Schedule for inputs ``shapes``, for describing it:
