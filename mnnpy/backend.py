@@ -28,7 +28,7 @@ from mnnpy.device_queue import DeviceQueue
 from mnnpy.errors import BackendUnavailableError, InputError
 from mnnpy.ir import Op
 
-# In this order "auto" prefers the GPU backends (then the CPU): Vulkan first, one queue
+# In this order "auto" lists its candidates (ties go to the first; the CPU last): Vulkan first, one queue
 # submission per partition (faster than OpenCL on 4 of the 5 reference models on the H200,
 # bench/RESULTS.md), then OpenCL for what Vulkan cannot run.
 BUILTIN_BACKENDS = {

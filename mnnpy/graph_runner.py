@@ -62,14 +62,14 @@ class GraphRunner:
     host kernels of dynamic ops that are not control flow (``CPUBackend.run_host``).
     ``budget``: the session's ``limits.MemoryBudget``, shared with every body's runner
     (default: one of ``limits.default_memory_limit()`` bytes); past its limit it may drop
-    cached plans that are not in use (``drop_unused``).
+    cached plans that are not in use (``drop_unused``). ``placer``: AUTO's (``mnnpy.placement``), bodies' too.
     """
 
-    def __init__(self, net: Net, graph: Graph, backends: list[Backend], budget: limits.MemoryBudget | None = None):
-        self.net, self.graph, self.backends = net, graph, backends
+    def __init__(self, net: Net, graph: Graph, backends: list[Backend], budget: limits.MemoryBudget | None = None, placer=None):
+        self.net, self.graph, self.backends, self.placer = net, graph, backends, placer
         self.budget = budget or limits.MemoryBudget(limits.default_memory_limit())
         self.cpu = next(b for b in backends if b.name == "cpu")
-        self.planner = Planner(graph, backends, self.cpu.evaluate, self._host, self.budget)
+        self.planner = Planner(graph, backends, self.cpu.evaluate, self._host, self.budget, placer)
         self.budget.add_reclaimer(self.drop_unused)
         self._running = 0  # run() calls in progress (their segments are in use)
         self.value_inputs = sorted(value_inputs(graph))
@@ -248,7 +248,7 @@ class GraphRunner:
         key = (op_index, attr)
         if key not in self._bodies:
             ref = self.graph.ops[op_index].resolved[attr]
-            self._bodies[key] = GraphRunner(self.net, self.net.graphs[ref.index], self.backends, self.budget)
+            self._bodies[key] = GraphRunner(self.net, self.net.graphs[ref.index], self.backends, self.budget, self.placer)
         return self._bodies[key]
 
     def bodies(self) -> dict[tuple[int, str], GraphRunner]:

@@ -15,10 +15,10 @@ from dataclasses import replace
 from functools import partial
 
 from mnnpy import model_file
+from mnnpy.auto_devices import auto_placer, check_preference
 from mnnpy.backend import (
     BackendConfig,
     backend_availability,
-    backend_in_auto,
     device_key,
     get_runtime,
     registered_backends,
@@ -88,14 +88,25 @@ class Interpreter:
         config: BackendConfig | None = None,
         memory_limit: int | None = None,
         priority: str = "medium",
+        preference: str | None = None,
+        devices: Sequence | None = None,
     ) -> Session:
         """A Session that has planned nothing yet, not even for static shapes: for describing
         schedules (``session.partitions(shapes)``, ``mnnpy info --partitions``) without
         allocating memory or preparing Executions. ``run``/``resize`` plan as usual."""
         limit = checked_limit(memory_limit)
         priority_level(priority)  # InputError before any backend is made
-        backends = [get_runtime(n).create_backend(config or BackendConfig()) for n in resolve_backends(backend)]
-        return Session(self.net, backends, limit, priority)
+        config = config or BackendConfig()
+        check_preference(preference)
+        placer = None
+        if isinstance(backend, str) and backend == "auto":
+            names, placer = auto_placer(preference, devices, config.precision)
+        elif devices is not None:
+            raise InputError(f"devices=[...] limits the candidates of backend='auto'; backend={backend!r} names them itself")
+        else:
+            names = resolve_backends(backend)
+        backends = [get_runtime(n).create_backend(config) for n in names]
+        return Session(self.net, backends, limit, priority, placer)
 
     def create_session(
         self,
@@ -107,8 +118,13 @@ class Interpreter:
         priority: str = "medium",
         deadline: float | None = None,
         timeout_ms: float | None = None,
+        preference: str | None = None,
+        devices: Sequence | None = None,
     ) -> Session:
         """A Session on ``backend``: a name, a preference list (``["opencl", "cpu"]``) or ``"auto"``.
+
+        ``"auto"``: ops placed by capabilities and border copies (``mnnpy.placement``), for NNAPI's
+        ``preference`` (``"fast_single_answer"``, ``"sustained_speed"``, ``"low_power"``) among ``devices``.
 
         ``precision``: "high" (fp32), "normal", "low" (fp16 where a backend supports it;
         the CPU backend always computes in fp32). ``num_threads``: CPU threads (BLAS
@@ -139,7 +155,7 @@ class Interpreter:
             raise InputError(f"num_threads must be an int in 1..{MAX_THREADS}, got {num_threads!r}")
         t0 = time.perf_counter()
         config = BackendConfig(precision=precision, num_threads=num_threads, tuning=tuning)
-        session = self.unplanned_session(backend, config, memory_limit, priority)
+        session = self.unplanned_session(backend, config, memory_limit, priority, preference, devices)
         check(prepare_by, "preparing the session, after its backends were made")
         fixed = {d.name: d.shape for d in session.inputs}
         static = all(s is not None and all(isinstance(x, int) and x >= 0 for x in s) for s in fixed.values())
@@ -148,14 +164,15 @@ class Interpreter:
             if prepare_by is not None and clock() > prepare_by:
                 session.close()
                 check(prepare_by, "preparing the session, after planning it")
-        session._spawn = partial(self._sibling, backend, config, memory_limit, priority, fixed if static else None)
+        auto = {"preference": preference, "devices": devices}
+        session._spawn = partial(self._sibling, backend, config, memory_limit, priority, auto, fixed if static else None)
         _log.info("session on %s created in %.1f ms", [b.name for b in session.backends], (time.perf_counter() - t0) * 1e3)
         return session
 
-    def _sibling(self, backend, config: BackendConfig, memory_limit, priority: str, fixed, lane: int) -> Session:
+    def _sibling(self, backend, config: BackendConfig, memory_limit, priority: str, auto: dict, fixed, lane: int) -> Session:
         """The session of ``create_session``'s options on the devices' queue ``lane`` (its
         asynchronous runs' context of that lane, ``mnnpy.run_queue``), planned for ``fixed``."""
-        sibling = self.unplanned_session(backend, replace(config, lane=lane), memory_limit, priority)
+        sibling = self.unplanned_session(backend, replace(config, lane=lane), memory_limit, priority, **auto)
         if fixed is not None:
             sibling.resize(fixed)
         return sibling
@@ -164,9 +181,10 @@ class Interpreter:
 def resolve_backends(backend: str | Sequence[str]) -> list[str]:
     """Preference list of usable backend names, CPU appended last.
 
-    ``"auto"``: every registered backend that is usable here and opts into ``auto``
-    (``Runtime.in_auto``: Vulkan and OpenCL on a GPU, not on a CPU device such as lavapipe
-    or PoCL), in registration order (Vulkan before OpenCL). One name (``"opencl"``):
+    ``"auto"``: the candidates of AUTO placement for the default preference
+    (``mnnpy.auto_devices.auto_placer``: devices with measured capabilities faster than the
+    CPU for some operand type, unmeasured ones that ``Runtime.in_auto`` takes, Vulkan before
+    OpenCL); a session made from them places ops by cost (``create_session``). One name (``"opencl"``):
     that backend or ``BackendUnavailableError`` with the reason. A list
     (``["opencl", "cpu"]``, or the string ``"opencl,cpu"``): in order, skipping
     unavailable ones with a ``RuntimeWarning`` naming the reason (onnxruntime treats a
@@ -179,7 +197,7 @@ def resolve_backends(backend: str | Sequence[str]) -> list[str]:
         backend = [b.strip() for b in backend.split(",")]
     if isinstance(backend, str):
         if backend == "auto":
-            names = [n for n in registered_backends() if n != "cpu" and backend_in_auto(n) and backend_availability(n)[0]]
+            names = auto_placer()[0]
         else:
             ok, reason = backend_availability(backend)
             if not ok:

@@ -207,8 +207,9 @@ class Planner:
         evaluate: Evaluate,
         host: Callable[[OpInfo], Callable],
         budget: limits.MemoryBudget | None = None,
+        placer=None,
     ):
-        self.graph = graph
+        self.graph, self.placer = graph, placer
         self.backends = backends
         self.evaluate = evaluate
         self.host = host
@@ -224,9 +225,11 @@ class Planner:
         with limits.planning(charge):
             return compute_sizes(self.graph, shapes, self.evaluate, values, start, dtypes)
 
-    def schedule(self, sizes: SizeResult) -> Schedule:
-        """The Schedule of ``sizes``' run-time ops (no memory, no Executions)."""
-        return build_schedule([sizes.op_info(i) for i in sizes.runtime_ops], self.backends)
+    def schedule(self, sizes: SizeResult, infos: list[OpInfo] | None = None) -> Schedule:
+        """The Schedule of ``sizes``' run-time ops (no memory, no Executions); ``placer``: AUTO's."""
+        infos = infos if infos is not None else [sizes.op_info(i) for i in sizes.runtime_ops]
+        exports, placer = self._exports(sizes), self.placer
+        return build_schedule(infos, self.backends, placer and (lambda ops, opts: placer.place(ops, opts, sizes.mflops, exports)))
 
     def describe(self, shapes: dict[int, tuple[int, ...]]) -> Described:
         """The first segment's sizes and Schedule for inputs ``shapes``, for describing it:
@@ -251,7 +254,7 @@ class Planner:
         sizes = self.infer(shapes, values, start, dtypes)
         infos = {i: sizes.op_info(i) for i in sizes.runtime_ops}
         t.append(time.perf_counter())
-        schedule = build_schedule(list(infos.values()), self.backends)
+        schedule = self.schedule(sizes, list(infos.values()))
         inputs, exports = frozenset(shapes), self._exports(sizes)
         t.append(time.perf_counter())
         for b in self.backends:

@@ -2,13 +2,16 @@
 
 Rule (TFLite's delegate partitioning, onnxruntime's GetCapability): each op goes to
 the first backend in the session's preference list that supports it for its dtypes,
-attributes and shapes; the CPU backend is always last, as the fallback. Consecutive
+attributes and shapes; the CPU backend is always last, as the fallback. For
+``backend="auto"`` a chooser (``mnnpy.placement.AutoPlacer``) picks among the backends that
+support each op, by the devices' capabilities and the copies at borders. Consecutive
 ops on one backend form a partition; a tensor produced on one backend and read on
 another is copied once, at the start of the reading partition.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from mnnpy.backend import Backend, OpInfo
@@ -17,6 +20,7 @@ from mnnpy.ir import Graph
 from mnnpy.log import get_logger
 
 _log = get_logger("schedule")
+Chooser = Callable[[list[OpInfo], list[list[int]]], tuple[list[int], dict[int, str]]]
 
 
 @dataclass
@@ -34,12 +38,15 @@ class Partition:
 @dataclass
 class Schedule:
     """Assignment of run-time ops (``backend_of``: op index -> backend index), partitions, why
-    ops fell back, and ``home``: the backend index that produces each tensor an op computes."""
+    ops fell back, ``placement_reasons``: why AUTO placement put each op where it is (op index
+    -> text, ``mnnpy.placement_report``), and ``home``: the backend index that produces each
+    tensor an op computes."""
 
     backend_names: list[str]
     backend_of: dict[int, int] = field(default_factory=dict)
     partitions: list[Partition] = field(default_factory=list)
     fallback_reasons: dict[int, str] = field(default_factory=dict)
+    placement_reasons: dict[int, str] = field(default_factory=dict)
     home: dict[int, int] = field(default_factory=dict)
 
     def describe(self, graph: Graph) -> str:
@@ -54,6 +61,10 @@ class Schedule:
             lines.append(
                 f"partition {n} on {self.backend_names[p.backend]}: {len(p.ops)} ops, {len(p.copies_in)} tensors copied in"
             )
+            lines += [
+                f"  placed: {why}"
+                for why in dict.fromkeys(self.placement_reasons[i] for i in p.ops if i in self.placement_reasons)
+            ]
             for i in p.ops:
                 op = graph.ops[i]
                 why = f"  (fell back: {self.fallback_reasons[i]})" if i in self.fallback_reasons else ""
@@ -70,6 +81,7 @@ def merge_schedules(schedules: list[Schedule]) -> Schedule:
         out.backend_of.update(s.backend_of)
         out.partitions += s.partitions
         out.fallback_reasons.update(s.fallback_reasons)
+        out.placement_reasons.update(s.placement_reasons)
         out.home.update(s.home)
     return out
 
@@ -126,24 +138,40 @@ def placeable(backend: Backend, info: OpInfo) -> tuple[bool, str]:
     return ok, why
 
 
-def build_schedule(ops: list[OpInfo], backends: list[Backend]) -> Schedule:
+def _options(info: OpInfo, backends: list[Backend], every: bool) -> tuple[list[int], list[str]]:
+    """The backends (indices) that may take an op, and why the ones before the first did not;
+    only the first unless ``every``."""
+    options, reasons = [], []
+    for k, backend in enumerate(backends):
+        ok, why = placeable(backend, info)
+        if ok:
+            options.append(k)
+            if not every:
+                break
+        elif not options:
+            reasons.append(f"{backend.name}: {why}")
+    return options, reasons
+
+
+def build_schedule(ops: list[OpInfo], backends: list[Backend], choose: Chooser | None = None) -> Schedule:
     """Assign every op of ``ops`` (the run-time ops, in order) and cut partitions (see module
-    docstring); raises ``UnsupportedOperatorError`` when no backend takes an op."""
+    docstring); ``choose(ops, options)`` -> ``(backend index per op, reason per op index)``
+    picks among each op's supporting backends (default: the first). Raises
+    ``UnsupportedOperatorError`` when no backend takes an op."""
     sched = Schedule([b.name for b in backends])
+    found = [_options(info, backends, choose is not None) for info in ops]
+    for info, (options, reasons) in zip(ops, found):
+        if not options:
+            op = info.op
+            raise UnsupportedOperatorError({op.type: 1}, where=f"op '{op.name}' ({'; '.join(reasons)})")
+    if choose is None:
+        chosen = [options[0] for options, _ in found]
+    else:
+        chosen, sched.placement_reasons = choose(ops, [options for options, _ in found])
     home = sched.home  # tensor -> backend that produces it
     mirrored: set[tuple[int, int]] = set()  # (tensor, backend) already copied
-    for info in ops:
+    for info, (_, reasons), b_index in zip(ops, found, chosen):
         i, op = info.index, info.op
-        reasons = []
-        b_index = None
-        for k, backend in enumerate(backends):
-            ok, why = placeable(backend, info)
-            if ok:
-                b_index = k
-                break
-            reasons.append(f"{backend.name}: {why}")
-        if b_index is None:
-            raise UnsupportedOperatorError({op.type: 1}, where=f"op '{op.name}' ({'; '.join(reasons)})")
         if reasons:
             sched.fallback_reasons[i] = "; ".join(reasons)
         _log.debug(

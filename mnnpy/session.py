@@ -29,6 +29,7 @@ from mnnpy.graph_runner import LOOP_TIMEOUT_S, RESIZE_CACHE, GraphRunner
 from mnnpy.io_desc import IODesc, check_names, checked_feeds
 from mnnpy.ir import Graph, Net
 from mnnpy.limits import MemoryBudget, checked_limit
+from mnnpy.placement_report import session_placement
 from mnnpy.run_queue import RunQueue
 from mnnpy.run_request import RunRequest, wanted_outputs
 from mnnpy.session_runs import checked_timeout, device_units, execute, lane_context, settle
@@ -61,12 +62,12 @@ class Session:
     on other threads finish first and no new one starts (``mnnpy.exit_gate``).
     """
 
-    def __init__(self, net: Net, backends: list[Backend], memory_limit: int | None = None, priority: str = "medium"):
+    def __init__(self, net: Net, backends: list[Backend], memory_limit: int | None = None, priority: str = "medium", placer=None):
         self.net = net
         self.graph: Graph = net.main
         self.backends = backends
         self.budget = MemoryBudget(checked_limit(memory_limit))
-        self.runner = GraphRunner(net, self.graph, backends, self.budget)
+        self.runner = GraphRunner(net, self.graph, backends, self.budget, placer)
         self._lock = threading.Lock()
         g = self.graph
         self._input_index = {g.tensors[t].name: t for t in g.inputs}
@@ -126,6 +127,8 @@ class Session:
         from mnnpy.schedule_view import op_mflops
 
         return op_mflops(self.runner)
+
+    placement = property(session_placement, doc="Why each op went where it did: ``mnnpy.placement_report.session_placement``.")
 
     def partitions(self, shapes: Mapping[str, tuple[int, ...]] | None = None) -> str:
         """The Schedule, printed: a summary line, each partition with its ops, why each op

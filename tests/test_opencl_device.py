@@ -30,6 +30,7 @@ def test_auto_picks_opencl_on_a_gpu_only(rng, monkeypatch):
     (PoCL), where the NumPy backend is faster; by name it is always used."""
     import pyopencl as cl
 
+    from mnnpy import auto_devices
     from mnnpy.backends import opencl
     from mnnpy.backends.opencl.device import find_device
     from mnnpy.backends.vulkan.runtime import VulkanRuntime
@@ -41,8 +42,12 @@ def test_auto_picks_opencl_on_a_gpu_only(rng, monkeypatch):
     assert ("opencl" in names) == on_gpu and names[-1] == "cpu"  # on a GPU Vulkan may come first
     monkeypatch.setattr(opencl.OpenCLRuntime, "in_auto", classmethod(lambda cls: True))  # as on a GPU
     monkeypatch.setattr(VulkanRuntime, "in_auto", classmethod(lambda cls: False))  # OpenCL alone
+    monkeypatch.setattr(auto_devices, "cached_capabilities", lambda device: (None, ""))  # in_auto decides
     s = interp.create_session(backend="auto")
-    assert [b.name for b in s.backends] == ["opencl", "cpu"] and "partition 0 on opencl" in s.partitions()
+    assert [b.name for b in s.backends] == ["opencl", "cpu"]
+    # a 1x3x13x7 model: its OpenCL partitions would not pay for their copies (AUTO placement)
+    assert s.placement.backends == ["cpu"] and "the opencl:0 partition of 1 op would move" in str(s.placement)
+    assert "partition 0 on opencl" in interp.create_session(backend="opencl").partitions()
 
 
 def test_unavailable_reasons(monkeypatch):

@@ -29,6 +29,7 @@ pytestmark = pytest.mark.skipif(not _OK, reason=f"Vulkan unavailable: {_WHY}")
 def test_auto_takes_vulkan_only_on_a_gpu(rng, monkeypatch):
     """``auto`` leaves a CPU device (lavapipe) out, takes a discrete or integrated GPU first;
     asked for by name, Vulkan runs on any device."""
+    from mnnpy import auto_devices
     from mnnpy.backends.vulkan import device as vk_device
     from mnnpy.backends.vulkan import runtime as vk_runtime
     from mnnpy.backends.vulkan.runtime import VulkanRuntime
@@ -44,6 +45,7 @@ def test_auto_takes_vulkan_only_on_a_gpu(rng, monkeypatch):
         monkeypatch.setattr(vk_runtime, "choose", lambda devices, wanted, kind=kind: (replace(chosen, type=kind), ""))
         assert VulkanRuntime.in_auto() is expected, kind
     monkeypatch.setattr(vk_runtime, "choose", lambda devices, wanted: (replace(chosen, type="discrete"), ""))
+    monkeypatch.setattr(auto_devices, "cached_capabilities", lambda device: (None, ""))  # unmeasured: in_auto decides
     assert mnnpy.interpreter.resolve_backends("auto")[0] == "vulkan"
 
 

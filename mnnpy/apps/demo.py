@@ -140,6 +140,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"read: {text!r}  (score {score:.3f}, box {box})")
     if not result.lines:
         print("read: nothing (no text box detected)")
+    if args.backend == "auto":
+        chosen = {k: r.session.placement.backends for k, r in zip(("det", "rec", "cls"), pipeline[:3]) if r is not None}
+        print("auto chose: " + "; ".join(f"{k} on {', '.join(b)}" for k, b in chosen.items()))
     print(f"models ready in {prep_ms:.0f} ms (fetch/convert/load; cached after the first call)")
     print("latency ms, first run: " + ", ".join(f"{k} {v:.1f}" for k, v in result.ms.items()))
     if warm:

@@ -284,12 +284,9 @@ def read_text(img: np.ndarray, det: Runner, rec: Runner, alphabet: list[str], cl
 def make_runner(
     model_path: str, backend: str = "cpu", num_threads: int | None = None, precision: str = "normal"
 ) -> tuple[Runner, dict[str, str]]:
-    """A runner for one single-input, single-output model and the model's metadata.
-
-    ``backend``: an mnnpy backend name (``model_path`` is then a ``.mnnpy`` file) or
-    ``"onnxruntime"`` (``model_path`` an ONNX file), the reference. ``precision``: the
-    mnnpy session's ("low": fp16 storage on GPU backends).
-    """
+    """A runner for one single-input, single-output model and the model's metadata. ``backend``: an
+    mnnpy backend name (``model_path`` a ``.mnnpy`` file; the runner's ``session`` attribute is its
+    Session) or ``"onnxruntime"`` (an ONNX file), the reference. ``precision``: the mnnpy session's."""
     if backend == "onnxruntime":
         sess = onnxruntime_session(model_path, num_threads)
         name = sess.get_inputs()[0].name
@@ -298,4 +295,6 @@ def make_runner(
     interp = mnnpy.Interpreter(str(model_path))
     session = interp.create_session(backend=backend, num_threads=num_threads, precision=precision)
     name, out = interp.inputs[0].name, interp.outputs[0].name
-    return (lambda x: session.run({name: x})[out]), interp.metadata
+    run = lambda x: session.run({name: x})[out]  # noqa: E731
+    run.session = session  # the demo reports what backend="auto" chose
+    return run, interp.metadata
