@@ -178,6 +178,13 @@ class Session:
                 self.runner.plan = self.runner.plan_for(checked)
                 self.runner.segments = []
                 self._output_shapes = None
+            self.flush_cache()
+
+    def flush_cache(self) -> None:
+        """Record what the backends saved in the compilation cache (``create_session(cache_dir=)``)
+        in its mapping file: after each ``resize`` and at ``close``."""
+        for cache in {id(b.config.cache): b.config.cache for b in self.backends if b.config.cache is not None}.values():
+            cache.flush()
 
     @property
     def value_inputs(self) -> list[str]:
@@ -280,6 +287,7 @@ class Session:
             settle(self, locked=True)
             self.runner.clear()
             self._output_shapes = None
+        self.flush_cache()
 
     def __enter__(self) -> Session:
         return self
