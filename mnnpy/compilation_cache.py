@@ -35,7 +35,6 @@ the least recently used entries are evicted first. Last-use times are written at
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import io
 import json
@@ -97,7 +96,10 @@ def read_mapping(folder: Path) -> dict:
 
 @contextmanager
 def locked(folder: Path):
-    """``folder/lock`` held exclusively (``fcntl.flock``, released on exit)."""
+    """``folder/lock`` held exclusively (``fcntl.flock``, released on exit; POSIX, imported here
+    so that importing mnnpy does not need it)."""
+    import fcntl
+
     with open(folder / "lock", "a+b") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
@@ -210,6 +212,13 @@ class CompilationCache:
             warnings.warn(f"compilation cache {self.folder}: mapping not written: {e}", RuntimeWarning, 2)
         self.saved.clear()
         self.touched.clear()
+
+
+def flush_caches(backends) -> None:
+    """``flush`` the compilation caches of ``backends`` (each once): a Session's, after each
+    ``resize`` and at ``close``."""
+    for cache in {id(b.config.cache): b.config.cache for b in backends if b.config.cache is not None}.values():
+        cache.flush()
 
 
 def evict(folder: Path, tokens: dict, max_bytes: int) -> list[tuple[str, str]]:

@@ -20,6 +20,7 @@ import numpy as np
 
 from mnnpy.backend import Backend
 from mnnpy.burst import Burst, plain_options, run_plain
+from mnnpy.compilation_cache import flush_caches
 from mnnpy.device_queue import priority_level
 from mnnpy.errors import InputError, ShapeError
 from mnnpy.exit_gate import GATE
@@ -178,13 +179,7 @@ class Session:
                 self.runner.plan = self.runner.plan_for(checked)
                 self.runner.segments = []
                 self._output_shapes = None
-            self.flush_cache()
-
-    def flush_cache(self) -> None:
-        """Record what the backends saved in the compilation cache (``create_session(cache_dir=)``)
-        in its mapping file: after each ``resize`` and at ``close``."""
-        for cache in {id(b.config.cache): b.config.cache for b in self.backends if b.config.cache is not None}.values():
-            cache.flush()
+            flush_caches(self.backends)  # what resize saved in the compilation cache
 
     @property
     def value_inputs(self) -> list[str]:
@@ -287,7 +282,7 @@ class Session:
             settle(self, locked=True)
             self.runner.clear()
             self._output_shapes = None
-        self.flush_cache()
+        flush_caches(self.backends)
 
     def __enter__(self) -> Session:
         return self
