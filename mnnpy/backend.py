@@ -62,12 +62,14 @@ class BackendConfig:
     """Session options a backend reads: ``precision`` ("high", "normal", "low"), ``num_threads``,
     ``tuning`` (GPU work-group auto-tuning: "none", "fast", "wide"; MNN's tuning levels),
     ``lane``: which of its Runtime's ``lanes`` (device queues) the backend submits to
-    (``Runtime.lanes``; a session's asynchronous runs use one context per lane)."""
+    (``Runtime.lanes``; a session's asynchronous runs use one context per lane); ``cache``:
+    the session's ``mnnpy.compilation_cache.CompilationCache`` or None (no disk cache)."""
 
     precision: str = "normal"
     num_threads: int | None = None
     tuning: str = "none"
     lane: int = 0
+    cache: object = None
 
 
 @dataclass(frozen=True)

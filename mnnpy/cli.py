@@ -6,7 +6,8 @@ Another module adds one with the ``command`` decorator, or lazily: an entry
 ``name: (module, help)`` in ``LAZY_COMMANDS``, where ``module`` defines
 ``add_arguments(parser)`` and ``run(args) -> int`` and is imported only when that
 subcommand is asked for (``mnnpy demo`` -> ``mnnpy.apps.demo``, ``mnnpy vad`` ->
-``mnnpy.apps.vad``, ``mnnpy stress`` -> ``mnnpy.stress``). Errors from mnnpy (``MnnpyError``) print ``error: ...`` on stderr
+``mnnpy.apps.vad``, ``mnnpy stress`` -> ``mnnpy.stress``, ``mnnpy cache`` ->
+``mnnpy.tools.cache``). Errors from mnnpy (``MnnpyError``) print ``error: ...`` on stderr
 and exit 2, without a traceback; a stdout pipe closed by its reader (``| head -1``) ends
 the command quietly with 141.
 """
@@ -48,6 +49,7 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("mnnpy.tools.bench", "latency statistics of a model on backends side by side (TFLite's benchmark_model)"),
     "diff": ("mnnpy.tools.diff", "a backend's outputs against a reference (CPU, 1 thread, or onnxruntime) on random inputs"),
     "eval": ("mnnpy.tools.evaluate", "task evaluations: ocr (accuracy, CER, latency per backend), classify (agreement)"),
+    "cache": ("mnnpy.tools.cache", "the compilation cache (create_session(cache_dir=...)): list, verify or clear its entries"),
     "stress": ("mnnpy.stress", "crash and hang stress tests (MLTS), each in a child process, on each backend; HTML report"),
 }
 

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 import warnings
@@ -53,6 +54,7 @@ class Interpreter:
         warm_up("cpu")  # the CPU backend's compiled kernels: numba loads while the model is read
         self.net: Net = source if isinstance(source, Net) else model_file.load(source)
         resolve_attrs(self.net.graphs)  # a Net handed over in memory: attributes resolved here, once
+        self._token: str | None = None  # model_token, computed on first use
 
     @property
     def metadata(self) -> dict[str, str]:
@@ -120,6 +122,8 @@ class Interpreter:
         timeout_ms: float | None = None,
         preference: str | None = None,
         devices: Sequence | None = None,
+        cache_dir: str | os.PathLike | None = None,
+        cache_token: str | bytes | None = None,
     ) -> Session:
         """A Session on ``backend``: a name, a preference list (``["opencl", "cpu"]``) or ``"auto"``.
 
@@ -135,6 +139,11 @@ class Interpreter:
         copies, scratch and workspaces, Loop outputs); default ``limits.DEFAULT_FRACTION`` of
         the memory available now. Every size is checked against it before anything is
         allocated (``ShapeError`` naming the op, its shapes and the bytes asked for).
+        ``cache_dir``/``cache_token``: NNAPI's compilation caching
+        (``ANeuralNetworksCompilation_setCaching``): prepared data is kept in ``cache_dir`` under
+        the token (32 bytes or 64 hex digits; default the SHA-256 of the model's bytes,
+        ``model_token``) and reused, verified, by later sessions (``mnnpy.compilation_cache``);
+        ``InputError`` for an unusable folder, a malformed token or a token without a folder.
         ``priority``: NNAPI's execution priority, "low", "medium" (default) or "high": when
         runs of several sessions wait for one device, higher priority goes first
         (``mnnpy.device_queue``). ``deadline`` (``time.monotonic()`` s) or ``timeout_ms``:
@@ -154,7 +163,8 @@ class Interpreter:
         ):
             raise InputError(f"num_threads must be an int in 1..{MAX_THREADS}, got {num_threads!r}")
         t0 = time.perf_counter()
-        config = BackendConfig(precision=precision, num_threads=num_threads, tuning=tuning)
+        cache = self._compilation_cache(cache_dir, cache_token)
+        config = BackendConfig(precision=precision, num_threads=num_threads, tuning=tuning, cache=cache)
         session = self.unplanned_session(backend, config, memory_limit, priority, preference, devices)
         check(prepare_by, "preparing the session, after its backends were made")
         fixed = {d.name: d.shape for d in session.inputs}
@@ -168,6 +178,25 @@ class Interpreter:
         session._spawn = partial(self._sibling, backend, config, memory_limit, priority, auto, fixed if static else None)
         _log.info("session on %s created in %.1f ms", [b.name for b in session.backends], (time.perf_counter() - t0) * 1e3)
         return session
+
+    def model_token(self) -> str:
+        """The SHA-256 (64 hex digits) of the bytes the model was read from (the file as mapped
+        when loaded, not as it is now); ``InputError`` for a model handed over as a ``Net``."""
+        if self._token is None:
+            if self.net.source is None:
+                raise InputError("a model built in memory has no file: give create_session a cache_token")
+            self._token = hashlib.sha256(self.net.source).hexdigest()
+        return self._token
+
+    def _compilation_cache(self, cache_dir, cache_token):
+        """The ``CompilationCache`` of ``create_session``'s options, or None without ``cache_dir``."""
+        if cache_dir is None:
+            if cache_token is not None:
+                raise InputError("cache_token needs a cache_dir")
+            return None
+        from mnnpy.compilation_cache import CompilationCache
+
+        return CompilationCache(cache_dir, self.model_token() if cache_token is None else cache_token)
 
     def _sibling(self, backend, config: BackendConfig, memory_limit, priority: str, auto: dict, fixed, lane: int) -> Session:
         """The session of ``create_session``'s options on the devices' queue ``lane`` (its

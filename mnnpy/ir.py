@@ -100,6 +100,9 @@ class Net:
     producer_name: str = ""
     producer_version: str = ""
     format_version: int = 1
+    # the bytes the model was read from (a read-only mmap or bytes; None for a Net built in
+    # memory): the compilation cache's default token is their SHA-256 (``model_token``)
+    source: object = field(default=None, repr=False, compare=False)
 
     @property
     def main(self) -> Graph:

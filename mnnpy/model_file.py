@@ -59,7 +59,9 @@ def load(source: str | os.PathLike | bytes | bytearray | memoryview) -> Net:
     else:
         where = os.fspath(source)
         buf = _map_file(source, where)
-    return ModelReader(buf, where, identifier=FILE_IDENTIFIER, version=FORMAT_VERSION, align=ALIGN).read()
+    net = ModelReader(buf, where, identifier=FILE_IDENTIFIER, version=FORMAT_VERSION, align=ALIGN).read()
+    net.source = buf  # the very bytes the constants view (the compilation cache's token hashes them)
+    return net
 
 
 def _map_file(path: str | os.PathLike, where: str) -> mmap.mmap | bytes:

@@ -20,6 +20,7 @@ import numpy as np
 
 from mnnpy.backend import Backend
 from mnnpy.burst import Burst, plain_options, run_plain
+from mnnpy.compilation_cache import flush_caches
 from mnnpy.device_queue import priority_level
 from mnnpy.errors import InputError, ShapeError
 from mnnpy.exit_gate import GATE
@@ -181,6 +182,7 @@ class Session:
                 self.runner.plan = self.runner.plan_for(checked)
                 self.runner.segments = []
                 self._output_shapes = None
+            flush_caches(self.backends)  # what resize saved in the compilation cache
 
     @property
     def value_inputs(self) -> list[str]:
@@ -283,6 +285,7 @@ class Session:
             settle(self, locked=True)
             self.runner.clear()
             self._output_shapes = None
+        flush_caches(self.backends)
 
     def __enter__(self) -> Session:
         return self

@@ -43,6 +43,7 @@ from mnnpy.backends.cpu.kernels.epilogue import codes
 from mnnpy.backends.cpu.kernels.winograd import kernels as winograd_kernels
 from mnnpy.backends.cpu.kernels.winograd import weights as winograd_weights
 from mnnpy.backends.cpu.parallel import run_all, run_phases, split
+from mnnpy.backends.cpu.prepared import prepared
 from mnnpy.backends.cpu.scratch import scratch
 
 MIN_SIDE = 10  # output maps from this side (both axes) take Winograd
@@ -92,7 +93,7 @@ class _Winograd:
         a2 = (m + 2) ** 2
         th, tw = -(-out[0] // m), -(-out[1] // m)
         threads = exe.backend.num_threads
-        self.m, self.u = m, scratch((a2, mo, c), np.float32)
+        self.exe, self.m, self.u = exe, m, scratch((a2, mo, c), np.float32)
         self.b = scratch((mo,), np.float32)
         fused = codes(exe.attrs["activation"], exe.attrs["activation_params"])
         self.fused_activation = fused is not None  # else Conv applies the activation afterwards
@@ -136,7 +137,8 @@ class _Winograd:
         self.phases.append(tasks)
 
     def prepare(self, w, b):
-        np.copyto(self.u, winograd_weights(np.asarray(w), self.m))
+        w = np.asarray(w)
+        np.copyto(self.u, prepared(self.exe, "winograd", w, lambda: winograd_weights(w, self.m), self.m))
         if b is not None:
             np.copyto(self.b, b)
         else:

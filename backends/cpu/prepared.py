@@ -1,0 +1,42 @@
+"""Prepared constant data of CPU executions through the compilation cache (the data cache of
+``mnnpy.compilation_cache``; NNAPI's ``ANeuralNetworksCompilation_setCaching``).
+
+An execution whose weights are constants calls ``prepared(exe, what, w, compute, *params)``
+in ``on_resize``: with a cache (``create_session(cache_dir=...)``) the result is looked up
+under ``<op name>/<what>/<params>/<shape>/<dtype>/<sample>`` of the session's token and
+loaded when valid, else ``compute()`` runs and its result is saved. ``<sample>`` is the
+SHA-256 of at most ``SAMPLE`` evenly spaced elements of ``w`` (and its byte count): a cheap
+guard against one token given to two models (NNAPI makes the token's uniqueness the caller's
+promise; the sample catches a retrained model under an old token, not a deliberate collision).
+
+Only transforms that cost more than reading their result back are worth an entry: Winograd's
+``U = G w G^T`` (float64 products); plain re-layouts (im2col, depthwise, pointwise: one copy
+of the weights, about 1 GB/s) are cheaper than reading and hashing a file and stay computed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+SAMPLE = 4096  # elements of the weights hashed into an entry's name
+
+
+def sample_digest(w: np.ndarray) -> str:
+    """SHA-256 (hex, first 16 digits) of at most ``SAMPLE`` evenly spaced elements of ``w`` and its size."""
+    flat = np.asarray(w).reshape(-1)
+    step = max(1, flat.size // SAMPLE)
+    return hashlib.sha256(np.ascontiguousarray(flat[::step]).tobytes() + str(flat.nbytes).encode()).hexdigest()[:16]
+
+
+def prepared(exe, what: str, w: np.ndarray, compute, *params) -> np.ndarray:
+    """``compute()`` for the constant weights ``w`` of ``exe``, from the session's compilation
+    cache where it holds a valid entry (module doc); without a cache, or for weights that
+    are not constants, just ``compute()``."""
+    cache = exe.backend.config.cache
+    if cache is None or not getattr(exe, "const", False):
+        return compute()
+    w = np.asarray(w)
+    key = "/".join([exe.op.name, what, repr(params), "x".join(map(str, w.shape)), str(w.dtype), sample_digest(w)])
+    return cache.array(key, "cpu", compute)

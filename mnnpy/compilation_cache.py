@@ -1,0 +1,239 @@
+"""Compilation cache: prepared artefacts of a model kept on disk under a token (NNAPI's
+compilation caching, ``ANeuralNetworksCompilation_setCaching(compilation, cacheDir, token)``).
+
+``Interpreter.create_session(cache_dir=..., cache_token=...)`` opens a ``CompilationCache``;
+the token names the model (NNAPI: ``ANEURALNETWORKS_BYTE_SIZE_OF_CACHE_TOKEN``, 32 bytes;
+here 32 ``bytes`` or 64 hex digits, default the SHA-256 of the model file's bytes). Backends
+ask it for entries by name (``array``/``load``) and give it what they computed (``save``).
+
+Folder layout (``cache_dir``)::
+
+    mapping                  the mapping file: token -> entry name -> file, SHA-256, size (bytes),
+                             environment, last use (s since the epoch); JSON inside a
+                             hash-checked ``mnnpy.cache_file`` entry
+    lock                     ``fcntl.flock`` target: writers hold it exclusively
+    entries/<token>/<sha>    one entry: a ``cache_file.pack`` file whose key is ``<token>/<name>``,
+                             named by the SHA-256 of its bytes (content-addressed)
+
+Trust (NNAPI's rule, "the cache is verified before it is trusted"): an entry's bytes are
+read into memory once (``cache_file.read_limited``), their SHA-256 is computed over those
+bytes, never over the file, and compared with the mapping's; then ``cache_file.unpack``
+checks magic, key (token and name: a file of another token or entry is refused) and its own
+hash, and only those in-memory bytes are used (no time-of-check/time-of-use gap). A
+mismatch, a damaged, truncated or missing file, a damaged mapping, or an entry made for
+another environment (mnnpy, NumPy, machine, device or driver): ``RuntimeWarning`` and the
+caller recomputes and saves again; nothing is trusted. The hashes catch corruption and
+edits, not an attacker who can write the folder (it is the user's own).
+
+Concurrency: files are replaced atomically (``mnnpy.files.atomic_write``); entry files are
+never rewritten with other content (their name is their hash), so readers take no lock; a
+writer (``flush``) holds ``lock`` exclusively while it re-reads, merges and rewrites the
+mapping and evicts. Size cap: ``max_bytes`` (default ``DEFAULT_MAX_BYTES``) over all tokens;
+the least recently used entries are evicted first. Last-use times are written at most every
+``TOUCH_S`` seconds per entry (one mapping write per session, in ``flush``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import platform
+import re
+import time
+import warnings
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+from mnnpy.cache_file import pack, read_limited, unpack
+from mnnpy.errors import InputError
+from mnnpy.files import atomic_write
+
+MAGIC_MAP, MAGIC_ENTRY, FORMAT = b"MNNPYMAP", b"MNNPYENT", 1
+DEFAULT_MAX_BYTES = 1 << 30  # bytes (1 GiB) over all tokens of one folder
+TOUCH_S = 3600.0  # seconds: a last-use time younger than this is not rewritten
+HEX_TOKEN = re.compile(r"[0-9a-f]{64}")
+# test hook: called as after_verify(path, data) once an entry's bytes passed every check and
+# before they are used (tests change the file on disk there: the bytes in memory stay in use)
+after_verify = None
+
+
+def checked_token(token: str | bytes) -> str:
+    """``token`` as 64 lower-case hex digits: 32 ``bytes`` (NNAPI's token size) or 64 hex
+    digits; ``InputError`` otherwise."""
+    if isinstance(token, (bytes, bytearray)) and len(token) == 32:
+        return bytes(token).hex()
+    if isinstance(token, str) and HEX_TOKEN.fullmatch(token.lower()):
+        return token.lower()
+    raise InputError(f"cache_token must be 32 bytes or 64 hex digits (a SHA-256), got {token!r:.80}")
+
+
+def environment(device: str) -> str:
+    """What an entry depends on besides the model: mnnpy, NumPy and Python versions, the
+    machine, and ``device`` (a backend's device and driver, e.g. ``"cpu"``)."""
+    from mnnpy import __version__
+
+    return f"mnnpy {__version__}; numpy {np.__version__}; python {platform.python_version()}; {platform.machine()}; {device}"
+
+
+def read_mapping(folder: Path) -> dict:
+    """The mapping of ``folder`` (token -> name -> record); ``{}`` when absent; ``ValueError``
+    saying what is wrong when damaged."""
+    data = read_limited(folder / "mapping")
+    if data is None:
+        return {}
+    tokens = json.loads(unpack(data, MAGIC_MAP, FORMAT, "mapping"))
+    if not isinstance(tokens, dict) or not all(isinstance(v, dict) for v in tokens.values()):
+        raise ValueError("mapping is not token -> entries")
+    for token, names in tokens.items():  # names become paths: only hex digits (no "../")
+        if not HEX_TOKEN.fullmatch(token) or not all(HEX_TOKEN.fullmatch(str(r.get("file"))) for r in names.values()):
+            raise ValueError("mapping names a malformed token or file")
+    return tokens
+
+
+@contextmanager
+def locked(folder: Path):
+    """``folder/lock`` held exclusively (``fcntl.flock``, released on exit; POSIX, imported here
+    so that importing mnnpy does not need it)."""
+    import fcntl
+
+    with open(folder / "lock", "a+b") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+class CompilationCache:
+    """The entries of one ``token`` in ``folder`` (module doc). ``InputError`` when ``folder``
+    cannot be created or written, or for a malformed token."""
+
+    def __init__(self, folder: str | os.PathLike, token: str | bytes, max_bytes: int = DEFAULT_MAX_BYTES):
+        self.token, self.folder, self.max_bytes = checked_token(token), Path(folder).expanduser(), max_bytes
+        try:
+            (self.folder / "entries").mkdir(parents=True, exist_ok=True)
+            (self.folder / "lock").touch()
+        except OSError as e:
+            raise InputError(f"cache_dir {self.folder} cannot be used: {e}") from None
+        if not os.access(self.folder, os.W_OK | os.X_OK):
+            raise InputError(f"cache_dir {self.folder} is not writable")
+        try:
+            self.records = read_mapping(self.folder).get(self.token, {})
+        except (ValueError, OSError) as e:
+            warnings.warn(f"compilation cache {self.folder}: mapping file rejected ({e}); rebuilding", RuntimeWarning, 2)
+            self.records = {}
+        self.saved: dict[str, dict] = {}  # name -> record, not yet in the mapping file
+        self.touched: set[str] = set()
+        self.hits = self.misses = 0
+
+    def load(self, name: str, device: str) -> bytes | None:
+        """The verified payload of entry ``name`` made on ``device`` (``environment``), or None
+        (absent, or rejected with a ``RuntimeWarning``: the caller recomputes)."""
+        rec = self.records.get(name)
+        if rec is None:
+            self.misses += 1
+            return None
+        path = self.folder / "entries" / self.token / str(rec.get("file"))
+        try:
+            if rec.get("environment") != environment(device):
+                raise ValueError(f"made for another environment ({rec.get('environment')})")
+            data = read_limited(path)
+            if data is None:
+                raise ValueError("file missing")
+            if hashlib.sha256(data).hexdigest() != rec.get("sha256"):
+                raise ValueError("SHA-256 differs from the mapping's")
+            payload = unpack(data, MAGIC_ENTRY, FORMAT, f"{self.token}/{name}")
+        except (ValueError, OSError) as e:
+            warnings.warn(f"compilation cache entry {name!r} rejected ({e}); rebuilding", RuntimeWarning, 3)
+            self.misses += 1
+            return None
+        if after_verify is not None:
+            after_verify(path, data)
+        self.hits += 1
+        self.touched.add(name)
+        return payload
+
+    def save(self, name: str, device: str, payload: bytes) -> None:
+        """Write entry ``name`` (atomic); the mapping records it at ``flush``. An ``OSError``
+        (a full disk) is a ``RuntimeWarning``: the session works without the entry."""
+        data = pack(MAGIC_ENTRY, FORMAT, f"{self.token}/{name}", payload)
+        sha = hashlib.sha256(data).hexdigest()
+        try:
+            (self.folder / "entries" / self.token).mkdir(exist_ok=True)
+            atomic_write(self.folder / "entries" / self.token / sha, data)
+        except OSError as e:
+            warnings.warn(f"compilation cache entry {name!r} not saved: {e}", RuntimeWarning, 3)
+            return
+        record = {"file": sha, "sha256": sha, "size": len(data), "environment": environment(device), "used": time.time()}
+        self.saved[name] = self.records[name] = record
+
+    def array(self, name: str, device: str, compute) -> np.ndarray:
+        """The array of entry ``name`` if a valid one is cached, else ``compute()`` (saved)."""
+        payload = self.load(name, device)
+        if payload is not None:
+            try:
+                return np.load(io.BytesIO(payload), allow_pickle=False)
+            except ValueError as e:  # a payload that passed the hashes but is no array: never made by save
+                warnings.warn(f"compilation cache entry {name!r} rejected ({e}); rebuilding", RuntimeWarning, 2)
+        value = np.ascontiguousarray(compute())
+        buf = io.BytesIO()
+        np.save(buf, value, allow_pickle=False)
+        self.save(name, device, buf.getvalue())
+        return value
+
+    def flush(self) -> None:
+        """Record saved entries and last uses in the mapping file (under the lock), then evict
+        the least recently used entries past ``max_bytes``. Nothing is written when nothing
+        changed and every entry used was used less than ``TOUCH_S`` ago."""
+        now = time.time()
+        stale = {n for n in self.touched if now - float(self.records[n].get("used", 0)) > TOUCH_S}
+        if not self.saved and not stale:
+            return
+        try:
+            with locked(self.folder):
+                try:
+                    tokens = read_mapping(self.folder)
+                except ValueError:
+                    tokens = {}  # damaged: rebuilt from what this session knows
+                mine = tokens.setdefault(self.token, {})
+                for n, rec in self.saved.items():  # a replaced entry's old file goes
+                    if n in mine and mine[n]["file"] != rec["file"]:
+                        (self.folder / "entries" / self.token / mine[n]["file"]).unlink(missing_ok=True)
+                mine.update(self.saved)
+                for n in stale & mine.keys():
+                    mine[n]["used"] = now
+                evict(self.folder, tokens, self.max_bytes)
+                atomic_write(self.folder / "mapping", pack(MAGIC_MAP, FORMAT, "mapping", json.dumps(tokens).encode()))
+        except OSError as e:
+            warnings.warn(f"compilation cache {self.folder}: mapping not written: {e}", RuntimeWarning, 2)
+        self.saved.clear()
+        self.touched.clear()
+
+
+def flush_caches(backends) -> None:
+    """``flush`` the compilation caches of ``backends`` (each once): a Session's, after each
+    ``resize`` and at ``close``."""
+    for cache in {id(b.config.cache): b.config.cache for b in backends if b.config.cache is not None}.values():
+        cache.flush()
+
+
+def evict(folder: Path, tokens: dict, max_bytes: int) -> list[tuple[str, str]]:
+    """Remove the least recently used entries of ``tokens`` (in place) and their files until
+    their sizes add up to at most ``max_bytes``; the (token, name) pairs removed."""
+    entries = sorted((float(r.get("used", 0)), t, n) for t, names in tokens.items() for n, r in names.items())
+    total = sum(int(tokens[t][n].get("size", 0)) for _, t, n in entries)
+    gone = []
+    for _, t, n in entries:
+        if total <= max_bytes:
+            break
+        rec = tokens[t].pop(n)
+        total -= int(rec.get("size", 0))
+        (folder / "entries" / t / str(rec.get("file"))).unlink(missing_ok=True)
+        gone.append((t, n))
+    for t in [t for t, names in tokens.items() if not names]:
+        del tokens[t]
+    return gone

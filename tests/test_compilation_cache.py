@@ -1,0 +1,220 @@
+"""The compilation cache (``mnnpy.compilation_cache``, ``create_session(cache_dir=...)``):
+a warm session loads the Winograd weights of a two-Conv model instead of transforming them,
+and every tampering NNAPI's compilation caching must survive is rejected with a warning and
+rebuilt, outputs equal to a cache-less session's: bytes flipped at every 1/64 of each file,
+truncation, files swapped between tokens, another model's entry under this token, the mapping
+edited, another environment, a file changed between its hash and its use (the test hook).
+Also bad options, LRU eviction, concurrent writers and ``mnnpy cache``."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mnnpy
+from mnnpy import compilation_cache as cc
+from mnnpy.cache_file import pack, unpack
+from mnnpy.cli import main as cli
+from mnnpy.converter import convert
+from tests.backend_compare import conv_model, he_weights
+
+PADS = {"pads": [1, 1, 1, 1]}
+
+
+def model(seed: int) -> tuple[bytes, dict]:
+    """Two 3x3 stride-1 Convs of 8 channels on 12x12 maps (both take Winograd F(2x2))."""
+    rng = np.random.default_rng(seed)
+    m, feeds = conv_model(rng, (1, 8, 12, 12), (8, 8, 3, 3), PADS, after=[("Conv", PADS, [he_weights(rng, 8, 8, 3, 3)])])
+    return convert(m), feeds
+
+
+@pytest.fixture(scope="module")
+def models():
+    """``{name: (Interpreter, feeds, cache-less outputs)}`` for models "a" and "b"."""
+    out = {}
+    for name, seed in (("a", 1), ("b", 2)):
+        data, feeds = model(seed)
+        interp = mnnpy.Interpreter(data)
+        out[name] = interp, feeds, interp.create_session(num_threads=1).run(feeds)
+    return out
+
+
+def session_run(models, name, folder, token=None, expect_warning=False):
+    """Outputs, hits and misses of a session of model ``name`` on ``folder``, checked against
+    the cache-less outputs; ``expect_warning``: a ``RuntimeWarning`` saying it was rejected."""
+    interp, feeds, want = models[name]
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        s = interp.create_session(num_threads=1, cache_dir=folder, cache_token=token)
+        got = s.run(feeds)
+    rejected = [w for w in seen if "rejected" in str(w.message)]
+    assert bool(rejected) == expect_warning, [str(w.message) for w in seen]
+    for k in want:
+        np.testing.assert_array_equal(got[k], want[k])
+    cache = s.backends[0].config.cache
+    s.close()
+    return cache.hits, cache.misses
+
+
+def entry_files(folder: Path) -> list[Path]:
+    return sorted((folder / "entries").glob("*/*"))
+
+
+def test_warm_session_loads_what_the_cold_one_saved(models, tmp_path):
+    assert session_run(models, "a", tmp_path) == (0, 2)
+    assert session_run(models, "a", tmp_path) == (2, 0)
+    assert len(entry_files(tmp_path)) == 2
+    token = models["a"][0].model_token()
+    assert set(cc.read_mapping(tmp_path)) == {token} and token == hashlib.sha256(model(1)[0]).hexdigest()
+
+
+def damaged(good: bytes) -> list[bytes]:
+    """``good`` with one byte flipped at every 1/64 of its length, then truncated three ways."""
+    out = []
+    for k in range(64):
+        bad = bytearray(good)
+        bad[k * len(good) // 64] ^= 0x5A
+        out.append(bytes(bad))
+    return out + [good[: len(good) // 2], good[:7], b""]
+
+
+def test_flipped_bytes_and_truncation_are_rejected_and_rebuilt(models, tmp_path):
+    session_run(models, "a", tmp_path)
+    token = models["a"][0].model_token()
+    names = {r["file"]: n for n, r in cc.read_mapping(tmp_path)[token].items()}
+    for path in [*entry_files(tmp_path), tmp_path / "mapping"]:
+        good = path.read_bytes()
+        variants = damaged(good)
+        for bad in variants:  # every variant through the store (fast) ...
+            path.write_bytes(bad)
+            with pytest.warns(RuntimeWarning, match="rejected"):
+                cache = cc.CompilationCache(tmp_path, token)
+                assert path.name == "mapping" or cache.load(names[path.name], "cpu") is None
+            assert path.name != "mapping" or cache.records == {}
+        for bad in (variants[32], variants[-2]):  # ... and two through a session: rebuilt, outputs equal
+            path.write_bytes(bad)
+            session_run(models, "a", tmp_path, expect_warning=True)
+            path.write_bytes(good)
+        assert session_run(models, "a", tmp_path) == (2, 0)
+
+
+def _retarget(folder: Path, token: str, name: str, file: str, sha: str) -> None:
+    """Point entry ``name`` of ``token`` in the mapping at ``file`` with ``sha`` (a consistent edit)."""
+    tokens = cc.read_mapping(folder)
+    tokens[token][name].update(file=file, sha256=sha)
+    (folder / "mapping").write_bytes(pack(cc.MAGIC_MAP, cc.FORMAT, "mapping", json.dumps(tokens).encode()))
+
+
+def test_swapped_files_and_another_models_entry_are_rejected(models, tmp_path):
+    ta, tb = "a" * 64, "b" * 64
+    session_run(models, "a", tmp_path, ta)
+    session_run(models, "b", tmp_path, tb)
+    a_files, b_files = sorted((tmp_path / "entries" / ta).iterdir()), sorted((tmp_path / "entries" / tb).iterdir())
+    a_bytes = [p.read_bytes() for p in a_files]
+    for pa, pb in zip(a_files, b_files):  # files swapped between tokens
+        pa.write_bytes(pb.read_bytes())
+    session_run(models, "a", tmp_path, ta, expect_warning=True)
+    for pa, data in zip(a_files, a_bytes):
+        pa.write_bytes(data)
+    # b's entry copied under a's token, the mapping edited to match its SHA-256: its key says token b
+    name = next(iter(cc.read_mapping(tmp_path)[ta]))
+    (tmp_path / "entries" / ta / b_files[0].name).write_bytes(b_files[0].read_bytes())
+    _retarget(tmp_path, ta, name, b_files[0].name, b_files[0].name)
+    session_run(models, "a", tmp_path, ta, expect_warning=True)
+    # model b given model a's token: its weights differ, so its entries are other names (misses, no warning)
+    assert session_run(models, "b", tmp_path, ta) == (0, 2)
+
+
+def test_edited_mapping_and_other_environment_are_rejected(models, tmp_path):
+    session_run(models, "a", tmp_path)
+    token = models["a"][0].model_token()
+    name, rec = next(iter(cc.read_mapping(tmp_path)[token].items()))
+    _retarget(tmp_path, token, name, rec["file"], "0" * 64)  # a SHA-256 that is not the file's
+    session_run(models, "a", tmp_path, expect_warning=True)
+    tokens = cc.read_mapping(tmp_path)
+    tokens[token][name]["environment"] = "mnnpy 0.0.0; another driver"
+    (tmp_path / "mapping").write_bytes(pack(cc.MAGIC_MAP, cc.FORMAT, "mapping", json.dumps(tokens).encode()))
+    session_run(models, "a", tmp_path, expect_warning=True)
+    tokens[token][name]["file"] = "../../../etc/passwd"  # never a path outside the folder
+    (tmp_path / "mapping").write_bytes(pack(cc.MAGIC_MAP, cc.FORMAT, "mapping", json.dumps(tokens).encode()))
+    session_run(models, "a", tmp_path, expect_warning=True)
+    data = (tmp_path / "mapping").read_bytes().replace(b'"size": ', b'"size": 1')  # edited without the hash
+    (tmp_path / "mapping").write_bytes(data)
+    session_run(models, "a", tmp_path, expect_warning=True)
+    assert session_run(models, "a", tmp_path) == (2, 0)
+
+
+def test_a_file_changed_between_hash_and_use(models, tmp_path, monkeypatch):
+    session_run(models, "a", tmp_path)
+    changed = []
+
+    def change(path, data):  # the bytes in memory were checked; the file changes under them
+        path.write_bytes(data[:-4] + b"evil")
+        changed.append(path)
+
+    monkeypatch.setattr(cc, "after_verify", change)
+    assert session_run(models, "a", tmp_path) == (2, 0)  # used the verified bytes: outputs correct
+    monkeypatch.setattr(cc, "after_verify", None)
+    assert len(changed) == 2
+    session_run(models, "a", tmp_path, expect_warning=True)  # the next session sees the change
+    assert session_run(models, "a", tmp_path) == (2, 0)
+
+
+@pytest.mark.parametrize("token", ["abc", "g" * 64, b"x" * 31, 5])
+def test_bad_tokens_and_folders(models, tmp_path, token):
+    interp = models["a"][0]
+    with pytest.raises(mnnpy.MnnpyError, match="cache_token"):
+        interp.create_session(cache_dir=tmp_path, cache_token=token)
+    with pytest.raises(mnnpy.MnnpyError, match="needs a cache_dir"):
+        interp.create_session(cache_token="a" * 64)
+    (tmp_path / "file").write_bytes(b"")
+    with pytest.raises(mnnpy.MnnpyError, match="cannot be used"):
+        interp.create_session(cache_dir=tmp_path / "file" / "sub")
+    assert cc.checked_token(b"\x01" * 32) == "01" * 32 and cc.checked_token("AB" * 32) == "ab" * 32
+
+
+def test_least_recently_used_entries_are_evicted(tmp_path):
+    cache = cc.CompilationCache(tmp_path, "c" * 64, max_bytes=3000)
+    for i in range(5):
+        cache.save(f"e{i}", "cpu", bytes([i]) * 1000)
+        cache.records[f"e{i}"]["used"] = float(i)  # e0 the least recently used
+    cache.flush()
+    kept = cc.read_mapping(tmp_path)["c" * 64]
+    assert sorted(kept) == ["e3", "e4"] and len(entry_files(tmp_path)) == 2
+
+
+def test_concurrent_writers_keep_every_entry(tmp_path):
+    def write(i):
+        cache = cc.CompilationCache(tmp_path, f"{i:064x}")
+        cache.save("w", "cpu", b"payload %d" % i)
+        cache.flush()
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    tokens = cc.read_mapping(tmp_path)
+    assert len(tokens) == 8
+    for i in range(8):
+        data = (tmp_path / "entries" / f"{i:064x}" / tokens[f"{i:064x}"]["w"]["file"]).read_bytes()
+        assert unpack(data, cc.MAGIC_ENTRY, cc.FORMAT, f"{i:064x}/w") == b"payload %d" % i
+
+
+def test_cli_list_verify_clear(models, tmp_path, capsys):
+    session_run(models, "a", tmp_path)
+    assert cli(["cache", "list", "--dir", str(tmp_path)]) == 0
+    assert "2 entries" in capsys.readouterr().out
+    assert cli(["cache", "verify", "--dir", str(tmp_path)]) == 0
+    path = entry_files(tmp_path)[0]
+    path.write_bytes(path.read_bytes()[:-1])
+    assert cli(["cache", "verify", "--dir", str(tmp_path)]) == 1
+    assert "1 bad entries" in capsys.readouterr().out
+    assert cli(["cache", "clear", "--dir", str(tmp_path)]) == 0
+    assert entry_files(tmp_path) == [] and cc.read_mapping(tmp_path) == {}
