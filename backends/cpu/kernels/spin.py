@@ -30,56 +30,13 @@ YIELD_EVERY = 256  # polls between two sched_yield calls (about 7 µs on the ref
 
 
 def _build(numba):
-    from llvmlite import ir
-    from numba.core import cgutils
-    from numba.extending import intrinsic
+    """The compiled ``spin``: its code and intrinsics live at module level in ``spin_jit``
+    (imported now: it imports numba), so that numba's cache finds it again in the next
+    process (defined inside a function, the intrinsics were new objects in every process,
+    and the kernel was compiled anew each time: about 0.1-0.4 s of every first session)."""
+    from mnnpy.backends.cpu.kernels import spin_jit
 
-    @intrinsic
-    def load_acquire(typingctx, arr, idx):
-        def codegen(context, builder, sig, args):
-            aryty = sig.args[0]
-            ary = context.make_array(aryty)(context, builder, args[0])
-            ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]], wraparound=False)
-            return builder.load_atomic(ptr, "acquire", 8)
-
-        return numba.int64(arr, idx), codegen
-
-    @intrinsic
-    def relax(typingctx):
-        def codegen(context, builder, sig, args):
-            if _HINT is not None:
-                name, consts = _HINT
-                i32 = ir.IntType(32)
-                fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i32] * len(consts)), name)
-                builder.call(fn, [ir.Constant(i32, c) for c in consts])
-            return context.get_dummy_value()
-
-        return numba.void(), codegen
-
-    @intrinsic
-    def yield_cpu(typingctx):
-        def codegen(context, builder, sig, args):
-            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(32), []), "sched_yield")
-            builder.call(fn, [])
-            return context.get_dummy_value()
-
-        return numba.void(), codegen
-
-    def spin(flags, slot, value, park, limit, settle):  # pragma: no cover - compiled
-        for k in range(limit):
-            if load_acquire(flags, slot) != value:
-                for _ in range(settle):
-                    relax()
-                return True
-            if load_acquire(flags, park) != 0:
-                return False
-            relax()
-            if k % YIELD_EVERY == YIELD_EVERY - 1:
-                yield_cpu()
-        return False
-
-    i8 = numba.int64
-    return numba.njit(numba.boolean(i8[::1], i8, i8, i8, i8, i8), nogil=True, cache=True)(spin)
+    return spin_jit.build(numba)
 
 
 def kernel():

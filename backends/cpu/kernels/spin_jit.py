@@ -1,0 +1,74 @@
+"""The numba code of ``spin.py``'s kernel: the intrinsics (an acquire load, the CPU's
+spin-wait hint, ``sched_yield``) and the polling loop, at module level so that numba's
+cache recognises the kernel in every process. Imported only when the kernel is built
+(``spin._build``): importing it imports numba and llvmlite."""
+
+from __future__ import annotations
+
+import numba
+from llvmlite import ir
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from mnnpy.backends.cpu.kernels.spin import _HINT, YIELD_EVERY
+
+
+@intrinsic
+def load_acquire(typingctx, arr, idx):
+    """``arr[idx]`` (int64) as an LLVM ``load atomic ... acquire``."""
+
+    def codegen(context, builder, sig, args):
+        aryty = sig.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]], wraparound=False)
+        return builder.load_atomic(ptr, "acquire", 8)
+
+    return numba.int64(arr, idx), codegen
+
+
+@intrinsic
+def relax(typingctx):
+    """The machine's spin-wait hint (``_HINT``; nothing where it has none)."""
+
+    def codegen(context, builder, sig, args):
+        if _HINT is not None:
+            name, consts = _HINT
+            i32 = ir.IntType(32)
+            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i32] * len(consts)), name)
+            builder.call(fn, [ir.Constant(i32, c) for c in consts])
+        return context.get_dummy_value()
+
+    return numba.void(), codegen
+
+
+@intrinsic
+def yield_cpu(typingctx):
+    """``sched_yield()`` (POSIX)."""
+
+    def codegen(context, builder, sig, args):
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(32), []), "sched_yield")
+        builder.call(fn, [])
+        return context.get_dummy_value()
+
+    return numba.void(), codegen
+
+
+def spin(flags, slot, value, park, limit, settle):  # pragma: no cover - compiled
+    """``spin.py``'s kernel (its module doc)."""
+    for k in range(limit):
+        if load_acquire(flags, slot) != value:
+            for _ in range(settle):
+                relax()
+            return True
+        if load_acquire(flags, park) != 0:
+            return False
+        relax()
+        if k % YIELD_EVERY == YIELD_EVERY - 1:
+            yield_cpu()
+    return False
+
+
+def build(numba_module=numba):
+    """``spin`` compiled for ``(int64[::1], int64 x 5) -> bool``, releasing the GIL, cached."""
+    i8 = numba_module.int64
+    return numba_module.njit(numba_module.boolean(i8[::1], i8, i8, i8, i8, i8), nogil=True, cache=True)(spin)
