@@ -154,17 +154,9 @@ class Interpreter:
         """
         prepare_by = resolve(deadline, timeout_ms, "create_session")
         check(prepare_by, "before preparing the session")
-        if tuning not in TUNING:
-            raise InputError(f"tuning must be one of {TUNING}, got {tuning!r}")
-        if precision not in PRECISIONS:
-            raise InputError(f"precision must be one of {PRECISIONS}, got {precision!r}")
-        if num_threads is not None and (
-            not isinstance(num_threads, int) or isinstance(num_threads, bool) or not 1 <= num_threads <= MAX_THREADS
-        ):
-            raise InputError(f"num_threads must be an int in 1..{MAX_THREADS}, got {num_threads!r}")
         t0 = time.perf_counter()
-        cache = self._compilation_cache(cache_dir, cache_token)
-        config = BackendConfig(precision=precision, num_threads=num_threads, tuning=tuning, cache=cache)
+        config = checked_config(precision, num_threads, tuning)  # checked before the cache folder is touched
+        config = replace(config, cache=self._compilation_cache(cache_dir, cache_token))
         session = self.unplanned_session(backend, config, memory_limit, priority, preference, devices)
         check(prepare_by, "preparing the session, after its backends were made")
         fixed = {d.name: d.shape for d in session.inputs}
@@ -257,3 +249,18 @@ def resolve_backends(backend: str | Sequence[str]) -> list[str]:
 def load(source: str | os.PathLike | bytes, **session_options) -> Session:
     """Short path: ``mnnpy.load(path).run({...})`` — an Interpreter and one Session."""
     return Interpreter(source).create_session(**session_options)
+
+
+def checked_config(precision: str, num_threads: int | None, tuning: str) -> BackendConfig:
+    """``create_session``'s backend options as a ``BackendConfig``; ``InputError`` for a
+    precision not in ``PRECISIONS``, a tuning not in ``TUNING`` or a thread count outside
+    1..``MAX_THREADS``."""
+    if tuning not in TUNING:
+        raise InputError(f"tuning must be one of {TUNING}, got {tuning!r}")
+    if precision not in PRECISIONS:
+        raise InputError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    if num_threads is not None and (
+        not isinstance(num_threads, int) or isinstance(num_threads, bool) or not 1 <= num_threads <= MAX_THREADS
+    ):
+        raise InputError(f"num_threads must be an int in 1..{MAX_THREADS}, got {num_threads!r}")
+    return BackendConfig(precision=precision, num_threads=num_threads, tuning=tuning)

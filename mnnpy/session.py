@@ -258,16 +258,14 @@ class Session:
         loop_timeout: float = LOOP_TIMEOUT_S,
         **options: Any,
     ) -> tuple[Fence, Future]:
-        """``run_async`` that starts only after every fence in ``wait_for`` has signalled
-        (NNAPI's ``executeFenced``; fences from any session's ``run_fenced``). Returns
-        ``(fence, future)``: the fence signals when this run completes, successfully or not
-        (``fence.error``); with ``measure_timing`` it then carries ``timing_launched`` and
-        ``timing_fenced`` (``mnnpy.fence``). A feed may be ``fence.output(name)`` of a fence in
-        ``wait_for``: that run's output (``mnnpy.fence``). A fence in ``wait_for`` that signalled a failed
-        run fails this one (``DependencyFailedError``); ``deadline``/``timeout_ms`` bound
-        the wait too (``DeadlineMissedError``: a fence that never signals times out cleanly).
-        ``options``: as ``run``."""
-        return run_fenced(self, feeds, wait_for, output_names, loop_timeout, options)  # mnnpy.fenced_runs
+        """``run_async`` that starts only after every fence in ``wait_for`` (from any session's
+        ``run_fenced``) has signalled: NNAPI's ``executeFenced``. Returns ``(fence, future)``; the
+        fence signals when this run completes, successfully or not (``fence.error``), with
+        ``timing_launched`` and ``timing_fenced`` under ``measure_timing``. A feed may be
+        ``fence.output(name)`` of a fence in ``wait_for`` (``mnnpy.fence``). A fence that signalled a
+        failed run fails this one (``DependencyFailedError``); ``deadline``/``timeout_ms`` bound the
+        wait too (``DeadlineMissedError``). ``options``: as ``run`` (``mnnpy.fenced_runs``)."""
+        return run_fenced(self, feeds, wait_for, output_names, loop_timeout, options)
 
     def burst(self) -> Burst:
         """A ``Burst`` for rapid successive runs (NNAPI's burst): ``with session.burst() as b: b.run(feeds)``."""
