@@ -149,3 +149,25 @@ def test_precision_column_is_the_storage_precision():
     assert [precision_label("cpu", p) for p in ("high", "normal", "low")] == ["fp32"] * 3
     assert precision_label("onnxruntime", "fp32") == "fp32"
     assert [precision_label("vulkan", p) for p in ("high", "normal", "low")] == ["fp32/high", "fp32/normal", "fp16/low"]
+
+
+def test_eval_ocr_counts_a_failed_run_and_goes_on(monkeypatch):
+    """A line whose run raises a MnnpyError (a device time-out, say) counts as read as
+    nothing and is listed; the other lines are still read."""
+    from mnnpy.apps import ocr
+    from mnnpy.errors import MnnpyError
+
+    dataset = make_dataset(3, 0, eval_ocr.find_fonts())
+    real, calls = ocr.read_text, []
+
+    def flaky(*a, **k):
+        calls.append(1)
+        if len(calls) == 2:  # the first line after the warm-up
+            raise MnnpyError("a submission did not finish in time")
+        return real(*a, **k)
+
+    monkeypatch.setattr(ocr, "read_text", flaky)
+    r = eval_ocr.evaluate(dataset, "cpu", "normal", None)
+    assert len(calls) == 4 and r["lines"] == 3
+    assert r["failed"] == [(dataset[0][1], "MnnpyError: a submission did not finish in time")]
+    assert r["accuracy"] <= 100 * 2 / 3 and r["cer"] > 0

@@ -110,14 +110,23 @@ def normalise(text: str) -> str:
 
 def evaluate(dataset, backend: str, precision: str, threads: int | None) -> dict:
     """Read every line of ``dataset`` on ``backend``: ``{"accuracy" %, "cer" %, "mean_ms",
-    "p50_ms", "lines", "errors": [(want, got)] (the first few)}``."""
+    "p50_ms", "lines", "errors": [(want, got)] (the first few), "failed": [(want, error)]}``.
+    A line whose run raises a ``MnnpyError`` (a device time-out, say) counts as read as
+    nothing, its error kept in ``failed``: one bad line does not end the evaluation."""
     from mnnpy.apps import demo, ocr
+    from mnnpy.errors import MnnpyError
 
     det, rec, cls, alphabet = demo.load_pipeline(backend, True, threads, precision)
     ocr.read_text(dataset[0][0], det, rec, alphabet, cls)  # warm-up: the first resize
-    exact, dist, chars, times, errors = 0, 0, 0, [], []
+    exact, dist, chars, times, errors, failed = 0, 0, 0, [], [], []
     for img, want, _ in dataset:
-        res = ocr.read_text(img, det, rec, alphabet, cls)
+        try:
+            res = ocr.read_text(img, det, rec, alphabet, cls)
+        except MnnpyError as e:
+            failed.append((want, f"{type(e).__name__}: {e}"))
+            dist += len(normalise(want))
+            chars += len(normalise(want))
+            continue
         got = normalise(" ".join(t for t, _, _ in res.lines))
         times.append(res.ms["total"])
         exact += got == normalise(want)
@@ -129,10 +138,11 @@ def evaluate(dataset, backend: str, precision: str, threads: int | None) -> dict
     return {
         "accuracy": 100 * exact / n,
         "cer": 100 * dist / max(chars, 1),
-        "mean_ms": statistics.fmean(times),
-        "p50_ms": statistics.median(times),
+        "mean_ms": statistics.fmean(times) if times else float("nan"),
+        "p50_ms": statistics.median(times) if times else float("nan"),
         "lines": n,
         "errors": errors,
+        "failed": failed,
     }
 
 
@@ -160,13 +170,15 @@ def run(args: argparse.Namespace) -> int:
     for b, p in runs:
         results[(b, precision_label(b, p))] = evaluate(dataset, b, p, args.threads)
     rows = [
-        [b, p, f"{r['accuracy']:.1f}", f"{r['cer']:.2f}", f"{r['mean_ms']:.1f}", f"{r['p50_ms']:.1f}"]
+        [b, p, f"{r['accuracy']:.1f}", f"{r['cer']:.2f}", f"{r['mean_ms']:.1f}", f"{r['p50_ms']:.1f}", len(r["failed"])]
         for (b, p), r in results.items()
     ]
-    print(format_table(["backend", "precision", "exact lines %", "CER %", "mean ms", "p50 ms"], rows))
+    print(format_table(["backend", "precision", "exact lines %", "CER %", "mean ms", "p50 ms", "failed runs"], rows))
     for (b, p), r in results.items():
         for want, got in r["errors"][:3]:
             print(f"  {b} {p}: {want!r} read as {got!r}")
+        for want, error in r["failed"][:3]:
+            print(f"  {b} {p}: {want!r} failed: {error}")
     points = [(f"{b} {p}", r["mean_ms"], r["accuracy"]) for (b, p), r in results.items()]
     if args.plot:
         plot_accuracy_latency(points, args.plot, f"PP-OCRv4 on {args.lines} generated lines", "exact-line accuracy, %")
