@@ -372,11 +372,11 @@ _NAMED: dict[str, tuple[int, Runtime]] = {}  # device name as asked for -> (proc
 def split_device_name(name: str) -> tuple[str, int | None]:
     """``"vulkan:1"`` -> ``("vulkan", 1)``; ``"vulkan"`` -> ``("vulkan", None)`` (the backend's
     default device). Raises ``InputError`` for a malformed name (not a string, an empty
-    backend, an index that is not a non-negative decimal integer)."""
+    backend, an index that is not a non-negative decimal integer without leading zeros)."""
     if not isinstance(name, str):
         raise InputError(f"a device name is a string such as 'vulkan' or 'vulkan:1', got {name!r}")
     backend, colon, index = name.partition(":")
-    if not backend or (colon and not (index.isascii() and index.isdigit())):
+    if not backend or (colon and not (index.isascii() and index.isdigit() and (index == "0" or index[0] != "0"))):
         raise InputError(f"malformed device name {name!r}: expected BACKEND or BACKEND:INDEX (e.g. 'vulkan:1')")
     return backend, int(index) if colon else None
 

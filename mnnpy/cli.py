@@ -109,7 +109,9 @@ def _devices(args) -> int:
     from mnnpy.capability_workloads import WORKLOADS
     from mnnpy.device import devices
 
-    check_int(args.runs, "--runs", 1)
+    check_int(args.runs, "--runs", 1, 1000)
+    if args.runs is not None and not args.measure:
+        raise InputError("--runs sets how often --measure runs each workload: give it with --measure")
     listed = devices(include_unavailable=True)
     bar = _progress_bar(len([d for d in listed if d.available]) * len(WORKLOADS)) if args.measure else None
     for name in registered_backends():

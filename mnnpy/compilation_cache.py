@@ -113,6 +113,8 @@ class CompilationCache:
     cannot be created or written, or for a malformed token."""
 
     def __init__(self, folder: str | os.PathLike, token: str | bytes, max_bytes: int = DEFAULT_MAX_BYTES):
+        if not isinstance(folder, (str, os.PathLike)) or not os.fspath(folder):
+            raise InputError(f"cache_dir must be a folder's path (a non-empty str or os.PathLike), got {folder!r}")
         self.token, self.folder, self.max_bytes = checked_token(token), Path(folder).expanduser(), max_bytes
         try:
             (self.folder / "entries").mkdir(parents=True, exist_ok=True)

@@ -139,4 +139,6 @@ def test_cli_measures_and_prints_the_table(cache, capsys):
     assert main(["devices", "--scale", "tiny"]) == 0  # cached ones, without --measure
     assert capsys.readouterr().out == out
     assert main(["devices", "--runs", "0"]) == 2
-    assert "error: --runs must be >= 1, got 0" in capsys.readouterr().err
+    assert "error: --runs must be between 1 and 1000, got 0" in capsys.readouterr().err
+    assert main(["devices", "--runs", "2"]) == 2  # --runs only with --measure
+    assert "give it with --measure" in capsys.readouterr().err

@@ -194,7 +194,7 @@ def bad_inputs(tmp_path):
         (["--input", "x=DIR/text.npy"], "cannot read DIR/text.npy as a .npy array: not a .npy file"),
         (["--input", "x=DIR/obj.npy"], "cannot read DIR/obj.npy as a .npy array: Object arrays cannot be loaded"),
         (["--input", "x=DIR/short.npy"], "cannot read DIR/short.npy as a .npy array"),
-        (["--input", "x=DIR/adir.npy"], "cannot read DIR/adir.npy as a .npy array: Is a directory"),
+        (["--input", "x=DIR/adir.npy"], "cannot read DIR/adir.npy as a .npy array: DIR/adir.npy is a folder, not a regular file"),
     ],
 )
 def test_run_rejects_bad_options(model_path, bad_inputs, capsys, extra, match):

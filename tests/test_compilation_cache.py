@@ -218,3 +218,25 @@ def test_cli_list_verify_clear(models, tmp_path, capsys):
     assert "1 bad entries" in capsys.readouterr().out
     assert cli(["cache", "clear", "--dir", str(tmp_path)]) == 0
     assert entry_files(tmp_path) == [] and cc.read_mapping(tmp_path) == {}
+
+
+def test_cache_dir_and_cli_refuse_what_is_not_a_cache(tmp_path, capsys):
+    """A cache_dir that is not a path, or empty, is an InputError (not the working folder);
+    ``mnnpy cache`` on a file or an ordinary folder says it is not a cache and removes nothing."""
+    from mnnpy.cli import main as cli
+    from mnnpy.compilation_cache import CompilationCache
+    from mnnpy.errors import InputError
+
+    for bad in (3, "", None):
+        with pytest.raises(InputError, match="cache_dir must be"):
+            CompilationCache(bad, "ab" * 32)
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "keep.txt").write_text("keep")
+    afile = tmp_path / "afile"
+    afile.write_text("hi")
+    for where in (plain, afile, tmp_path / "missing"):
+        for action in ("list", "verify", "clear"):
+            assert cli(["cache", action, "--dir", str(where)]) == 2
+            assert "not a compilation cache folder" in capsys.readouterr().err
+    assert (plain / "keep.txt").read_text() == "keep" and afile.read_text() == "hi"

@@ -70,6 +70,7 @@ def test_a_missing_driver_contributes_no_device_and_says_why(monkeypatch):
         ("vulkan:x", mnnpy.InputError, "malformed device name 'vulkan:x'"),
         ("cpu:-1", mnnpy.InputError, "BACKEND:INDEX"),
         (":1", mnnpy.InputError, "malformed"),
+        ("cpu:00", mnnpy.InputError, "malformed"),  # one name per device: no leading zeros
         ("cpu:7", mnnpy.BackendUnavailableError, r"no cpu device 7: 1 device\(s\) here \(cpu:0 "),
         ("metal:1", mnnpy.BackendUnavailableError, "unknown backend 'metal'"),
     ],

@@ -149,3 +149,26 @@ def test_bench_says_which_dynamic_dims_it_assumed(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert json.loads(out)["inputs"]["x"][1] == [1, 64]  # stdout stays JSON
     assert "dim 0 (N) = 1" in err and "dim 1 (C) = 64" in err and "--shape x=1,64" in err
+
+
+def test_second_newcomer_findings(conv_onnx, tmp_path, capsys):
+    """A named pipe as --input is refused at once (never waited on); a .npy header claiming
+    more than its file holds is refused before NumPy allocates; --onnx without the option
+    that reads it is refused (bench and diff)."""
+    import os
+
+    fifo = tmp_path / "x.npy"
+    os.mkfifo(fifo)
+    for tool in ("bench", "diff"):
+        assert main([tool, str(conv_onnx), "--input", f"x={fifo}"]) == 2
+        assert "not a regular file" in capsys.readouterr().err
+    lying = tmp_path / "lying.npy"
+    np.save(lying, np.zeros((1, 3, 16, 16), np.float32))
+    data = lying.read_bytes().replace(b"(1, 3, 16, 16)", b"(1, 3, 16, 99)")
+    lying.write_bytes(data)
+    assert main(["bench", str(conv_onnx), "--input", f"x={lying}"]) == 2
+    assert "its header claims" in capsys.readouterr().err
+    assert main(["bench", str(conv_onnx), "--onnx", str(conv_onnx)]) == 2
+    assert "--compare onnxruntime" in capsys.readouterr().err
+    assert main(["diff", str(conv_onnx), "--onnx", str(conv_onnx)]) == 2
+    assert "--reference onnxruntime" in capsys.readouterr().err

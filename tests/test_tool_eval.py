@@ -104,16 +104,19 @@ def test_eval_bad_input(classifier, argv, message, capsys):
 @pytest.fixture(scope="module")
 def pooled(tmp_path_factory):
     """Classifiers without weights: x (N, 3, H, W) -> GlobalAveragePool -> Flatten -> (N, 3);
-    float32 with dynamic H, W ("dynamic"), and int32 with a Cast first ("int32")."""
+    float32 with dynamic H, W ("dynamic"), and int32 with a Cast first ("int32"); and a model
+    whose output is a feature map, not class scores ("map")."""
     folder = tmp_path_factory.mktemp("pooled")
     x = {"x": np.zeros((1, 3, 8, 8), np.float32)}
     pool = [helper.make_node("GlobalAveragePool", ["f"], ["p"]), helper.make_node("Flatten", ["p"], ["y"])]
     dynamic = make_model([helper.make_node("Identity", ["x"], ["f"]), *pool], x, ["y"], input_shapes={"x": ["N", 3, "H", "W"]})
     cast = helper.make_node("Cast", ["x"], ["f"], to=onnx.TensorProto.FLOAT)
     int32 = make_model([cast, *pool], {"x": np.zeros((1, 3, 8, 8), np.int32)}, ["y"])
-    paths = {"dynamic": folder / "dynamic.onnx", "int32": folder / "int32.onnx"}
+    feature_map = make_model([helper.make_node("Relu", ["x"], ["y"])], x, ["y"])  # (1, 3, 8, 8): no class scores
+    paths = {"dynamic": folder / "dynamic.onnx", "int32": folder / "int32.onnx", "map": folder / "map.onnx"}
     onnx.save(dynamic, paths["dynamic"])
     onnx.save(int32, paths["int32"])
+    onnx.save(feature_map, paths["map"])
     return paths
 
 
@@ -126,6 +129,7 @@ def pooled(tmp_path_factory):
         ("dynamic", ["--size", "100000x100000"], "GiB limit"),
         ("static", ["--size", "64x64"], "H and W fixed at 16x16"),
         ("dynamic", ["--precision", "low,,"], "--precision 'low,,': an empty precision name"),
+        ("map", [], "not a classifier's (N, classes) scores"),
     ],
 )
 def test_eval_classify_bad_model_or_size(pooled, classifier, model, extra, message, capsys):

@@ -201,6 +201,8 @@ def run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     interp, _ = load_model(args.model)
     load_ms = _ms(t0)
+    if args.onnx and not args.compare:
+        raise InputError("--onnx is the ONNX file for --compare onnxruntime: give both, or neither")
     onnx_path = args.onnx or (args.model if str(args.model).lower().endswith(".onnx") else None)
     feeds = feeds_from_options(interp, args.input, args.shape, args.seed)
     note_assumed_dims(interp, args.input, args.shape)

@@ -51,13 +51,25 @@ def check_entry(folder: Path, token: str, name: str, rec: dict) -> str:
     return "ok"
 
 
+def is_cache_folder(folder: Path) -> bool:
+    """Whether ``folder`` is a compilation cache's folder: a directory holding the writers'
+    ``lock`` file that ``CompilationCache`` creates."""
+    return folder.is_dir() and (folder / "lock").is_file()
+
+
 def run(args) -> int:
+    """``mnnpy cache ACTION``: 0, 1 when ``verify`` found a bad entry; ``InputError`` for a
+    ``--dir`` that is not a compilation cache's folder (nothing is removed there)."""
     folder = args.dir if args.dir is not None else default_dir()
+    if not is_cache_folder(folder):
+        if args.dir is None and not folder.exists():
+            print(f"no compilation cache at {folder} yet")
+            return 0
+        raise InputError(f"{folder} is not a compilation cache folder (no 'lock' file from create_session(cache_dir=...))")
     if args.action == "clear":
-        if (folder / "lock").exists():
-            with locked(folder):
-                (folder / "mapping").unlink(missing_ok=True)
-                shutil.rmtree(folder / "entries", ignore_errors=True)
+        with locked(folder):
+            (folder / "mapping").unlink(missing_ok=True)
+            shutil.rmtree(folder / "entries", ignore_errors=True)
         print(f"cleared {folder}")
         return 0
     tokens = _mapping(folder)

@@ -88,6 +88,8 @@ def compare(name: str, got_runs: list[np.ndarray], want_runs: list[np.ndarray], 
 def _reference_runner(args, interp):
     """The reference: ``(feeds, names) -> {name: array}`` on one CPU thread (mnnpy or onnxruntime)."""
     if args.reference == "cpu":
+        if args.onnx:
+            raise InputError("--onnx is the ONNX file for --reference onnxruntime: give both, or neither")
         session = interp.create_session(backend="cpu", num_threads=1, precision="high")
         return lambda feeds, names: session.run(feeds, names)
     onnx_path = args.onnx or (args.model if str(args.model).lower().endswith(".onnx") else None)

@@ -155,6 +155,9 @@ def run(args: argparse.Namespace) -> int:
     ort = onnx_reference(args.model, interp, args.threads, "model")
     name = ort.get_inputs()[0].name
     ort_run = lambda x: ort.run(None, {name: x})[0]  # noqa: E731
+    scores = np.shape(ort_run(xs[0]))
+    if len(scores) != 2 or scores[0] != 1 or scores[1] < 2:
+        raise InputError(f"model {args.model}: its first output is {scores}, not a classifier's (N, classes) scores")
     ref_top = [int(np.argmax(ort_run(x))) for x in xs]
     results = {("onnxruntime", precision_label("onnxruntime", "")): evaluate(ort_run, xs, ref_top)}
     out = interp.outputs[0].name

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from mnnpy.errors import InputError
+from mnnpy.files import open_regular
 from mnnpy.limits import MAX_RANK
 
 DEFAULT_DYNAMIC_DIM = 64  # a dynamic dim other than the first (batch, default 1) when --shape is absent
@@ -107,12 +108,24 @@ def parse_shape(name: str, text: str) -> tuple[int, ...]:
 
 
 def load_npy(name: str, path: str) -> np.ndarray:
-    """``--input NAME=PATH``: a plain (non-pickled) .npy array, else ``InputError``."""
+    """``--input NAME=PATH``: a plain (non-pickled) .npy array, else ``InputError``. Only a
+    regular file is opened (``files.open_regular``: a named pipe is refused, never waited
+    on), and the size its header claims is checked against the file's before NumPy
+    allocates it (numpy.lib.format: magic, then the version's header)."""
+    from numpy.lib import format as npy
+
     where = f"--input {name}={path}: cannot read {path} as a .npy array"
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             if f.read(6) != b"\x93NUMPY":
                 raise InputError(f"{where}: not a .npy file (it lacks the .npy magic string)")
+            f.seek(0)
+            version = npy.read_magic(f)
+            header = npy.read_array_header_1_0 if version == (1, 0) else npy.read_array_header_2_0
+            shape, _, dtype = header(f)
+            claimed, left = math.prod(shape) * dtype.itemsize, os.fstat(f.fileno()).st_size - f.tell()
+            if claimed > left:
+                raise InputError(f"{where}: its header claims {shape} {dtype} ({claimed} bytes), the file holds {left}")
             f.seek(0)
             a = np.load(f, allow_pickle=False)
     except (OSError, ValueError, EOFError) as e:
