@@ -172,3 +172,5 @@ def test_second_newcomer_findings(conv_onnx, tmp_path, capsys):
     assert "--compare onnxruntime" in capsys.readouterr().err
     assert main(["diff", str(conv_onnx), "--onnx", str(conv_onnx)]) == 2
     assert "--reference onnxruntime" in capsys.readouterr().err
+    assert main(["bench", str(conv_onnx), "--backend", "cpu,nosuch"]) == 2  # unknown: bad input, not a row
+    assert "--backend 'nosuch': unknown backend" in capsys.readouterr().err

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from mnnpy.backend import registered_backends, split_device_name
 from mnnpy.errors import BackendUnavailableError, InputError
 from mnnpy.tools import profile
 from mnnpy.tools.inputs import feeds_from_options, load_model, note_assumed_dims, onnx_reference, resized_session
@@ -207,6 +208,10 @@ def run(args: argparse.Namespace) -> int:
     feeds = feeds_from_options(interp, args.input, args.shape, args.seed)
     note_assumed_dims(interp, args.input, args.shape)
     names = backend_list(args.backend) + (["onnxruntime"] if args.compare else [])
+    known = registered_backends()
+    for n in names[: len(names) - bool(args.compare)]:  # an unknown name is bad input; an unavailable one a row
+        if split_device_name(n)[0] not in known:
+            raise InputError(f"--backend {n!r}: unknown backend; known: {sorted(known)}")
     names = names[-1:] + names[:-1] if args.compare else names  # onnxruntime first: its ONNX file is checked before any work
     engines = [prepare(n, interp, onnx_path, feeds, args) for n in names]
     engines = engines[1:] + engines[:1] if args.compare else engines
