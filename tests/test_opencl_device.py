@@ -114,29 +114,3 @@ def test_empty_constant_weights(rng):
         for model, feeds in ((conv, {"x": x}), (mm, {"a": a})):
             dev = compare(model, feeds, HALF, on_device=False, precision=precision)
             assert next(iter(dev.run(feeds).values())).size == 0
-
-
-def test_profile_times_each_kernel_by_op_type(rng, monkeypatch):
-    """``MNNPY_OPENCL_PROFILE=1``: each op's kernels timed by their profiling events, summed
-    per op and per op type (also on a run with ``measure_timing``); off by default."""
-    from mnnpy.backends.opencl import profile
-    from tests.backend_compare import device_backend
-
-    x = rand(rng, 1, 3, 16, 16)
-    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Sigmoid", ["r"], ["y"])]
-    interp = mnnpy.Interpreter(convert(make_model(nodes, {"x": x}, ["y"])))
-    plain = interp.create_session(backend="opencl")
-    plain.run({"x": x})
-    assert device_backend(plain).profile == {} and not device_backend(plain).profiling
-    monkeypatch.setenv(profile.PROFILE_ENV, "1")
-    s = interp.create_session(backend="opencl")
-    if not device_backend(s).profiling:
-        pytest.skip("this device has no profiling queue")
-    y = s.run({"x": x})["y"]
-    assert s.run({"x": x}, measure_timing=True).timing.on_device_us is not None
-    np.testing.assert_allclose(y, 1 / (1 + np.exp(-np.maximum(x, 0))), rtol=1e-6)
-    prof, per_op = device_backend(s).profile, device_backend(s).profile_ops
-    assert set(prof) == {"Relu", "Sigmoid"} and all(v >= 0 for v in prof.values()) and sum(prof.values()) > 0, prof
-    names = {o.type: o.name for o in interp.net.main.ops}
-    assert set(per_op) == {(names["Relu"], "Relu"), (names["Sigmoid"], "Sigmoid")}
-    assert all(per_op[(names[k], k)] == pytest.approx(v) for k, v in prof.items())

@@ -15,7 +15,6 @@ from onnx import helper
 
 import mnnpy
 from mnnpy.backend import backend_availability
-from mnnpy.converter import convert
 from tests.backend_compare import device_backend, partitioned_model, sessions, tensor_handles
 from tests.oracle import ACCUMULATE, ELEMENTWISE, make_model, rand
 
@@ -145,30 +144,3 @@ def test_waits_poll_the_fence_on_a_gpu_then_block(rng, monkeypatch):
         for _ in range(3):
             a = rand(rng, 256, 256)
             np.testing.assert_allclose(dev.run({"a": a, "b": b})["c"], cpu.run({"a": a, "b": b})["c"], **ACCUMULATE)
-
-
-def test_profile_times_each_dispatch_by_op_type(rng, monkeypatch):
-    """``MNNPY_VULKAN_PROFILE=1``: timestamp queries after each dispatch, summed per op type;
-    off by default (no query pool, empty profile)."""
-    from mnnpy.backends.vulkan import profile
-
-    x = rand(rng, 1, 3, 16, 16)
-    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Sigmoid", ["r"], ["y"])]
-    model = make_model(nodes, {"x": x}, ["y"])
-    interp = mnnpy.Interpreter(convert(model))
-    plain = interp.create_session(backend="vulkan")
-    plain.run({"x": x})
-    assert device_backend(plain).profile == {} and not device_backend(plain).profiling
-    monkeypatch.setenv(profile.PROFILE_ENV, "1")
-    s = interp.create_session(backend="vulkan")
-    if not device_backend(s).profiling:
-        pytest.skip("this device's compute queue has no timestamps")
-    for _ in range(2):
-        y = s.run({"x": x})["y"]
-    np.testing.assert_allclose(y, 1 / (1 + np.exp(-np.maximum(x, 0))), rtol=1e-6)
-    prof = device_backend(s).profile
-    assert set(prof) == {"Relu", "Sigmoid"} and all(v >= 0 for v in prof.values()) and sum(prof.values()) > 0, prof
-    per_op = device_backend(s).profile_ops  # the same intervals, keyed by op (name, type)
-    names = {o.type: o.name for o in interp.net.main.ops}
-    assert set(per_op) == {(names["Relu"], "Relu"), (names["Sigmoid"], "Sigmoid")}
-    assert all(per_op[(names[k], k)] == pytest.approx(v) for k, v in prof.items())
