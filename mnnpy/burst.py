@@ -185,6 +185,8 @@ class BoundRun:
         step, a feed the plan knows by value, an output that no backend computes."""
         if plan is None or plan.host is not None or plan.sizes.barrier is not None:
             return None
+        if signature in plan.bound:  # bound before: its lookups were made then
+            return plan.bound[signature]
         writes = []
         for name, t in feeds_index:
             if t in plan.sizes.values:
@@ -196,8 +198,7 @@ class BoundRun:
             if b is None or t in plan.sizes.values or t in plan.inputs or t not in plan.sizes.shapes:
                 return None
             reads.append((session.graph.tensors[t].name, t, plan.backends[b], plan.handles[b][t]))
-        if signature not in plan.bound:
-            plan.bound[signature] = cls(session, plan, signature, writes, reads, on_device)
+        plan.bound[signature] = cls(session, plan, signature, writes, reads, on_device)
         return plan.bound[signature]
 
     def run(self, feeds: Mapping[str, Any]) -> RunOutputs | None:

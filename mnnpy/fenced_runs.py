@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from concurrent.futures import Future
-from functools import partial
 from typing import Any
 
 import numpy as np
@@ -30,7 +29,7 @@ from mnnpy.errors import InputError
 from mnnpy.fence import Fence, FencedOutput
 from mnnpy.graph_runner import LOOP_TIMEOUT_S
 from mnnpy.run_request import wanted_outputs
-from mnnpy.session_runs import device_ordered, fenced_job, inline_fenced, settle
+from mnnpy.session_runs import completed, device_ordered, fenced_job, inline_fenced
 
 DEVICE_ONLY = {"outputs_on_device": True}  # the options of a run that may be bound
 
@@ -112,10 +111,7 @@ def _bound(session, feeds: Mapping[str, Any], wait_for) -> tuple[Fence, Future] 
         return fence, future
     if out is None:  # the plan changed meanwhile: the full path
         return None
-    fence.outputs = out
-    fence.in_flight = [b for b in session.backends if b.in_flight()]
-    if fence.in_flight:
-        fence._complete = partial(settle, session)
+    completed(fence, session, out)
     fence.signal()
     future.set_result(out)
     return fence, future

@@ -166,10 +166,7 @@ def fenced_job(session, arrays: dict[int, Any], request: RunRequest, waits: list
         except BaseException as e:
             fence.signal(e)
             raise
-        fence.outputs = result
-        fence.in_flight = [b for b in context.backends if b.in_flight()]
-        if fence.in_flight:
-            fence._complete = partial(settle, context)
+        completed(fence, context, result)
         if result.timing is not None:
             done, device = time.perf_counter(), result.timing.on_device_us
             fence.timing_launched = Timing(device, (done - launched) * 1e6)
@@ -178,6 +175,16 @@ def fenced_job(session, arrays: dict[int, Any], request: RunRequest, waits: list
         return result
 
     return fence, job
+
+
+def completed(fence: Fence, session, result: RunOutputs) -> None:
+    """Record on ``fence`` the outputs of ``session``'s run and the device work it left in
+    flight (``Backend.defer_wait``), which ``fence.wait()`` then waits for (``settle``); the
+    caller signals it."""
+    fence.outputs = result
+    fence.in_flight = [b for b in session.backends if b.in_flight()]
+    if fence.in_flight:
+        fence._complete = partial(settle, session)
 
 
 def run_devices(session, plan) -> list[tuple[int, Any]]:
