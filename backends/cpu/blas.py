@@ -16,7 +16,11 @@ import numpy as np
 
 from mnnpy.backends.cpu.parallel import parallel
 
-MIN_FLOPS = 30e6  # FLOPs (2*M*N*K*batch) from which a product is split over threads
+# FLOPs (2*M*N*K*batch) from which a product is split over threads. 5 MFLOP since the pool's
+# spinning hand-over (about 14 µs a round trip): whole models, interleaved, 2 threads, Zen 5
+# (2026-12-02, fourth session), 30 -> 5 MFLOP: MobileNetV2 5.24 -> 4.39 ms, ResNet-18 and
+# PP-OCRv4 rec and det within noise or 2-5% faster; PP-OCR cls 2 MFLOP slower (0.48 -> 0.59).
+MIN_FLOPS = 5e6
 MIN_K = 16
 MIN_SPLIT_COLS = 256  # output columns per thread from which a product is cut into column blocks
 

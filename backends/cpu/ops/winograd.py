@@ -19,8 +19,10 @@ layer                before         F(2x2)      F(2x2)      F(4x4)      F(4x4)
 ===================  =============  ==========  ==========  ==========  ==========
 
 * output maps of at least ``MIN_SIDE`` on both sides and at least ``MIN_CHANNELS`` input
-  and output channels: on 7x7 maps the gain is within the noise while the transformed
-  weights take ``a*a/9`` times the weights' memory (16.8 MB for a 512x512 layer with F(2x2));
+  and output channels. 7x7 maps were left to im2col on the Zen 4 machine (the gain within
+  noise, while the transformed weights take ``a*a/9`` times the weights' memory: 16.8 MB for
+  a 512x512 layer with F(2x2)); on the Zen 5 machine of 2026-12-02 F(2x2) there made
+  ResNet-18 5% faster (10.65 -> 10.14 ms, 60 interleaved blocks), so they take it;
 * F(4x4, 3x3) (36 products) from ``F4_MIN_SIDE``, F(2x2, 3x3) (16 products) below it: on
   14x14 maps a 4x4 tile wastes an eighth of the products on the crop and the two measured
   the same; F(2x2) also has the smaller rounding error;
@@ -46,7 +48,7 @@ from mnnpy.backends.cpu.parallel import run_all, run_phases, split
 from mnnpy.backends.cpu.prepared import prepared
 from mnnpy.backends.cpu.scratch import scratch
 
-MIN_SIDE = 10  # output maps from this side (both axes) take Winograd
+MIN_SIDE = 7  # output maps from this side (both axes) take Winograd
 F4_MIN_SIDE = 16  # ... and F(4x4, 3x3) from this side, F(2x2, 3x3) below
 MIN_CHANNELS = 8  # input and output channels from which Winograd pays
 BAND_BYTES = 1 << 22  # bytes of one band's transformed input V, at least one tile row
