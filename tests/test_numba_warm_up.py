@@ -1,4 +1,6 @@
-"""numba loads on a background thread when the first Interpreter is made (kernels/__init__.py)."""
+"""numba loads on a background thread when the first Interpreter is made and this machine has
+no compiled kernel files yet (kernels/__init__.py); with them, a process never imports numba
+(kernels/native.py)."""
 
 import os
 import subprocess
@@ -47,3 +49,13 @@ def test_warm_up_starts_with_the_first_interpreter_and_is_joined_before_fork(tmp
 
 def test_warm_up_can_be_turned_off(tmp_path):
     assert _child({"MNNPY_CACHE": str(tmp_path), "MNNPY_NUMBA_WARMUP": "0"}) == ["False", "0"]
+
+
+def test_a_process_with_the_kernel_files_never_imports_numba(tmp_path):
+    assert _child({"MNNPY_CACHE": str(tmp_path)}) == ["True", "0"]  # compiles and exports the kernels
+    assert _child({"MNNPY_CACHE": str(tmp_path)}) == ["True", "3"]  # loads them: the warm-up finds them, no numba
+
+
+def test_without_the_native_layer_numba_runs_the_kernels(tmp_path):
+    _child({"MNNPY_CACHE": str(tmp_path)})
+    assert _child({"MNNPY_CACHE": str(tmp_path), "MNNPY_NATIVE_KERNELS": "0"}) == ["True", "0"]

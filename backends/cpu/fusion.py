@@ -32,6 +32,7 @@ import numpy as np
 
 from mnnpy.backends.cpu.kernels.elementwise import kernel as scale_shift_kernel
 from mnnpy.backends.cpu.kernels.elementwise import residual_scale_kernel
+from mnnpy.backends.cpu.kernels.native import bind
 from mnnpy.backends.cpu.ops.activation import Activation
 from mnnpy.backends.cpu.ops.elementwise import Binary
 from mnnpy.backends.cpu.parallel import PARALLEL_ELEMENTS, parallel, split
@@ -125,7 +126,7 @@ def _residual_scale(step, first, second) -> bool:
     if np.shares_memory(y, s):  # the planner gave s's bytes to y (s is read last here): read a copy
         copy = (scratch(sf.shape, np.float32), sf)
         sf = copy[0]
-    tasks = [functools.partial(kernel, xf, sf, yf, plane, lo, hi) for lo, hi in split(planes, parts)]
+    tasks = [bind(kernel, xf, sf, yf, plane, lo, hi) for lo, hi in split(planes, parts)]
     mul.run = functools.partial(_run_after_copy, mul.backend, tasks, copy)
     add.run = _nothing
     mul.fused_with = add.op.name

@@ -39,13 +39,15 @@ import time
 
 import numpy as np
 
+from mnnpy.backends.cpu.kernels.native import bind
 from mnnpy.backends.cpu.parallel import run_all, split
 
 SPIN_US = 50000  # µs a worker polls for its next task before sleeping
 SETTLE_US = 10  # µs a worker waits after seeing its task before taking the GIL (see the module doc)
 WAIT_SPIN_US = 20000  # µs the caller polls for its workers' tasks before sleeping
 ROW = 16  # int64 flags per worker: one 128-byte row each, no two workers on one cache line
-POSTED, DONE, PARK, ZERO = 0, 1, 2, 3  # a row: tasks posted, tasks done, park request, always 0
+POSTED, DONE, PARK, ZERO, TARGET = 0, 1, 2, 3, 4  # a row: tasks posted, tasks done, park request, always 0,
+# and the count of done tasks the caller waits to see change (its spin's value slot)
 
 
 class WorkerPool:
@@ -63,7 +65,7 @@ class WorkerPool:
         self.n = max(1, int(n))
         self._lock = threading.Lock()
         self._state = threading.Lock()  # guards _active and the semaphores' wake-ups
-        self._spin = None
+        self._spin = None  # the compiled spin kernel; ``_polls``: bound to each worker's row
         self.dispatches = 0  # calls of ``run`` that handed tasks to workers
         self._spin_polls = self._wait_polls = self._settle_polls = 0
         self._start()
@@ -74,6 +76,7 @@ class WorkerPool:
         self._pid = os.getpid()
         self._active = 0
         self.flags = np.zeros(max(1, k) * ROW, np.int64)
+        self._bind_polls()  # after a fork: the new flags
         self._tasks: list = [None] * k
         self._errors: list = [None] * k
         self._asleep = [False] * k
@@ -91,13 +94,26 @@ class WorkerPool:
             return
         probe = np.zeros(ROW, np.int64)
         polls = 20000
-        spin(probe, ZERO, 0, ZERO, 1000, 0)
+        spin(probe, ZERO, ZERO, ZERO, 1000, 0)
         t0 = time.perf_counter()
-        spin(probe, ZERO, 0, ZERO, polls, 0)
+        spin(probe, ZERO, ZERO, ZERO, polls, 0)
         per_us = polls / max((time.perf_counter() - t0) * 1e6, 1.0)
         self._spin_polls, self._wait_polls = int(per_us * SPIN_US), int(per_us * WAIT_SPIN_US)
         self._settle_polls = int(per_us * SETTLE_US)
         self._spin = spin
+        self._bind_polls()
+
+    def _bind_polls(self) -> None:
+        """Per worker, the spin kernel bound to its row (every argument fixed): ``(worker's wait
+        for a task: POSTED against its DONE, caller's wait for its end: DONE against TARGET)``."""
+        self._polls = []
+        if self._spin is None:
+            return
+        for i in range(self.n - 1):
+            base = i * ROW
+            task = bind(self._spin, self.flags, base + POSTED, base + DONE, base + PARK, self._spin_polls, self._settle_polls)
+            done = bind(self._spin, self.flags, base + DONE, base + TARGET, base + ZERO, self._wait_polls, 0)
+            self._polls.append((task, done))
 
     # -- workers ---------------------------------------------------------------------------
     def _loop(self, i: int) -> None:
@@ -105,8 +121,8 @@ class WorkerPool:
         base, seen = i * ROW, 0
         flags = self.flags
         while True:
-            spin = self._spin
-            if spin is None or not spin(flags, base + POSTED, seen, base + PARK, self._spin_polls, self._settle_polls):
+            polls = self._polls
+            if not polls or not polls[i][0]():  # flags[DONE] == seen: the row's value slot
                 if flags[base + POSTED] == seen:
                     self._asleep[i] = True
                     if flags[base + POSTED] == seen:  # re-checked after announcing the sleep
@@ -125,8 +141,9 @@ class WorkerPool:
 
     def _wait(self, i: int, target: int) -> None:
         base, flags = i * ROW, self.flags
-        if self._spin is not None and flags[base + DONE] != target:
-            self._spin(flags, base + DONE, target - 1, base + ZERO, self._wait_polls, 0)
+        if self._polls and flags[base + DONE] != target:
+            flags[base + TARGET] = target - 1
+            self._polls[i][1]()
         while flags[base + DONE] != target:
             self._waiting[i] = True
             if flags[base + DONE] != target:  # re-checked after announcing the wait

@@ -24,8 +24,11 @@ import threading
 import warnings
 from collections.abc import Callable
 
-_LOCK = threading.Lock()
+from mnnpy.backends.cpu.kernels import native
+
+_LOCK = threading.RLock()  # re-entered: a kernel's build asks for the kernels it calls (jitted)
 _BUILT: dict[str, Callable | None] = {}
+_JITTED: dict[str, Callable] = {}  # numba dispatchers called from other kernels
 _WARM: list[threading.Thread] = []  # the warm-up thread, once started
 
 
@@ -56,27 +59,66 @@ def _import_numba():
     return numba
 
 
+def jitted(name: str, build: Callable) -> Callable:
+    """numba's dispatcher ``build(numba)`` for ``name``, built once per process: for kernels
+    that other kernels call from compiled code (``epilogue.span``). Raises where numba cannot
+    compile; only called from inside another kernel's ``build``."""
+    with _LOCK:
+        if name not in _JITTED:
+            _JITTED[name] = build(_import_numba())
+        return _JITTED[name]
+
+
 def compiled(name: str, build: Callable) -> Callable | None:
-    """The compiled kernel ``name``: ``build(numba)`` returns it compiled (explicit signatures,
-    ``cache=True``); built once per process, thread-safe. ``None``, with one ``RuntimeWarning``,
-    where numba cannot compile here (the caller falls back to NumPy)."""
+    """The compiled kernel ``name`` (or a tuple of them, as ``build`` returns): loaded as
+    machine code where this machine has it (``native.py``: no numba import), else built by
+    ``build(numba)`` (explicit signatures, ``cache=True``) and exported for the next process.
+    Once per process, thread-safe. ``None``, with one ``RuntimeWarning``, where numba cannot
+    compile here (the caller falls back to NumPy)."""
     with _LOCK:
         if name not in _BUILT:
-            try:
-                _BUILT[name] = build(_import_numba())
-            except Exception as e:  # noqa: BLE001 - any failure to compile means the NumPy path
-                warnings.warn(
-                    f"mnnpy CPU backend: numba kernel {name!r} unavailable ({type(e).__name__}: {e}); using NumPy",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
-                _BUILT[name] = None
+            _BUILT[name] = _load_or_build(name, build)
         return _BUILT[name]
+
+
+def _load_or_build(name: str, build: Callable):
+    use_native = native.enabled()
+    if use_native:
+        try:
+            folder = native.folder()
+            found = native.load(folder, name)
+        except Exception:  # noqa: BLE001 - no cache root here (ModelFetchError): numba's dispatchers
+            found, use_native = None, False
+        if found is not None:
+            return found
+    try:
+        numba = _import_numba()
+        built = build(numba)
+    except Exception as e:  # noqa: BLE001 - any failure to compile means the NumPy path
+        warnings.warn(
+            f"mnnpy CPU backend: numba kernel {name!r} unavailable ({type(e).__name__}: {e}); using NumPy",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return None
+    if not use_native:
+        return built
+    try:
+        return native.export(folder, name, built, numba)
+    except Exception as e:  # noqa: BLE001 - numba's dispatcher still works
+        warnings.warn(
+            f"mnnpy CPU backend: kernel {name!r} kept as a numba dispatcher ({type(e).__name__}: {e})",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return built
 
 
 def _warm() -> None:
     with _LOCK:
         try:
+            if native.enabled() and native.has_files(native.folder()):
+                return  # kernels load as machine code: numba is needed only for one missing
             _import_numba()
             from numba.core.registry import cpu_target
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mnnpy.backends.cpu.kernels import compiled
+from mnnpy.backends.cpu.kernels import compiled, jitted
 
 ACT = {"": 0, "Relu": 1, "Clip": 2, "LeakyRelu": 3, "HardSigmoid": 4, "HardSwish": 5}
 
@@ -96,9 +96,9 @@ def _build_span(numba):
 
 def span():
     """The compiled ``span(f, d0, n, bias, act, a0, a1)`` (a flat float32 array, int64
-    offsets and codes, float32 scalars), to be called from other compiled kernels;
-    ``None`` where numba cannot compile here."""
-    return compiled("epilogue_span", _build_span)
+    offsets and codes, float32 scalars), numba's dispatcher, to be called from other
+    compiled kernels (inside their ``build``); raises where numba cannot compile here."""
+    return jitted("epilogue_span", _build_span)
 
 
 def _build_rows(numba):
@@ -116,13 +116,14 @@ def kernel():
 
 def compiled_with_span(name: str, build, namespace: dict):
     """``compiled(name, build)`` for a kernel whose code calls the epilogue as ``_span_jit``:
-    the compiled ``span`` is built first (``compiled`` holds its lock while building) and put
-    in the kernel module's ``namespace``; ``None`` where numba cannot compile here."""
-    inner = span()
-    if inner is None:
-        return None
-    namespace["_span_jit"] = inner
-    return compiled(name, build)
+    when it is built, the numba ``span`` is built first and put in the kernel module's
+    ``namespace``; ``None`` where numba cannot compile here."""
+
+    def build_with_span(numba):
+        namespace["_span_jit"] = span()
+        return build(numba)
+
+    return compiled(name, build_with_span)
 
 
 def codes(activation: str | None, params) -> tuple[int, np.float32, np.float32] | None:

@@ -1,9 +1,11 @@
 """Spin-waiting on a flag without the GIL (numba): how the CPU backend's worker threads
 (``worker_pool.py``) see a task or a finished task within microseconds.
 
-``flags: (K,) int64`` (C-contiguous), shared by the threads; ``spin(flags, slot, value,
-park, limit, settle)`` returns ``True`` once ``flags[slot] != value`` (after ``settle``
-more polls), ``False`` when ``flags[park] != 0`` or after ``limit`` polls. Each poll is
+``flags: (K,) int64`` (C-contiguous), shared by the threads; ``spin(flags, slot,
+value_slot, park, limit, settle)`` returns ``True`` once ``flags[slot] != flags[value_slot]``
+(the value read once, at the start; after ``settle`` more polls), ``False`` when
+``flags[park] != 0`` or after ``limit`` polls. Every argument but the flags' contents stays
+the same from call to call, so callers bind it once (``native.bind``). Each poll is
 an acquire load (LLVM ``load atomic ... acquire``: the compiler reads memory every time and
 later reads see what the writer wrote before) followed by the CPU's spin-wait hint (x86
 ``pause``, Arm ``yield``), which lets a sibling hardware thread run; every ``YIELD_EVERY``
@@ -40,6 +42,6 @@ def _build(numba):
 
 
 def kernel():
-    """The compiled ``spin(flags, slot, value, park, limit, settle) -> bool`` (see the module doc);
+    """The compiled ``spin(flags, slot, value_slot, park, limit, settle) -> bool`` (see the module doc);
     ``None`` where numba cannot compile here (a warning was given)."""
     return compiled("spin", _build)

@@ -53,8 +53,9 @@ def yield_cpu(typingctx):
     return numba.void(), codegen
 
 
-def spin(flags, slot, value, park, limit, settle):  # pragma: no cover - compiled
+def spin(flags, slot, value_slot, park, limit, settle):  # pragma: no cover - compiled
     """``spin.py``'s kernel (its module doc)."""
+    value = flags[value_slot]
     for k in range(limit):
         if load_acquire(flags, slot) != value:
             for _ in range(settle):

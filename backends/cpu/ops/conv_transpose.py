@@ -16,6 +16,7 @@ import numpy as np
 from mnnpy.backend import Execution
 from mnnpy.backends.cpu.blas import MatMul
 from mnnpy.backends.cpu.kernels.conv_transpose import kernel as scatter_kernel
+from mnnpy.backends.cpu.kernels.native import bind
 from mnnpy.backends.cpu.ops.activation import bias_activation
 from mnnpy.backends.cpu.ops.windows import view_as
 from mnnpy.backends.cpu.parallel import PARALLEL_ELEMENTS, parallel, split
@@ -107,7 +108,7 @@ class ConvTranspose(Execution):
         scatter, cols, args = self.scatter_args
         y3 = view_as(y, (-1, *y.shape[2:]))
         parts = self.backend.num_threads if y.size >= PARALLEL_ELEMENTS else 1
-        return [lambda r=r: scatter(cols, self.b32, y3, *args, relu, *r) for r in split(y3.shape[0] * y3.shape[1], parts)]
+        return [bind(scatter, cols, self.b32, y3, *args, relu, *r) for r in split(y3.shape[0] * y3.shape[1], parts)]
 
     def fuse_relu(self, y) -> bool:
         """Write ``Relu(Y)`` into ``y`` (the output of a Relu reading only this op's output),

@@ -10,12 +10,11 @@ models such as MobileNetV2 slower than onnxruntime; see bench/RESULTS.md).
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
 from mnnpy.backends.cpu.kernels.depthwise import ACT
 from mnnpy.backends.cpu.kernels.depthwise import kernel as depthwise_kernels
+from mnnpy.backends.cpu.kernels.native import bind
 from mnnpy.backends.cpu.ops.activation import apply_activation
 from mnnpy.backends.cpu.ops.windows import view_as
 from mnnpy.backends.cpu.parallel import parallel, split
@@ -196,9 +195,7 @@ class _DepthwiseNumba:
         self.args = (*strides, *dil, pads[0], pads[1], self.code, np.float32(a0), np.float32(a1))
         kernel = depthwise_kernels()
         parts = exe.backend.num_threads if y.size >= DEPTHWISE_PARALLEL_MIN else 1
-        self.tasks = [
-            functools.partial(kernel, x, self.w, self.b, y, lo, hi, *self.args) for lo, hi in split(x.shape[0] * c, parts)
-        ]
+        self.tasks = [bind(kernel, x, self.w, self.b, y, lo, hi, *self.args) for lo, hi in split(x.shape[0] * c, parts)]
 
     def prepare(self, w, b):
         np.copyto(self.w, w.reshape(self.w.shape))

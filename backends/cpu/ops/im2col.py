@@ -21,6 +21,7 @@ import numpy as np
 from mnnpy.backends.cpu.blas import MIN_FLOPS
 from mnnpy.backends.cpu.kernels.epilogue import codes
 from mnnpy.backends.cpu.kernels.im2col import kernels as im2col_kernels
+from mnnpy.backends.cpu.kernels.native import bind
 from mnnpy.backends.cpu.ops.windows import view_as
 from mnnpy.backends.cpu.parallel import run_all, run_phases, split, workers
 from mnnpy.backends.cpu.scratch import scratch
@@ -69,7 +70,7 @@ class _Im2colNumba:
         finish = bias is not None or code != 0
 
         def epilogue(i, m0, m1, p0, p1):
-            return [functools.partial(epi, y3, self.b, i, m0, m1, p0, p1, code, a0, a1)] if finish else []
+            return [bind(epi, y3, self.b, i, m0, m1, p0, p1, code, a0, a1)] if finish else []
 
         rows = max(1, min(ho, (SMALL_M_CHUNK_BYTES if mg < SMALL_M else CHUNK_BYTES) // (rowsz * wo * 4)))
         blocks = [(i, r, min(ho, r + rows)) for i in range(n) for r in range(0, ho, rows)]
@@ -82,7 +83,7 @@ class _Im2colNumba:
                 for i, r0, r1 in blocks[lo:hi]:
                     p0, p1 = r0 * wo, r1 * wo
                     for gi in range(g):
-                        steps.append(functools.partial(fill, x, col, i, gi * cg, (gi + 1) * cg, r0, r1, wo, *geo))
+                        steps.append(bind(fill, x, col, i, gi * cg, (gi + 1) * cg, r0, r1, wo, *geo))
                         steps.append(
                             functools.partial(np.matmul, self.w[gi], col[:, : p1 - p0], out=y3[i, gi * mg : (gi + 1) * mg, p0:p1])
                         )
@@ -94,7 +95,7 @@ class _Im2colNumba:
         kk = kh * kw
         for i in range(n):
             fills = [
-                functools.partial(fill, x, col[gi, c0 * kk :], i, gi * cg + c0, gi * cg + c1, 0, ho, wo, *geo)
+                bind(fill, x, col[gi, c0 * kk :], i, gi * cg + c0, gi * cg + c1, 0, ho, wo, *geo)
                 for gi in range(g)
                 for c0, c1 in split(cg, workers(exe.backend, col.size))
             ]

@@ -17,6 +17,7 @@ import numpy as np
 
 from mnnpy.backend import Execution
 from mnnpy.backends.cpu.kernels.layer_norm import kernel as layer_norm_kernel
+from mnnpy.backends.cpu.kernels.native import bind
 from mnnpy.backends.cpu.ops.windows import view_as
 from mnnpy.backends.cpu.parallel import PARALLEL_ELEMENTS, parallel, split
 from mnnpy.backends.cpu.registry import cpu_execution
@@ -155,7 +156,7 @@ class LayerNormalization(Execution):
             view_as(self.norm.inv, (rows,)),
         )
         parts = self.backend.num_threads if rows * cols >= PARALLEL_ELEMENTS else 1
-        return [lambda r=r: rows_kernel(*args, *r) for r in split(rows, parts)]
+        return [bind(rows_kernel, *args, *r) for r in split(rows, parts)]
 
     def on_execute(self, inputs, outputs):
         if self.empty:

@@ -30,6 +30,7 @@ import numpy as np
 
 from mnnpy.backends.cpu.blas import MIN_FLOPS, MIN_K, MIN_SPLIT_COLS, MatMul
 from mnnpy.backends.cpu.kernels import epilogue
+from mnnpy.backends.cpu.kernels.native import bind
 from mnnpy.backends.cpu.ops.windows import view_as
 from mnnpy.backends.cpu.parallel import parallel, split
 from mnnpy.backends.cpu.scratch import scratch
@@ -87,7 +88,7 @@ class _Pointwise:
             else:
                 product = functools.partial(np.matmul, self.w, self.x[..., c0:c1], out=self.y[..., c0:c1])
             # rows of the (N*M, L) view: a row block only exists for 2-D products (N*M == M)
-            tail = functools.partial(kernel, rows, self.b, r0, r1 if two_d else n * m, c0, c1, code, a0, a1)
+            tail = bind(kernel, rows, self.b, r0, r1 if two_d else n * m, c0, c1, code, a0, a1)
             self.tasks.append(functools.partial(self._block, product, tail))
 
     @staticmethod

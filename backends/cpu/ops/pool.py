@@ -20,6 +20,7 @@ import math
 import numpy as np
 
 from mnnpy.backend import Execution
+from mnnpy.backends.cpu.kernels.native import bind
 from mnnpy.backends.cpu.kernels.pool import kernel as pool_kernel
 from mnnpy.backends.cpu.kernels.pool import rows_mean_kernel
 from mnnpy.backends.cpu.ops.windows import view_as
@@ -131,7 +132,7 @@ class Pool(Execution):
         recip = self.recip if avg else np.ones((1, 1), np.float32)
         args = (recip, cols, *k, *strides, *dil, pads[0], pads[1], int(avg))
         parts = self.backend.num_threads if y3.size * k[0] * k[1] >= PARALLEL_ELEMENTS else 1
-        return [lambda r=r: window(x3, y3, *args, *r) for r in split(y3.shape[0] * y3.shape[1], parts)]
+        return [bind(window, x3, y3, *args, *r) for r in split(y3.shape[0] * y3.shape[1], parts)]
 
     def _range(self, y, pairs, ind, base):
         reduce = np.maximum if self.is_max else np.add
@@ -175,7 +176,7 @@ class GlobalPool(Execution):
         mean = self.op.type == "GlobalAveragePool"
         rows = rows_mean_kernel() if mean and x.dtype == y.dtype == np.float32 and x.flags.c_contiguous else None
         if rows is not None:
-            self.tasks = [lambda r=r: rows(self.x2, self.y1, *r) for r in split(nc, parts)]
+            self.tasks = [bind(rows, self.x2, self.y1, *r) for r in split(nc, parts)]
             return
         reduce = np.mean if mean else np.max
         self.tasks = [lambda r=r: reduce(self.x2[r[0] : r[1]], axis=1, out=self.y1[r[0] : r[1]]) for r in split(nc, parts)]

@@ -29,6 +29,7 @@ import math
 import numpy as np
 
 from mnnpy.backend import Execution
+from mnnpy.backends.cpu.kernels.native import bind
 from mnnpy.backends.cpu.kernels.resize import kernels as resize_kernels
 from mnnpy.backends.cpu.ops.windows import view_as
 from mnnpy.backends.cpu.parallel import PARALLEL_ELEMENTS, parallel, split
@@ -98,7 +99,7 @@ class Resize(Execution):
             self.tables = tuple(taps)
             kernel = ks[1]
         parts = self.backend.num_threads if y.size >= PARALLEL_ELEMENTS else 1
-        tasks = [lambda r=r: kernel(x3, y3, *self.tables, *r) for r in split(y3.shape[0] * ho, parts)]
+        tasks = [bind(kernel, x3, y3, *self.tables, *r) for r in split(y3.shape[0] * ho, parts)]
         self.run = lambda: parallel(self.backend, tasks)
         return True
 
@@ -114,7 +115,7 @@ class Resize(Execution):
         ho, wo = y.shape[-2:]
         z3, y3 = view_as(z, (-1, ho, wo)), view_as(y, (-1, ho, wo))
         parts = self.backend.num_threads if y.size >= PARALLEL_ELEMENTS else 1
-        tasks = [lambda r=r: kernel(x3, z3, y3, *self.tables, *r) for r in split(y3.shape[0] * ho, parts)]
+        tasks = [bind(kernel, x3, z3, y3, *self.tables, *r) for r in split(y3.shape[0] * ho, parts)]
         self.run = lambda: parallel(self.backend, tasks)
         return True
 

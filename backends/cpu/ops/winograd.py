@@ -42,6 +42,7 @@ import functools
 import numpy as np
 
 from mnnpy.backends.cpu.kernels.epilogue import codes
+from mnnpy.backends.cpu.kernels.native import bind
 from mnnpy.backends.cpu.kernels.winograd import kernels as winograd_kernels
 from mnnpy.backends.cpu.kernels.winograd import weights as winograd_weights
 from mnnpy.backends.cpu.parallel import run_all, run_phases, split
@@ -107,16 +108,14 @@ class _Winograd:
             # channels, then products and output transform split by output channels
             v, p = exe.ws.take((a2, c, th * tw), np.float32), exe.ws.take((a2, mo, th * tw), np.float32)
             for i in range(n):
-                self.phases.append(
-                    [functools.partial(inp, x, v, i, c0, c1, 0, th, tw, pads[0], pads[1], m) for c0, c1 in split(c, threads)]
-                )
+                self.phases.append([bind(inp, x, v, i, c0, c1, 0, th, tw, pads[0], pads[1], m) for c0, c1 in split(c, threads)])
                 self.phases.append(
                     [
                         functools.partial(
                             run_all,
                             [
                                 functools.partial(np.matmul, self.u[:, m0:m1], v, out=p[:, m0:m1]),
-                                functools.partial(outp, p, y, self.b, i, m0, m1, 0, th, tw, m, code, a0, a1),
+                                bind(outp, p, y, self.b, i, m0, m1, 0, th, tw, m, code, a0, a1),
                             ],
                         )
                         for m0, m1 in split(mo, threads)
@@ -132,9 +131,9 @@ class _Winograd:
             steps = []
             for i, t0, t1 in bands[lo:hi]:
                 nt = (t1 - t0) * tw
-                steps.append(functools.partial(inp, x, v, i, 0, c, t0, t1, tw, pads[0], pads[1], m))
+                steps.append(bind(inp, x, v, i, 0, c, t0, t1, tw, pads[0], pads[1], m))
                 steps.append(functools.partial(np.matmul, self.u, v[:, :, :nt], out=p[:, :, :nt]))
-                steps.append(functools.partial(outp, p, y, self.b, i, 0, mo, t0, t1, tw, m, code, a0, a1))
+                steps.append(bind(outp, p, y, self.b, i, 0, mo, t0, t1, tw, m, code, a0, a1))
             tasks.append(functools.partial(run_all, steps))
         self.phases.append(tasks)
 

@@ -1,0 +1,448 @@
+"""Compiled kernels as cached machine code, loaded without numba.
+
+numba compiles a kernel once per machine (``kernels.compiled``), but every process that
+uses one pays for numba itself: its import and its typing and target contexts, about
+0.5-0.8 s before the first cached kernel runs. Here each kernel is exported once as C-ABI
+functions (one numba ``cfunc`` per signature, over raw pointers) whose object code is kept in
+a hash-checked file; later processes load that code with llvmlite's MCJIT (llvmlite's import
+about 20-35 ms, each file 1-3 ms) and call it through ctypes, which releases the GIL as the
+numba dispatcher did. numba is imported only where a file is missing or stale.
+
+C ABI of an exported signature: ``ret f(const int64 *ints, const double *floats)``, two
+argument blocks: each C-contiguous array argument takes its data address and its ``ndim``
+extents in ``ints``, each int64 or bool scalar one slot of ``ints``, each float32 or float64
+scalar one slot of ``floats``, in argument order; the kernel's return type is kept. A ctypes
+call with two arguments costs about 0.2-0.3 µs where one with a dozen costs 1-1.2 µs (numba's
+dispatcher: 0.65). ``NativeKernel`` builds the blocks at the call (``__call__``) or once
+(``bind``: the arrays fixed at resize, as ``functools.partial``; every hot call is bound).
+
+File (``<mnnpy cache>/kernels/<name>-<key>.bin``, ``mnnpy.cache_file`` format: magic, key,
+length, SHA-256, payload): payload = u32 JSON length | JSON (per signature: symbol, argument
+kinds, return type, object length, the external symbols it needs) | the object files. The
+key hashes the kernel sources (every ``kernels/*.py``), mnnpy's version, the numba and
+llvmlite installed, Python's version and the host CPU's name and features (the code is
+compiled for this CPU). A bad or foreign file is rebuilt with a warning, never loaded.
+
+What the object code needs from outside: the Python C API (error paths of the ``cfunc``
+wrapper), the C library (``sched_yield``, ``memset``, ...) and numba's runtime for arrays a
+kernel allocates (``NRT_MemInfo_alloc_aligned`` and its release, here ``_RUNTIME_IR``:
+``malloc``/``free`` with numba's ``MemInfo`` header layout, numba/core/runtime/nrt.cpp) and
+for raising (``numba_gil_ensure``/``numba_gil_release`` as ``PyGILState_Ensure``/``Release``;
+the others report a generic error), and ``numba_attempt_nocopy_reshape`` for ``reshape`` of a
+C-contiguous array (the only arrays exported signatures take; other layouts report failure).
+A kernel needing any other symbol keeps its numba dispatcher.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import importlib.util
+import json
+import os
+import platform
+import struct
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from mnnpy import cache_file
+
+MAGIC, FORMAT = b"MNNPYNK1", 1
+_JSON_LEN = struct.Struct("<I")
+_SCALARS = {"int64": ctypes.c_int64, "float32": ctypes.c_float, "float64": ctypes.c_double, "bool": ctypes.c_bool}
+_RETURNS = {"none": None, **_SCALARS}
+_DTYPES = {
+    "float32": np.float32,
+    "float64": np.float64,
+    "int64": np.int64,
+    "int32": np.int32,
+    "uint8": np.uint8,
+    "bool": np.bool_,
+}
+
+# numba's runtime pieces that kernels reach, for MCJIT: MemInfo = {refct, dtor, dtor_info, data, size, ext_allocator}
+_RUNTIME_IR = r"""
+%MemInfo = type { i64, i8*, i8*, i8*, i64, i8* }
+declare i8* @malloc(i64)
+declare void @free(i8*)
+declare i32 @PyGILState_Ensure()
+declare void @PyGILState_Release(i32)
+define %MemInfo* @NRT_MemInfo_alloc_aligned(i64 %size, i32 %align) {
+  %a = zext i32 %align to i64
+  %total = add i64 %size, 56
+  %all = add i64 %total, %a
+  %raw = call i8* @malloc(i64 %all)
+  %isnull = icmp eq i8* %raw, null
+  br i1 %isnull, label %fail, label %ok
+fail:
+  ret %MemInfo* null
+ok:
+  %mi = bitcast i8* %raw to %MemInfo*
+  %base = ptrtoint i8* %raw to i64
+  %d0 = add i64 %base, 48
+  %am1 = sub i64 %a, 1
+  %d1 = add i64 %d0, %am1
+  %mask = xor i64 %am1, -1
+  %d2 = and i64 %d1, %mask
+  %dp = inttoptr i64 %d2 to i8*
+  store %MemInfo { i64 1, i8* null, i8* null, i8* null, i64 0, i8* null }, %MemInfo* %mi
+  %pdata = getelementptr %MemInfo, %MemInfo* %mi, i32 0, i32 3
+  store i8* %dp, i8** %pdata
+  %psize = getelementptr %MemInfo, %MemInfo* %mi, i32 0, i32 4
+  store i64 %size, i64* %psize
+  ret %MemInfo* %mi
+}
+define %MemInfo* @NRT_MemInfo_alloc_safe_aligned(i64 %size, i32 %align) {
+  %r = call %MemInfo* @NRT_MemInfo_alloc_aligned(i64 %size, i32 %align)
+  ret %MemInfo* %r
+}
+define void @NRT_MemInfo_call_dtor(%MemInfo* %mi) {
+  %raw = bitcast %MemInfo* %mi to i8*
+  call void @free(i8* %raw)
+  ret void
+}
+define void @NRT_Free(i8* %p) {
+  call void @free(i8* %p)
+  ret void
+}
+define void @numba_gil_ensure(i32* %state) {
+  %s = call i32 @PyGILState_Ensure()
+  store i32 %s, i32* %state
+  ret void
+}
+define void @numba_gil_release(i32* %state) {
+  %s = load i32, i32* %state
+  call void @PyGILState_Release(i32 %s)
+  ret void
+}
+define i32 @numba_attempt_nocopy_reshape(i64 %nd, i64* %dims, i64* %strides, i64 %newnd, i64* %newdims,
+                                         i64* %newstrides, i64 %itemsize, i32 %forder) {
+entry:
+  %isf = icmp ne i32 %forder, 0
+  br i1 %isf, label %fail, label %check
+check:
+  %k = phi i64 [ %nd, %entry ], [ %k1, %cont ]
+  %expect = phi i64 [ %itemsize, %entry ], [ %expect1, %cont ]
+  %done = icmp eq i64 %k, 0
+  br i1 %done, label %floop, label %body
+body:
+  %k1 = sub i64 %k, 1
+  %pd = getelementptr i64, i64* %dims, i64 %k1
+  %d = load i64, i64* %pd
+  %ps = getelementptr i64, i64* %strides, i64 %k1
+  %s = load i64, i64* %ps
+  %unit = icmp sle i64 %d, 1
+  %same = icmp eq i64 %s, %expect
+  %ok = or i1 %unit, %same
+  %expect1 = mul i64 %expect, %d
+  br i1 %ok, label %cont, label %fail
+cont:
+  br label %check
+fail:
+  ret i32 0
+floop:
+  %j = phi i64 [ %newnd, %check ], [ %j1, %fbody ]
+  %st = phi i64 [ %itemsize, %check ], [ %st1, %fbody ]
+  %fdone = icmp eq i64 %j, 0
+  br i1 %fdone, label %out, label %fbody
+fbody:
+  %j1 = sub i64 %j, 1
+  %pn = getelementptr i64, i64* %newstrides, i64 %j1
+  store i64 %st, i64* %pn
+  %pnd = getelementptr i64, i64* %newdims, i64 %j1
+  %ndim = load i64, i64* %pnd
+  %st1 = mul i64 %st, %ndim
+  br label %floop
+out:
+  ret i32 1
+}
+"""
+_ERROR_STUBS = ("numba_do_raise", "numba_unpickle", "numba_runtime_build_excinfo_struct")
+_RUNTIME_SYMBOLS = ("NRT_MemInfo_alloc_aligned", "NRT_MemInfo_alloc_safe_aligned", "NRT_MemInfo_call_dtor", "NRT_Free")
+_RUNTIME_SYMBOLS += ("numba_gil_ensure", "numba_gil_release", "numba_attempt_nocopy_reshape")
+
+
+class NativeKernel:
+    """One exported signature. ``kernel(*args)`` takes the arguments as the numba dispatcher
+    did (arrays C-contiguous of the signature's dtype and ndim, else ``TypeError``);
+    ``kernel.bind(*args)`` converts them once into the two argument blocks and returns a
+    callable of no arguments (about 0.3 µs a call; it keeps the arrays alive)."""
+
+    def __init__(self, name: str, fn, kinds: list):
+        self.name, self._fn, self._kinds = name, fn, kinds
+
+    def _blocks(self, args) -> tuple[np.ndarray, np.ndarray]:
+        if len(args) != len(self._kinds):
+            raise TypeError(f"kernel {self.name}: {len(self._kinds)} arguments expected, got {len(args)}")
+        ints, floats = [], []
+        for a, kind in zip(args, self._kinds):
+            if kind[0] == "a":
+                if not isinstance(a, np.ndarray) or a.dtype != _DTYPES[kind[1]] or a.ndim != kind[2] or not a.flags.c_contiguous:
+                    got = f"{a.dtype} {a.ndim}-d" if isinstance(a, np.ndarray) else type(a).__name__
+                    raise TypeError(f"kernel {self.name}: expected a C-contiguous {kind[2]}-d {kind[1]} array, got {got}")
+                ints += [a.__array_interface__["data"][0], *a.shape]
+            elif kind[1] in ("float32", "float64"):
+                floats.append(float(a))
+            else:
+                ints.append(int(a))
+        return np.array(ints or [0], np.int64), np.array(floats or [0.0], np.float64)
+
+    def __call__(self, *args):
+        ints, floats = self._blocks(args)
+        return self._fn(ints.ctypes.data, floats.ctypes.data)
+
+    def bind(self, *args):
+        """``functools.partial`` of the C function over the blocks of ``args`` (all of them)."""
+        ints, floats = self._blocks(args)
+        bound = functools.partial(self._fn, ints.ctypes.data, floats.ctypes.data)
+        bound.keep = (ints, floats, [a for a in args if isinstance(a, np.ndarray)])  # the memory behind the pointers
+        return bound
+
+
+def bind(kernel, *args):
+    """``kernel.bind(*args)`` for a ``NativeKernel``, else ``functools.partial(kernel, *args)`` (a numba dispatcher)."""
+    return kernel.bind(*args) if isinstance(kernel, NativeKernel) else functools.partial(kernel, *args)
+
+
+def enabled() -> bool:
+    """Whether kernels go through this module (``MNNPY_NATIVE_KERNELS=0`` turns it off) and llvmlite is installed."""
+    return os.environ.get("MNNPY_NATIVE_KERNELS", "1") != "0" and importlib.util.find_spec("llvmlite") is not None
+
+
+@functools.lru_cache(maxsize=1)
+def _llvm():
+    import llvmlite.binding as llvm
+
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    target = llvm.Target.from_default_triple()
+    tm = target.create_target_machine(cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), jit=True)
+    return llvm, tm
+
+
+@functools.lru_cache(maxsize=1)
+def key() -> str:
+    """The environment part of every file name (module doc), 16 hex digits."""
+    llvm, _ = _llvm()
+    h = hashlib.sha256()
+    for f in sorted(Path(__file__).parent.glob("*.py")):
+        h.update(f.name.encode() + f.read_bytes())
+    spec = importlib.util.find_spec("numba")
+    site = Path(spec.origin).parent.parent if spec and spec.origin else None
+    numba_dist = sorted(p.name for p in site.glob("numba-*")) if site else []
+    import llvmlite
+
+    from mnnpy import __version__
+
+    parts = [__version__, *numba_dist, llvmlite.__version__, sys.version, platform.machine()]
+    parts += [llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()]
+    h.update("\n".join(map(str, parts)).encode())
+    return h.hexdigest()[:16]
+
+
+def folder() -> Path:
+    """``<mnnpy cache>/kernels`` (``mnnpy.models.cache_dir``; ``OSError`` where it cannot be made)."""
+    from mnnpy.models import cache_dir
+
+    return cache_dir() / "kernels"
+
+
+def has_files(folder: Path) -> bool:
+    """Whether ``folder`` holds kernel files for this environment (``key``)."""
+    return folder.is_dir() and any(folder.glob(f"*-{key()}.bin"))
+
+
+def _path(folder: Path, name: str) -> Path:
+    return Path(folder) / f"{name}-{key()}.bin"
+
+
+def _kind(t, numba) -> list:
+    """``["a", dtype, ndim]`` for a C-contiguous array type, ``["s", name]`` for a scalar; ValueError else."""
+    if isinstance(t, numba.types.Array):
+        if t.layout != "C" or str(t.dtype) not in _DTYPES:
+            raise ValueError(f"argument {t} is not a C-contiguous array of {sorted(_DTYPES)}")
+        return ["a", str(t.dtype), t.ndim]
+    name = "bool" if t == numba.types.boolean else str(t)
+    if name not in _SCALARS:
+        raise ValueError(f"argument type {t} has no C equivalent here")
+    return ["s", name]
+
+
+@functools.cache
+def _pointer(numba, dtype: str):
+    """A numba intrinsic ``(int64) -> CPointer(dtype)``: an address from the int block as a pointer."""
+    from numba.extending import intrinsic
+
+    ptr = numba.types.CPointer(getattr(numba.types, dtype))
+
+    @intrinsic
+    def as_pointer(typingctx, address):
+        def codegen(context, builder, sig, args):
+            return builder.inttoptr(args[0], context.get_value_type(ptr))
+
+        return ptr(numba.types.int64), codegen
+
+    return as_pointer
+
+
+def _cfunc(dispatcher, numba) -> tuple[dict, bytes]:
+    """The ``cfunc`` of ``dispatcher``'s one signature over the two argument blocks (module
+    doc): its entry and object code."""
+    sig = dispatcher.nopython_signatures[0]
+    kinds = [_kind(t, numba) for t in sig.args]
+    namespace = {"carray": numba.carray, "kernel": dispatcher, "np": np}
+    call, i, f = [], 0, 0
+    for kind in kinds:
+        if kind[0] == "a":
+            namespace[f"ptr_{kind[1]}"] = _pointer(numba, kind[1])
+            dims = ", ".join(f"ints[{i + 1 + k}]" for k in range(kind[2]))
+            call.append(f"carray(ptr_{kind[1]}(ints[{i}]), ({dims},))")
+            i += 1 + kind[2]
+        elif kind[1] in ("float32", "float64"):
+            call.append(f"np.{kind[1]}(floats[{f}])")
+            f += 1
+        else:
+            call.append(f"ints[{i}] != 0" if kind[1] == "bool" else f"ints[{i}]")
+            i += 1
+    src = (
+        "def wrapper(ip, fp):\n"
+        f"    ints = carray(ip, ({max(i, 1)},))\n"
+        f"    floats = carray(fp, ({max(f, 1)},))\n"
+        f"    return kernel({', '.join(call)})\n"
+    )
+    exec(src, namespace)  # noqa: S102 - generated from the signature's types
+    ret = sig.return_type
+    rname = "none" if ret == numba.types.none else ("bool" if ret == numba.types.boolean else str(ret))
+    if rname not in _RETURNS:
+        raise ValueError(f"return type {ret} has no C equivalent here")
+    blocks = (numba.types.CPointer(numba.types.int64), numba.types.CPointer(numba.types.float64))
+    cf = numba.cfunc(ret(*blocks), nogil=True, error_model="numpy")(namespace["wrapper"])
+    lib = cf._library
+    obj = lib._get_compiled_object()
+    mod = lib._final_module
+    needs = sorted({f.name for f in mod.functions if f.is_declaration and not f.name.startswith("llvm.")})
+    needs += sorted({g.name for g in mod.global_variables if g.is_declaration})
+    return {"symbol": cf.native_name, "args": kinds, "ret": rname, "size": len(obj), "needs": needs}, obj
+
+
+def export(folder: Path, name: str, built, numba):
+    """Export numba's ``built`` (a dispatcher or a tuple of them, one signature each) as
+    object code into ``folder``'s file for ``name``, then load it back: the same structure
+    of ``NativeKernel``. Raises (ValueError, numba's errors) where a kernel cannot be exported."""
+    single = not isinstance(built, tuple)
+    entries, objects = [], []
+    for d in [built] if single else built:
+        entry, obj = _cfunc(d, numba)
+        entries.append(entry)
+        objects.append(obj)
+    meta = json.dumps({"name": name, "single": single, "entries": entries}).encode()
+    payload = _JSON_LEN.pack(len(meta)) + meta + b"".join(objects)
+    kernels = _load_payload(name, payload)  # loads here before it is written for the next process
+    path = _path(folder, name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cache_file.atomic_write(path, cache_file.pack(MAGIC, FORMAT, f"{name}-{key()}", payload))
+    return kernels
+
+
+def load(folder: Path, name: str):
+    """``name``'s kernels from ``folder``'s file (``NativeKernel`` or a tuple of them), or None
+    where there is none; a damaged, foreign or unloadable file gives a ``RuntimeWarning`` and None."""
+    path = _path(folder, name)
+    try:
+        data = cache_file.read_limited(path)
+        if data is None:
+            return None
+        return _load_payload(name, cache_file.unpack(data, MAGIC, FORMAT, f"{name}-{key()}"))
+    except Exception as e:  # noqa: BLE001 - any bad file means a rebuild
+        warnings.warn(
+            f"mnnpy CPU backend: compiled kernel file {path} not used ({e}); rebuilding it", RuntimeWarning, stacklevel=3
+        )
+        return None
+
+
+def _load_payload(name: str, payload: bytes):
+    (n,) = _JSON_LEN.unpack_from(payload)
+    meta = json.loads(payload[_JSON_LEN.size : _JSON_LEN.size + n])
+    if meta.get("name") != name:
+        raise ValueError(f"file of kernel {meta.get('name')!r}")
+    pos, kernels = _JSON_LEN.size + n, []
+    for entry in meta["entries"]:
+        obj = payload[pos : pos + entry["size"]]
+        if len(obj) != entry["size"]:
+            raise ValueError("truncated object code")
+        pos += entry["size"]
+        address = _link(obj, entry["symbol"], entry["needs"])
+        fn = ctypes.CFUNCTYPE(_RETURNS[entry["ret"]], ctypes.c_void_p, ctypes.c_void_p)(address)
+        kernels.append(NativeKernel(name, fn, entry["args"]))
+    if pos != len(payload):
+        raise ValueError("trailing bytes after the object code")
+    return kernels[0] if meta["single"] else tuple(kernels)
+
+
+_DEFINED: set[str] = set()  # external symbols given to MCJIT so far
+_ENGINES: list = []  # the MCJIT engines of loaded files and the runtime, alive for the process
+
+
+@functools.lru_cache(maxsize=1)
+def _runtime() -> dict[str, int]:
+    """Addresses of ``_RUNTIME_IR``'s functions and the error stubs, compiled once per process."""
+    llvm, tm = _llvm()
+    _define(["malloc", "free", "PyGILState_Ensure", "PyGILState_Release"])
+    mod = llvm.parse_assembly(_RUNTIME_IR)
+    mod.verify()
+    engine = llvm.create_mcjit_compiler(mod, tm)
+    engine.finalize_object()
+    _ENGINES.append(engine)
+    found = {s: engine.get_function_address(s) for s in _RUNTIME_SYMBOLS}
+    stub = _error_stub()
+    found.update({s: stub for s in _ERROR_STUBS})
+    return found
+
+
+@functools.lru_cache(maxsize=1)
+def _error_stub() -> int:
+    """An address for numba's raising helpers: a C function returning NULL/0 (the ``cfunc``
+    wrapper then reports an unraisable error); a ctypes callback holding no Python state."""
+    stub = ctypes.CFUNCTYPE(ctypes.c_void_p)(lambda: None)
+    _ENGINES.append(stub)
+    return ctypes.cast(stub, ctypes.c_void_p).value
+
+
+def _define(names) -> None:
+    """``llvm.add_symbol`` for each of ``names`` from the process: the Python C API (functions
+    and ``PyExc_*`` objects) or the C library; ValueError for one found nowhere."""
+    llvm, _ = _llvm()
+    libc = ctypes.CDLL(None)
+    for name in names:
+        if name in _DEFINED:
+            continue
+        _DEFINED.add(name)
+        if name in _RUNTIME_SYMBOLS or name in _ERROR_STUBS:
+            llvm.add_symbol(name, _runtime()[name])
+            continue
+        try:
+            if name.startswith("PyExc_"):
+                address = ctypes.addressof(ctypes.c_void_p.in_dll(ctypes.pythonapi, name))
+            else:
+                address = ctypes.cast(getattr(libc, name), ctypes.c_void_p).value
+        except (AttributeError, ValueError) as e:
+            raise ValueError(f"object code needs {name!r}, not found here") from e
+        llvm.add_symbol(name, address)
+
+
+def _link(obj: bytes, symbol: str, needs: list[str]) -> int:
+    """Load ``obj`` into its own MCJIT engine, its external symbols defined first; the address of ``symbol``."""
+    llvm, tm = _llvm()
+    _define(needs)
+    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
+    engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+    engine.finalize_object()
+    address = engine.get_function_address(symbol)
+    if not address:
+        raise ValueError(f"symbol {symbol} not in the object code")
+    _ENGINES.append(engine)
+    return address

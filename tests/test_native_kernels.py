@@ -1,0 +1,141 @@
+"""Compiled kernels as cached machine code (backends/cpu/kernels/native.py): exported once,
+loaded without numba, checked before use, and rebuilt where a file is bad."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+pytest.importorskip("llvmlite")
+
+from mnnpy.backends.cpu import kernels as kernels_mod  # noqa: E402
+from mnnpy.backends.cpu.kernels import epilogue, native  # noqa: E402
+
+
+def _rows_kernel(tmp_path, monkeypatch):
+    """The epilogue rows kernel exported into ``tmp_path`` (a fresh process's view of it)."""
+    monkeypatch.setenv("MNNPY_CACHE", str(tmp_path))
+    monkeypatch.setattr(kernels_mod, "_BUILT", {})
+    return epilogue.kernel()
+
+
+def _check_rows(kernel):
+    rng = np.random.default_rng(0)
+    y = rng.standard_normal((6, 40)).astype(np.float32)
+    b = rng.standard_normal(6).astype(np.float32)
+    want = y.copy()
+    want[1:5, 3:30] = np.clip(want[1:5, 3:30] + b[1:5, None], 0, 6)
+    kernel(y, b, 1, 5, 3, 30, 2, np.float32(0), np.float32(6))
+    np.testing.assert_array_equal(y, want)
+
+
+def test_exported_then_loaded_from_the_file(tmp_path, monkeypatch):
+    kernel = _rows_kernel(tmp_path, monkeypatch)
+    assert isinstance(kernel, native.NativeKernel)
+    files = list((tmp_path / "kernels").glob("epilogue_rows-*.bin"))
+    assert len(files) == 1
+    _check_rows(kernel)
+    monkeypatch.setattr(kernels_mod, "_BUILT", {})
+    monkeypatch.setattr(kernels_mod, "_import_numba", lambda: pytest.fail("numba asked for although the file exists"))
+    again = epilogue.kernel()
+    assert isinstance(again, native.NativeKernel) and again is not kernel
+    _check_rows(again)
+
+
+def test_bind_fixes_the_arguments_and_keeps_the_arrays_alive(tmp_path, monkeypatch):
+    kernel = _rows_kernel(tmp_path, monkeypatch)
+    y = np.ones((2, 8), np.float32)
+    bound = native.bind(kernel, y, np.full(2, 2.0, np.float32), 0, 2, 0, 8, 0, np.float32(0), np.float32(0))
+    bound()
+    np.testing.assert_array_equal(y, 3.0)
+    bound()
+    np.testing.assert_array_equal(y, 5.0)
+    assert any(a is y for a in bound.keep[2])
+    with pytest.raises(TypeError, match="9 arguments expected, got 2"):
+        native.bind(kernel, y, np.zeros(2, np.float32))
+
+
+@pytest.mark.parametrize(
+    "y", [np.zeros((2, 8), np.float64), np.zeros((2, 8), np.float32)[:, ::2], np.zeros(16, np.float32), [[0.0] * 8] * 2]
+)
+def test_a_wrong_array_is_a_type_error_not_a_wild_write(tmp_path, monkeypatch, y):
+    kernel = _rows_kernel(tmp_path, monkeypatch)
+    with pytest.raises(TypeError, match="expected a C-contiguous 2-d float32 array"):
+        kernel(y, np.zeros(2, np.float32), 0, 2, 0, 8, 0, np.float32(0), np.float32(0))
+
+
+def _damaged(tmp_path, monkeypatch, damage):
+    _rows_kernel(tmp_path, monkeypatch)
+    (path,) = (tmp_path / "kernels").glob("epilogue_rows-*.bin")
+    data = bytearray(path.read_bytes())
+    path.write_bytes(bytes(damage(data)))
+    monkeypatch.setattr(kernels_mod, "_BUILT", {})
+    with pytest.warns(RuntimeWarning, match="not used"):
+        kernel = epilogue.kernel()
+    _check_rows(kernel)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        monkeypatch.setattr(kernels_mod, "_BUILT", {})
+        _check_rows(epilogue.kernel())  # rebuilt: the file is good again
+
+
+def _flip(at):
+    def damage(data):
+        data[int(at * (len(data) - 1))] ^= 0x40
+        return data
+
+    return damage
+
+
+@pytest.mark.parametrize("at", [0.0, 0.02, 0.1, 0.3, 0.5, 0.75, 0.99])
+def test_a_flipped_byte_is_rejected_and_rebuilt(tmp_path, monkeypatch, at):
+    _damaged(tmp_path, monkeypatch, _flip(at))
+
+
+def test_a_truncated_file_is_rejected_and_rebuilt(tmp_path, monkeypatch):
+    _damaged(tmp_path, monkeypatch, lambda data: data[: len(data) // 2])
+
+
+def test_another_kernels_file_is_rejected(tmp_path, monkeypatch):
+    _rows_kernel(tmp_path, monkeypatch)
+    from mnnpy.backends.cpu.kernels import spin
+
+    spin.kernel()
+    (rows,) = (tmp_path / "kernels").glob("epilogue_rows-*.bin")
+    (other,) = (tmp_path / "kernels").glob("spin-*.bin")
+    rows.write_bytes(other.read_bytes())
+    monkeypatch.setattr(kernels_mod, "_BUILT", {})
+    with pytest.warns(RuntimeWarning, match="entry of another key"):
+        kernel = epilogue.kernel()
+    _check_rows(kernel)
+
+
+def test_turned_off_gives_numbas_dispatcher(tmp_path, monkeypatch):
+    monkeypatch.setenv("MNNPY_NATIVE_KERNELS", "0")
+    kernel = _rows_kernel(tmp_path, monkeypatch)
+    assert not isinstance(kernel, native.NativeKernel)
+    assert not (tmp_path / "kernels").exists()
+    _check_rows(kernel)
+
+
+def test_a_kernel_that_allocates_runs_on_the_runtime_helpers(tmp_path, monkeypatch):
+    """The pool kernel allocates a row buffer (numba's NRT, here malloc/free in LLVM IR) and
+    reshapes its arguments (numba_attempt_nocopy_reshape): many calls, no leak, right values."""
+    import resource
+
+    from mnnpy.backends.cpu.kernels import pool
+
+    monkeypatch.setenv("MNNPY_CACHE", str(tmp_path))
+    monkeypatch.setattr(kernels_mod, "_BUILT", {})
+    window = pool.kernel()
+    assert isinstance(window, native.NativeKernel)
+    x = np.arange(2 * 6 * 6, dtype=np.float32).reshape(2, 6, 6)
+    y = np.zeros((2, 3, 3), np.float32)
+    cols = np.array([[0, 3], [0, 3]], np.int64)
+    recip = np.ones((1, 1), np.float32)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    for _ in range(20000):
+        window(x, y, recip, cols, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, 6)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 20_000  # KiB
+    np.testing.assert_array_equal(y, x.reshape(2, 3, 2, 3, 2).max(axis=(2, 4)))
