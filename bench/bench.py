@@ -32,8 +32,8 @@ min latency of each, the ratio to onnxruntime's median, session creation and fir
 process (mnnpy: load the converted model, create the session and resize it; converting the
 ONNX model, done once per model, is reported in the settings column; MNN: mnnconvert and load),
 and in a fresh process the engine's import and its first session's creation (for mnnpy this
-includes loading numba, once per process, and compiling its kernels when the kernel cache is
-cold); the
+includes loading its compiled kernels' machine code, or, when this machine has none yet,
+numba compiling and exporting them; ``bench/bench_fresh.py`` repeats it); the
 model's work per run in GFLOPs (the op schemas' FLOPs rules over mnnpy's plan,
 ``Session.op_mflops``; a multiply-add counts two) and each engine's rate at its median in
 GFLOP/s; CPU utilisation (process CPU time / wall time over the engine's timed runs, in cores:
@@ -224,7 +224,10 @@ def peak_rss_child(engine: str, model: str, threads: int) -> tuple[float, float,
     shared process, MNN's spinning workers add theirs to everyone's). Raises
     ``RuntimeError`` with the child's last line when it fails."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--rss-child", engine, model, str(threads)]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    # as on a user's machine: modules imported from their cached bytecode (this VM sets
+    # PYTHONDONTWRITEBYTECODE, which makes every process compile mnnpy's sources: about 0.1 s)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=env)
     last = (done.stdout.strip().splitlines() or [""])[-1]
     if done.returncode != 0 or not last.startswith("rss "):
         tail = (done.stderr.strip().splitlines() or [last])[-1]
@@ -484,7 +487,8 @@ def main(argv: list[str] | None = None) -> int:
                 "pause at each switch; x ORT = the engine's median / onnxruntime's. create: session creation "
                 "(mnnpy: load the converted model, create and resize; its conversion is in the settings; "
                 "MNN: mnnconvert and load); "
-                "fresh process: the engine's import and first creation in a new process (mnnpy: numba loads once per process); "
+                "fresh process: the engine's import and first creation in a new process "
+                "(mnnpy: its kernels' machine code loaded); "
                 "first: the first run "
                 "after that. GFLOPs: one run's work by the op schemas' FLOPs rules (`Session.op_mflops`, a "
                 "multiply-add counts two); GFLOP/s: that work over the engine's median. cores busy: process "

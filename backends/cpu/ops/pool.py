@@ -175,7 +175,7 @@ class GlobalPool(Execution):
         parts = self.backend.num_threads if x.size >= GLOBAL_PARALLEL else 1
         mean = self.op.type == "GlobalAveragePool"
         rows = rows_mean_kernel() if mean and x.dtype == y.dtype == np.float32 and x.flags.c_contiguous else None
-        if rows is not None:
+        if rows is not None and self.x2 is not None:  # nothing to bind for an empty X (on_execute skips it)
             self.tasks = [bind(rows, self.x2, self.y1, *r) for r in split(nc, parts)]
             return
         reduce = np.mean if mean else np.max
