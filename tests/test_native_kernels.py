@@ -139,3 +139,15 @@ def test_a_kernel_that_allocates_runs_on_the_runtime_helpers(tmp_path, monkeypat
         window(x, y, recip, cols, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, 6)
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 20_000  # KiB
     np.testing.assert_array_equal(y, x.reshape(2, 3, 2, 3, 2).max(axis=(2, 4)))
+
+
+def test_files_of_other_environments_are_pruned(tmp_path, monkeypatch):
+    _rows_kernel(tmp_path, monkeypatch)
+    folder = tmp_path / "kernels"
+    (folder / "epilogue_rows-0123456789abcdef.bin").write_bytes(b"older")
+    (folder / "epilogue_rows_extra-0123456789abcdef.bin").write_bytes(b"another kernel")
+    monkeypatch.setattr(kernels_mod, "_BUILT", {})
+    monkeypatch.setattr(native, "load", lambda folder, name: None)  # as if the file were stale: exported again
+    epilogue.kernel()
+    names = sorted(p.name for p in folder.glob("epilogue_rows*"))
+    assert names == sorted([f"epilogue_rows-{native.key()}.bin", "epilogue_rows_extra-0123456789abcdef.bin"])

@@ -252,8 +252,8 @@ def folder() -> Path:
 
 
 def has_files(folder: Path) -> bool:
-    """Whether ``folder`` holds kernel files for this environment (``key``)."""
-    return folder.is_dir() and any(folder.glob(f"*-{key()}.bin"))
+    """Whether ``folder`` holds kernel files (of any environment: a cheap test, no llvmlite)."""
+    return folder.is_dir() and any(folder.glob("*.bin"))
 
 
 def _path(folder: Path, name: str) -> Path:
@@ -345,7 +345,19 @@ def export(folder: Path, name: str, built, numba):
     path = _path(folder, name)
     path.parent.mkdir(parents=True, exist_ok=True)
     cache_file.atomic_write(path, cache_file.pack(MAGIC, FORMAT, f"{name}-{key()}", payload))
+    _prune(path.parent, name)
     return kernels
+
+
+def _prune(folder: Path, name: str) -> None:
+    """Delete ``name``'s files of other environments (an older mnnpy, numba or CPU): one
+    file per kernel stays. Two environments sharing one cache folder rebuild in turns."""
+    for old in folder.glob(f"{name}-*.bin"):
+        if old.name != f"{name}-{key()}.bin" and old.stem.rpartition("-")[0] == name:
+            try:
+                old.unlink()
+            except OSError:
+                pass
 
 
 def load(folder: Path, name: str):
@@ -389,12 +401,30 @@ _ENGINES: list = []  # the MCJIT engines of loaded files and the runtime, alive 
 
 @functools.lru_cache(maxsize=1)
 def _runtime() -> dict[str, int]:
-    """Addresses of ``_RUNTIME_IR``'s functions and the error stubs, compiled once per process."""
+    """Addresses of ``_RUNTIME_IR``'s functions and the error stubs, once per process: its
+    object code from the kernel folder's ``runtime`` file, else compiled (about 10 ms) and saved."""
     llvm, tm = _llvm()
     _define(["malloc", "free", "PyGILState_Ensure", "PyGILState_Release"])
-    mod = llvm.parse_assembly(_RUNTIME_IR)
-    mod.verify()
-    engine = llvm.create_mcjit_compiler(mod, tm)
+    obj = None
+    try:
+        path = _path(folder(), "runtime")
+        data = cache_file.read_limited(path)
+        obj = cache_file.unpack(data, MAGIC, FORMAT, path.stem) if data is not None else None
+    except Exception:  # noqa: BLE001 - no folder, or a bad file: compiled again below
+        path = None
+    if obj is None:
+        mod = llvm.parse_assembly(_RUNTIME_IR)
+        mod.verify()
+        obj = tm.emit_object(mod)
+        if path is not None:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                cache_file.atomic_write(path, cache_file.pack(MAGIC, FORMAT, path.stem, obj))
+                _prune(path.parent, "runtime")
+            except OSError:
+                pass  # compiled again by the next process
+    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
+    engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
     engine.finalize_object()
     _ENGINES.append(engine)
     found = {s: engine.get_function_address(s) for s in _RUNTIME_SYMBOLS}
