@@ -65,12 +65,13 @@ def matrices(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def weights(w: np.ndarray, m: int) -> np.ndarray:
     """``U: (a*a, M, C) float32``, ``U[i*a + j] = (G w G^T)[i, j]`` for ``w: (M, C, 3, 3)``,
-    computed in float64 as one product: ``vec(G w G^T) = (G kron G) vec(w)`` (one GEMM over
-    all ``M*C`` kernels rather than ``M*C`` tiny ones)."""
+    computed as one product: ``vec(G w G^T) = (G kron G) vec(w)`` (one GEMM over all ``M*C``
+    kernels rather than ``M*C`` tiny ones), in float32: within 6e-8 of the float64 product
+    relative to its largest value for a 512x512 layer, at 5-13 ms against 18-220 ms."""
     g = matrices(m)[1]
-    k = np.kron(g, g)  # (a*a, 9)
-    u = k @ w.reshape(-1, 9).T.astype(np.float64)  # (a*a, M*C)
-    return u.reshape(-1, w.shape[0], w.shape[1]).astype(np.float32)
+    k = np.kron(g, g).astype(np.float32)  # (a*a, 9)
+    u = k @ np.asarray(w, np.float32).reshape(-1, 9).T  # (a*a, M*C)
+    return u.reshape(-1, w.shape[0], w.shape[1])
 
 
 Z = np.float32(0)
