@@ -10,6 +10,7 @@ on the backend's own pool, each a plain ``np.matmul`` (which releases the GIL).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 
 import numpy as np
@@ -72,6 +73,19 @@ class BlasThreads:
             return
         for (_, set_), b in zip(self._libs, before):
             set_(b)
+
+    @contextlib.contextmanager
+    def single(self):
+        """Every BLAS on one thread inside the ``with`` block, as during a run; for products
+        at resize (weight transforms): a small one that OpenBLAS splits over its own threads
+        waited 10-20 ms for them on the loaded 2-core machine (PP-OCRv4 det's Winograd weights,
+        0.3-0.6 ms each on one thread)."""
+        self.refresh()
+        before = self.use(1)
+        try:
+            yield
+        finally:
+            self.restore(before)
 
 
 def _calls(lib) -> tuple:

@@ -139,7 +139,8 @@ class _Winograd:
 
     def prepare(self, w, b):
         w = np.asarray(w)
-        np.copyto(self.u, prepared(self.exe, "winograd", w, lambda: winograd_weights(w, self.m), self.m))
+        with self.exe.backend.runtime.blas.single():
+            np.copyto(self.u, prepared(self.exe, "winograd", w, lambda: winograd_weights(w, self.m), self.m))
         if b is not None:
             np.copyto(self.b, b)
         else:
