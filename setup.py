@@ -41,6 +41,7 @@ setup(
         "pillow>=10.1",
         "scipy>=1.10",
         "numba>=0.59",
+        "llvmlite>=0.42",  # the CPU kernels' machine code loaded without numba (backends/cpu/kernels/native.py)
     ],
     extras_require={
         "test": [
