@@ -105,6 +105,7 @@ class OpenCLRuntime(Runtime):
         from mnnpy.backends.opencl.activation import source as activation_source
 
         self._prelude = _shader_dir().joinpath("common.h").read_text() + activation_source()
+        self._sources: dict[str, str] = {}  # file -> full source, read once per process
         _log.info("runtime on %s created in %.1f ms", lazy(self.describe), (time.perf_counter() - t0) * 1e3)
 
     def describe(self) -> str:
@@ -144,8 +145,12 @@ class OpenCLRuntime(Runtime):
         return self.programs.kernel(file, self.source(file), list(options), name)
 
     def source(self, file: str) -> str:
-        """The source of ``shaders/opencl/<file>``: ``common.h`` and the generated activations first."""
-        return self._prelude + "\n#line 1\n" + _shader_dir().joinpath(file).read_text()
+        """The source of ``shaders/opencl/<file>``: ``common.h`` and the generated activations first
+        (read once per process: the same ``str`` object each time, its hash computed once)."""
+        text = self._sources.get(file)
+        if text is None:
+            text = self._sources[file] = self._prelude + "\n#line 1\n" + _shader_dir().joinpath(file).read_text()
+        return text
 
     def create_backend(self, config: BackendConfig):
         """A new ``OpenCLBackend`` for one session."""

@@ -5,7 +5,9 @@ A pipeline is keyed by its SPIR-V variant (``shaders/vulkan/<name>.spv``, listed
 bindings 0..n-1), its push-constant size in bytes and its specialization constants
 (``(constant_id, value)`` pairs; ``int`` values become 32-bit unsigned, ``float`` 32-bit
 float, ``bool`` ``VkBool32``). Every object is created once per Runtime through one
-``VkPipelineCache`` and lives as long as the process. Nothing here compiles GLSL.
+``VkPipelineCache`` and lives as long as the process. Nothing here compiles GLSL. Pipelines
+are created on up to ``MAX_THREADS`` threads (the driver compiles a resize's pipelines in
+parallel; ``Pipeline.pipeline`` waits for one).
 
 On-disk pipeline cache: one file per device in ``mnnpy.models.cache_dir() / "vulkan"``
 (``$MNNPY_CACHE`` moves the root), or in the folder ``$MNNPY_VULKAN_CACHE`` names;
@@ -39,6 +41,7 @@ import struct
 import threading
 import time
 import weakref
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,18 +65,26 @@ MAX_FILE = cache_file.MAX_FILE  # bytes (256 MiB): a larger file is not read
 # pipelineCacheUUID (16 bytes); the first 32 bytes of any vkGetPipelineCacheData result.
 VK_HEADER = struct.Struct("<IIII16s")
 HEADER_VERSION_ONE = 1  # VK_PIPELINE_CACHE_HEADER_VERSION_ONE
+MAX_THREADS = 8  # threads creating pipelines at once (vkCreateComputePipelines releases the GIL)
 
 
 @dataclass(frozen=True)
 class Pipeline:
-    """A compute pipeline with the layout objects a dispatch needs to bind it."""
+    """A compute pipeline with the layout objects a dispatch needs to bind it. ``created``: the
+    ``concurrent.futures.Future`` of the ``VkPipeline`` (created on ``Pipelines``' threads);
+    ``pipeline`` waits for it (re-raising what creation raised)."""
 
     name: str
-    pipeline: Any
+    created: Future
     layout: Any
     set_layout: Any
     bindings: int
     push_size: int
+
+    @property
+    def pipeline(self):
+        """The ``VkPipeline`` handle (waits until it is created)."""
+        return self.created.result()
 
 
 def shader_dir():
@@ -162,6 +173,7 @@ class Pipelines(DiskCache):
         self._layouts: dict[tuple[int, int], Any] = {}
         self._pipelines: dict[tuple, Pipeline] = {}
         self._lock = threading.RLock()
+        self._threads: ThreadPoolExecutor | None = None  # started at the first pipeline created
         self.cache = self._create_cache(self._load())
         if self.path is not None:
             atexit.register(_save_at_exit, weakref.ref(self), os.getpid())
@@ -219,6 +231,7 @@ class Pipelines(DiskCache):
         with self._lock:
             if self.path is None or not self._dirty:
                 return False
+            self.wait()
             try:
                 payload = self.data()
                 check_vk_header(payload, self.info)  # never write what the next load would reject
@@ -282,22 +295,45 @@ class Pipelines(DiskCache):
         return self._layouts[key]
 
     def get(self, name: str, bindings: int, push_size: int, spec: tuple[tuple[int, SpecValue], ...] = ()) -> Pipeline:
-        """The compute pipeline of variant ``name`` (entry ``main``) with these specialization constants."""
+        """The compute pipeline of variant ``name`` (entry ``main``) with these specialization
+        constants. A new one is created on one of ``MAX_THREADS`` threads: the pipelines a
+        resize asks for are compiled in parallel, and recording its command buffers waits for
+        them (``Pipeline.pipeline``); one whose creation failed is forgotten (asked again, it
+        is created again)."""
         key = (name, bindings, push_size, spec)
         with self._lock:
-            if key in self._pipelines:
+            hit = self._pipelines.get(key)
+            if hit is not None:
                 self.stats["memory_hits"] += 1
                 _log.debug("Vulkan pipeline %s %s: memory hit", name, spec)
-            else:
-                t0 = time.perf_counter()
-                self._pipelines[key] = self._create(name, bindings, push_size, spec)
-                self.stats["created"] += 1
-                _log.info("Vulkan pipeline %s %s: miss, created in %.1f ms", name, spec, (time.perf_counter() - t0) * 1e3)
-                self._dirty = True
-            return self._pipelines[key]
+                return hit
+            module, layout = self.module(name), self.layout(bindings, push_size)
+            if self._threads is None:
+                workers = min(MAX_THREADS, os.cpu_count() or 1)
+                self._threads = ThreadPoolExecutor(workers, thread_name_prefix="mnnpy-vulkan-pipeline")
+            created = self._threads.submit(self._create, name, module, layout, spec)
+            p = self._pipelines[key] = Pipeline(name, created, layout, self.set_layout(bindings), bindings, push_size)
+            self.stats["created"] += 1
+            self._dirty = True
+        created.add_done_callback(lambda f: f.exception() is None or self._forget(key, p))
+        return p
 
-    def _create(self, name, bindings, push_size, spec) -> Pipeline:
+    def _forget(self, key: tuple, p: Pipeline) -> None:
+        """Drop ``p`` (its creation failed) from the pipelines kept under ``key``."""
+        with self._lock:
+            if self._pipelines.get(key) is p:
+                del self._pipelines[key]
+
+    def wait(self) -> None:
+        """Return once every pipeline asked for so far is created (or failed)."""
+        with self._lock:
+            pending = [p.created for p in self._pipelines.values()]
+        wait(pending)
+
+    def _create(self, name: str, module, layout, spec) -> Any:
+        """A new ``VkPipeline`` (on a worker thread; the pipeline cache is internally synchronised)."""
         vk, ffi = self.rt.vk, self.rt.vk.ffi
+        t0 = time.perf_counter()
         data = _spec_bytes(spec)
         entries = [vk.VkSpecializationMapEntry(constantID=cid, offset=4 * k, size=4) for k, (cid, _) in enumerate(spec)]
         spec_info = None
@@ -308,11 +344,11 @@ class Pipelines(DiskCache):
         stage = vk.VkPipelineShaderStageCreateInfo(
             sType=vk.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
             stage=vk.VK_SHADER_STAGE_COMPUTE_BIT,
-            module=self.module(name),
+            module=module,
             pName="main",
             pSpecializationInfo=spec_info,
         )
-        layout = self.layout(bindings, push_size)
         info = vk.VkComputePipelineCreateInfo(sType=vk.VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO, stage=stage, layout=layout)
         pipeline = vk.vkCreateComputePipelines(self.rt.device, self.cache, 1, [info], None)[0]
-        return Pipeline(name, pipeline, layout, self.set_layout(bindings), bindings, push_size)
+        _log.info("Vulkan pipeline %s %s: miss, created in %.1f ms", name, spec, (time.perf_counter() - t0) * 1e3)
+        return pipeline
