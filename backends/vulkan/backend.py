@@ -147,9 +147,12 @@ class VulkanBackend(GPUBackend):
     # -- resize -------------------------------------------------------------------------
     def on_resize_begin(self) -> None:
         """Start a resize: no memory, partitions or border twins yet (the last submission
-        finished: the resize may free the memory it uses)."""
+        finished: the resize may free the memory it uses); the pipelines saved in the session's
+        compilation cache join the Runtime's (``Pipelines.adopt``, once per token)."""
         self.finish()
         self._memory, self._parts, self._border_twins = None, [], []
+        if self.config.cache is not None:  # the pipelines of the session's compilation cache
+            self.runtime.pipelines.adopt(self.config.cache)
 
     def allocate_arena(self, nbytes: int) -> None:
         """This resize's ``ResizeMemory`` with an arena of ``nbytes`` (``ShapeError`` beyond the device's allocation limits)."""
@@ -260,6 +263,8 @@ class VulkanBackend(GPUBackend):
         except vk.VkError as e:
             raise VulkanError(f"Vulkan resize failed: {type(e).__name__}") from e
         self.runtime.pipelines.save()  # new pipelines reach the disk cache now, not only at exit
+        if self.config.cache is not None:
+            self.runtime.pipelines.save_to(self.config.cache)
 
     def _command_buffers(self, pool, count: int) -> list:
         vk = self.vk

@@ -27,6 +27,12 @@ interpreter exit (``atexit``, in the process that created the Runtime) and may b
 earlier (``VulkanRuntime.save_pipeline_cache``). A folder that cannot be created or written
 disables the disk cache with one warning; pipelines still work.
 
+A session with a compilation cache (``create_session(cache_dir=...)``, ``mnnpy.compilation_cache``)
+also keeps the pipeline cache's data as the entry ``TOKEN_ENTRY`` of its model's token:
+merged into the Runtime's cache at its first resize (``adopt``: the compilation cache checks
+the bytes in memory, then the Vulkan header and the driver), saved after a resize that
+created pipelines (``save_to``). A refused entry warns and is replaced.
+
 Source: Vulkan 1.3 specification, "Pipelines" (compute pipelines, specialization
 constants, pipeline cache, "Pipeline Cache Header", ``VkPipelineCacheHeaderVersionOne``)
 and "Resource Descriptors" (set layouts, push constants); "Devices and Queues"
@@ -40,6 +46,7 @@ import os
 import struct
 import threading
 import time
+import warnings
 import weakref
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -65,6 +72,7 @@ MAX_FILE = cache_file.MAX_FILE  # bytes (256 MiB): a larger file is not read
 # pipelineCacheUUID (16 bytes); the first 32 bytes of any vkGetPipelineCacheData result.
 VK_HEADER = struct.Struct("<IIII16s")
 HEADER_VERSION_ONE = 1  # VK_PIPELINE_CACHE_HEADER_VERSION_ONE
+TOKEN_ENTRY = "vulkan/pipeline-cache"  # the entry name in a session's compilation cache (adopt, save_to)
 MAX_THREADS = 8  # threads creating pipelines at once (vkCreateComputePipelines releases the GIL)
 
 
@@ -174,6 +182,7 @@ class Pipelines(DiskCache):
         self._pipelines: dict[tuple, Pipeline] = {}
         self._lock = threading.RLock()
         self._threads: ThreadPoolExecutor | None = None  # started at the first pipeline created
+        self._tokens: dict[str, int] = {}  # compilation-cache token -> stats["created"] at its adopt/save_to
         self.cache = self._create_cache(self._load())
         if self.path is not None:
             atexit.register(_save_at_exit, weakref.ref(self), os.getpid())
@@ -193,16 +202,21 @@ class Pipelines(DiskCache):
             return self.reject(self.path, str(e))
         return payload
 
+    def _new_cache(self, initial: bytes):
+        """A new ``VkPipelineCache`` seeded with ``initial`` (verified); ``VkError`` when the driver refuses it."""
+        vk = self.rt.vk
+        keep = vk.ffi.from_buffer(initial)
+        info = vk.VkPipelineCacheCreateInfo(
+            sType=vk.VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO, initialDataSize=len(initial), pInitialData=keep
+        )
+        return vk.vkCreatePipelineCache(self.rt.device, info, None)
+
     def _create_cache(self, initial: bytes | None):
         """A ``VkPipelineCache`` seeded with ``initial`` (verified), empty when None or refused."""
         vk = self.rt.vk
         if initial is not None:
-            keep = vk.ffi.from_buffer(initial)
-            info = vk.VkPipelineCacheCreateInfo(
-                sType=vk.VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO, initialDataSize=len(initial), pInitialData=keep
-            )
             try:
-                cache = vk.vkCreatePipelineCache(self.rt.device, info, None)
+                cache = self._new_cache(initial)
                 self.stats["loaded"] += 1
                 _log.info("Vulkan pipeline cache: loaded %s (%d bytes)", self.path, len(initial))
                 return cache
@@ -242,6 +256,59 @@ class Pipelines(DiskCache):
             self._dirty = False
             self.stats["written"] += 1
             _log.info("Vulkan pipeline cache: wrote %s", self.path)
+            return True
+
+    # -- a session's compilation cache ---------------------------------------------------
+    def adopt(self, cache) -> None:
+        """Merge the pipeline-cache entry (``TOKEN_ENTRY``) of ``cache``, a session's
+        ``CompilationCache``, into this Runtime's ``VkPipelineCache``, once per token and
+        process. The compilation cache checks the entry's bytes in memory (SHA-256 against its
+        mapping, key, own hash; environment: ``device_key``), then ``check_vk_header`` and the
+        driver (``vkCreatePipelineCache`` from them, ``vkMergePipelineCaches``); a refused entry
+        warns (``RuntimeWarning``), counts in ``stats["rejected"]`` and is replaced at
+        ``save_to``."""
+        with self._lock:
+            if cache.token in self._tokens:
+                return
+            self._tokens[cache.token] = -1  # saved at the end of the resize unless loaded below
+            payload = cache.load(TOKEN_ENTRY, self.key)
+            if payload is None:
+                return
+            vk = self.rt.vk
+            try:
+                check_vk_header(payload, self.info)
+                self.wait()  # the destination of a merge is externally synchronised
+                source = self._new_cache(payload)
+                try:
+                    vk.vkMergePipelineCaches(self.rt.device, self.cache, 1, [source])
+                finally:
+                    vk.vkDestroyPipelineCache(self.rt.device, source, None)
+            except (ValueError, vk.VkError) as e:
+                self.stats["rejected"] += 1
+                self.last_rejection = f"{TOKEN_ENTRY}: {e or type(e).__name__}"
+                why = f"compilation cache entry {TOKEN_ENTRY!r} rejected ({self.last_rejection}); rebuilding"
+                warnings.warn(why, RuntimeWarning, 3)
+                return
+            self.stats["loaded"] += 1
+            self._tokens[cache.token] = self.stats["created"]
+
+    def save_to(self, cache) -> bool:
+        """Save the pipeline cache's data as ``cache``'s entry ``TOKEN_ENTRY`` unless it is the one
+        adopted or saved last for this token with no pipeline created since; True when saved
+        (the data holds every pipeline of this Runtime, so the next process creates the
+        model's pipelines from it). A failure warns once (``write_failed``)."""
+        with self._lock:
+            if self._tokens.get(cache.token) == self.stats["created"]:
+                return False
+            self.wait()
+            try:
+                payload = self.data()
+                check_vk_header(payload, self.info)  # never save what the next adopt would refuse
+            except Exception as e:  # a driver error or bad header
+                self.write_failed(f"{TOKEN_ENTRY} of {cache.folder}", e, stacklevel=2)
+                return False
+            cache.save(TOKEN_ENTRY, self.key, payload)
+            self._tokens[cache.token] = self.stats["created"]
             return True
 
     # -- objects ------------------------------------------------------------------------
