@@ -42,6 +42,7 @@ and "Resource Descriptors" (set layouts, push constants); "Devices and Queues"
 from __future__ import annotations
 
 import atexit
+import hashlib
 import os
 import struct
 import threading
@@ -182,7 +183,8 @@ class Pipelines(DiskCache):
         self._pipelines: dict[tuple, Pipeline] = {}
         self._lock = threading.RLock()
         self._threads: ThreadPoolExecutor | None = None  # started at the first pipeline created
-        self._tokens: dict[str, int] = {}  # compilation-cache token -> stats["created"] at its adopt/save_to
+        # compilation-cache token -> (stats["created"], SHA-256 of the data) at its adopt/save_to
+        self._tokens: dict[str, tuple[int, bytes]] = {}
         self.cache = self._create_cache(self._load())
         if self.path is not None:
             atexit.register(_save_at_exit, weakref.ref(self), os.getpid())
@@ -270,7 +272,7 @@ class Pipelines(DiskCache):
         with self._lock:
             if cache.token in self._tokens:
                 return
-            self._tokens[cache.token] = -1  # saved at the end of the resize unless loaded below
+            self._tokens[cache.token] = (-1, b"")  # saved at the end of the resize unless loaded below
             payload = cache.load(TOKEN_ENTRY, self.key)
             if payload is None:
                 return
@@ -290,15 +292,16 @@ class Pipelines(DiskCache):
                 warnings.warn(why, RuntimeWarning, 3)
                 return
             self.stats["loaded"] += 1
-            self._tokens[cache.token] = self.stats["created"]
+            self._tokens[cache.token] = (self.stats["created"], hashlib.sha256(payload).digest())
 
     def save_to(self, cache) -> bool:
-        """Save the pipeline cache's data as ``cache``'s entry ``TOKEN_ENTRY`` unless it is the one
-        adopted or saved last for this token with no pipeline created since; True when saved
-        (the data holds every pipeline of this Runtime, so the next process creates the
-        model's pipelines from it). A failure warns once (``write_failed``)."""
+        """Save the pipeline cache's data as ``cache``'s entry ``TOKEN_ENTRY`` when pipelines were
+        created since this token's entry was adopted or saved and the data differ from it;
+        True when saved (the data hold every pipeline of this Runtime, so the next process
+        creates the model's pipelines from them). A failure warns once (``write_failed``)."""
         with self._lock:
-            if self._tokens.get(cache.token) == self.stats["created"]:
+            count, digest = self._tokens.get(cache.token, (-1, b""))
+            if count == self.stats["created"]:
                 return False
             self.wait()
             try:
@@ -307,8 +310,10 @@ class Pipelines(DiskCache):
             except Exception as e:  # a driver error or bad header
                 self.write_failed(f"{TOKEN_ENTRY} of {cache.folder}", e, stacklevel=2)
                 return False
+            self._tokens[cache.token] = (self.stats["created"], hashlib.sha256(payload).digest())
+            if self._tokens[cache.token][1] == digest:
+                return False  # pipelines created from the entry: nothing new to save
             cache.save(TOKEN_ENTRY, self.key, payload)
-            self._tokens[cache.token] = self.stats["created"]
             return True
 
     # -- objects ------------------------------------------------------------------------
