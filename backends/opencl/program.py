@@ -27,7 +27,8 @@ A directory that cannot be created or written disables the disk cache with one w
 
 A session with a compilation cache (``create_session(cache_dir=...)``, ``mnnpy.compilation_cache``)
 keeps its programs' binaries there instead, as entries ``token_name(file, key)`` of the model's
-token (environment: the device identity), with the same payload: the compilation cache checks
+token (environment: the device identity), with the same payload, probed before it is saved (the
+next process loads it without a child process; the cold one pays the probe): the compilation cache checks
 the bytes in memory (SHA-256 against its mapping, key, own hash); a probe, build or kernel
 failure refuses the entry with a ``RuntimeWarning`` and the rebuilt binary replaces it.
 Folder resolution, file format, bounded reads and atomic writes: ``mnnpy.cache_file``.
@@ -146,7 +147,7 @@ class ProgramCache(DiskCache):
                 self.stats["memory_hits"] += 1
                 _log.debug("OpenCL program %s %s: memory hit", file, options)
                 if cache is not None and token_name(file, key := self.key(source, list(options))) not in cache.records:
-                    self._save(cache, file, key, prg)
+                    self._save(cache, file, key, prg, options)
                 return prg
             key = self.key(source, list(options))
             t0 = time.perf_counter()
@@ -164,7 +165,7 @@ class ProgramCache(DiskCache):
         prg = self.runtime.cl.Program(self.runtime.context, source).build(options=list(options), cache_dir=False)
         self.stats["built"] += 1
         _log.info("OpenCL program %s %s: miss, built in %.1f ms", file, options, (time.perf_counter() - t0) * 1e3)
-        self._save(cache, file, key, prg)
+        self._save(cache, file, key, prg, options)
         self._built[(source, tuple(options))] = prg
         return prg
 
@@ -239,20 +240,25 @@ class ProgramCache(DiskCache):
         self.last_rejection = f"{name}: {why}"
         warnings.warn(f"compilation cache entry {name!r} rejected ({why}); rebuilding", RuntimeWarning, 5)
 
+    def _probe(self, binary: bytes, options) -> str | None:
+        """None when ``binary`` builds in a child process (``probe.py``), else why not."""
+        if self._prober is None:
+            from mnnpy.backends.opencl.probe import Prober
+
+            self._prober = Prober(self.runtime)
+        self.stats["probed"] += 1
+        why = self._prober.check(binary, list(options))
+        return None if why is None else f"binary does not build in a child process: {why}"
+
     def _from_binary(self, payload: bytes, options: list[str]) -> tuple[object | None, str | None, bool]:
         """``(program, None, probed now)`` built from a verified entry's payload (probed flag |
         device binary), or ``(None, why, False)``. A binary not yet probed is first built in a
         child process (``probe.py``)."""
         probed, binary = payload[0], payload[1:]
         if probed != 1:
-            if self._prober is None:
-                from mnnpy.backends.opencl.probe import Prober
-
-                self._prober = Prober(self.runtime)
-            self.stats["probed"] += 1
-            why = self._prober.check(binary, list(options))
+            why = self._probe(binary, options)
             if why is not None:
-                return None, f"binary does not build in a child process: {why}", False
+                return None, why, False
         try:
             prg = self.runtime.cl.Program(self.runtime.context, [self.runtime.device], [binary]).build(options=list(options))
         except Exception as e:  # cl.Error: the driver refuses the binary
@@ -277,10 +283,12 @@ class ProgramCache(DiskCache):
             except OSError:
                 pass
 
-    def _save(self, cache, file: str, key: str, prg) -> None:
+    def _save(self, cache, file: str, key: str, prg, options) -> None:
         """Save ``prg``'s device binary: as ``cache``'s entry ``token_name(file, key)``, or (no
-        ``cache``) as this cache's file of ``key``; nothing without either. Failures warn
-        once (``write_failed``; the compilation cache warns itself) and change nothing else."""
+        ``cache``) as this cache's file of ``key``; nothing without either. For ``cache`` the
+        binary is probed first (``_probe``; one that fails is not saved), so that the next
+        process, the one a compilation cache is for, loads it without a child process.
+        Failures warn once (``write_failed``; the compilation cache warns itself)."""
         if cache is None and self.directory is None:
             return
         try:
@@ -288,7 +296,11 @@ class ProgramCache(DiskCache):
             if not binary:
                 return
             if cache is not None:
-                cache.save(token_name(file, key), self.identity, bytes([0]) + binary)
+                why = self._probe(binary, options)
+                if why is not None:
+                    _log.info("OpenCL program %s %s: not saved: %s", file, options, why)
+                    return
+                cache.save(token_name(file, key), self.identity, bytes([1]) + binary)
             else:
                 atomic_write(self.path(key), pack(key, binary))
                 self._evict()
