@@ -285,10 +285,10 @@ class VulkanBackend(GPUBackend):
         total = sum(v.nbytes for _, v in items)
         buf, mem, size = memory.staging_block(total, owned=False)
         try:
-            host = vk.vkMapMemory(dev, mem, 0, size, 0)
+            host = np.frombuffer(vk.vkMapMemory(dev, mem, 0, size, 0), np.uint8, count=total)
             at, regions = 0, []
             for t, v in items:
-                host[at : at + v.nbytes] = v.tobytes()
+                host[at : at + v.nbytes] = np.ascontiguousarray(v).reshape(-1).view(np.uint8)  # one copy, no bytes object
                 regions.append(vk.VkBufferCopy(srcOffset=at, dstOffset=t.offset, size=v.nbytes))
                 at += v.nbytes
             vk.vkUnmapMemory(dev, mem)
