@@ -119,13 +119,18 @@ class ProgramCache(DiskCache):
             "OpenCL program cache", ("memory_hits", "disk_hits", "built", "rejected", "written", "evicted", "probed")
         )
         self._built: dict[tuple[str, tuple[str, ...]], object] = {}
+        self._keys: dict[tuple[str, tuple[str, ...]], str] = {}  # (source, options) -> key
         self._from_disk: set[tuple[str, tuple[str, ...]]] = set()  # programs loaded from a binary
         self._prober = None  # probe.Prober, started at the first binary not yet probed
         self._lock = threading.RLock()
 
     def key(self, source: str, options: list[str]) -> str:
-        """The key text: device identity, source sha256, build options."""
-        return f"{self.identity}|{hashlib.sha256(source.encode()).hexdigest()}|{' '.join(options)}"
+        """The key text: device identity, source sha256, build options (computed once per source and options)."""
+        mem = (source, tuple(options))
+        key = self._keys.get(mem)
+        if key is None:
+            key = self._keys[mem] = f"{self.identity}|{hashlib.sha256(source.encode()).hexdigest()}|{' '.join(options)}"
+        return key
 
     def path(self, key: str) -> Path | None:
         """The entry file of ``key`` (None without a disk cache)."""
