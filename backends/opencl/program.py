@@ -146,7 +146,6 @@ class ProgramCache(DiskCache):
         found in memory is saved there when the token has no entry for it yet."""
         mem = (source, tuple(options))
         with self._lock:
-            key = None
             prg = self._built.get(mem)
             if prg is not None:
                 self.stats["memory_hits"] += 1
