@@ -7,8 +7,9 @@
   the op schemas' FLOPs rules); it turns an op's MFLOPs into µs.
 - ``copy_latency_us`` and ``bandwidth`` (bytes per µs) of host <-> device copies: a one-op
   model ``y = Relu(x)`` run on the device with ``x`` of ``SMALL`` and of ``LARGE[scale]``
-  float32 elements; per size the median over ``runs`` runs of the run's in-driver time less
-  its on-device time (the kernel), which is one copy in and one out. Latency: half the small
+  float32 elements; per size the least over ``max(runs, MIN_RUNS)`` runs (after a warm-up) of
+  the run's in-driver time less its on-device time (the kernel), which is one copy in and one
+  out (the least: noise only adds time). Latency: half the small
   run's; bandwidth: the bytes the large run copies beyond the small one over the extra time.
 
 A value that cannot be measured (no time difference, a device that cannot run the op) is
@@ -18,13 +19,13 @@ None: the cost model then keeps its documented default (``mnnpy.auto_devices``).
 from __future__ import annotations
 
 import math
-import statistics
 from typing import NamedTuple
 
 import numpy as np
 
 SMALL = 256  # float32 elements (1 KiB) of the latency run
-LARGE = {"full": 1 << 22, "tiny": 1 << 18}  # float32 elements of the bandwidth run: 16 MiB, 1 MiB
+LARGE = {"full": 1 << 23, "tiny": 1 << 22}  # float32 elements of the bandwidth run: 32 MiB, 16 MiB (beyond caches)
+MIN_RUNS = 7  # timed runs per size at least (a copy takes µs: one run is noise)
 
 
 class CostConstants(NamedTuple):
@@ -61,8 +62,9 @@ def _us_per_mflop(scale: str, cpu_us: float | None) -> float:
 
 
 def _copy_us(device_id: str, n: int, runs: int) -> float:
-    """Median µs the copies of a run of ``Relu`` over ``n`` float32 elements take on ``device_id``
-    (in-driver less on-device time); ``nan`` when the device gives no driver time or cannot run it."""
+    """Least µs the copies of a run of ``Relu`` over ``n`` float32 elements took on ``device_id``
+    over ``max(runs, MIN_RUNS)`` runs (in-driver less on-device time); ``nan`` when the device
+    gives no driver time or cannot run it."""
     from onnx import TensorProto, helper
 
     from mnnpy.converter import convert
@@ -80,11 +82,11 @@ def _copy_us(device_id: str, n: int, runs: int) -> float:
         with interp.create_session(backend=device_id) as session:
             session.run({"x": x})
             times = []
-            for _ in range(runs):
+            for _ in range(max(runs, MIN_RUNS)):
                 timing = session.run({"x": x}, measure_timing=True).timing
                 if timing.in_driver_us is None:
                     return math.nan
                 times.append(timing.in_driver_us - (timing.on_device_us or 0.0))
     except Exception:  # noqa: BLE001 - a device that cannot run it: not measured
         return math.nan
-    return float(statistics.median(times))
+    return float(min(times))
