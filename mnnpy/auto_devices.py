@@ -13,7 +13,10 @@ takes 2-3 s per device here): the capabilities cached by ``device.capabilities()
 the default ordering auto had before measured figures: ``DEFAULT_FIGURE`` (0.5 x CPU for
 every operand type) where its Runtime's ``in_auto`` takes it (a GPU or accelerator), in
 registration order on ties (Vulkan before OpenCL); left out otherwise (a CPU device behind a
-GPU API: lavapipe, PoCL). A device no faster than the CPU for any operand type is left out
+GPU API: lavapipe, PoCL). The copy latency and bandwidth of a device, and the CPU backend's
+µs per MFLOP, are those measured with the cached capabilities (``mnnpy.cost_constants``),
+else the defaults (``COPY_LATENCY_US``, ``BANDWIDTH``, ``CPU_US_PER_MFLOP``). A device no
+faster than the CPU for any operand type is left out
 before its backend is made (it could win no op: its copies only add cost). Every decision
 is a line of ``session.placement.notes``.
 """
@@ -21,10 +24,19 @@ is a line of ``session.placement.notes``.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 
 from mnnpy.errors import BackendUnavailableError, InputError
-from mnnpy.placement import DEFAULT_PREFERENCE, OPERAND_KINDS, PREFERENCES, AutoPlacer, MnnpyDevice
+from mnnpy.placement import (
+    COPY_LATENCY_US,
+    CPU_US_PER_MFLOP,
+    DEFAULT_PREFERENCE,
+    OPERAND_KINDS,
+    PREFERENCES,
+    AutoPlacer,
+    MnnpyDevice,
+)
 
 DEFAULT_FIGURE = 0.5  # an unmeasured device that Runtime.in_auto takes: assumed 2x the CPU
 # host <-> device bandwidth, bytes per µs: 8 GB/s (PCIe 4.0 x16 through a staging buffer) for a
@@ -84,10 +96,42 @@ def device_model(device, preference: str) -> tuple[MnnpyDevice | None, str]:
     else:
         figure, missing = _figures(caps, preference)
         source = f"capabilities measured on {scale} workloads (cached)" + (NO_POWER if missing else "")
+    latency, bandwidth, copies = copy_figures(caps, bandwidth)
     shown = f"{name} x CPU " + ", ".join(f"{k} {v:.2g}" for k, v in figure.items())
     if all(not v < 1.0 for v in figure.values()):
         return None, f"{who}: left out: {shown} ({source}): no operand type faster than on the CPU"
-    return MnnpyDevice(device.id, figure, bandwidth, source), f"{who}: {shown} ({source})"
+    return MnnpyDevice(device.id, figure, bandwidth, source, latency), f"{who}: {shown} ({source}); {copies}"
+
+
+def copy_figures(caps, bandwidth: float) -> tuple[float, float, str]:
+    """``(latency µs, bandwidth bytes/µs, note)`` of a device's copies: those measured with its
+    capabilities ``caps`` where finite and positive, else ``COPY_LATENCY_US`` and ``bandwidth``
+    (the default of its type)."""
+    lat_ok = caps is not None and _positive(caps.copy_latency_us)
+    bw_ok = caps is not None and _positive(caps.bandwidth)
+    latency = caps.copy_latency_us if lat_ok else COPY_LATENCY_US
+    bandwidth = caps.bandwidth if bw_ok else bandwidth
+    how = "measured" if lat_ok and bw_ok else "default" if not (lat_ok or bw_ok) else "partly measured"
+    return latency, bandwidth, f"copies {latency:.3g} µs + {bandwidth / 1e3:.3g} GB/s ({how})"
+
+
+def _positive(value) -> bool:
+    """``value`` is a finite number above 0 (a measured constant; None: not measured)."""
+    return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+
+
+def cpu_speed(devices) -> tuple[float, str]:
+    """``(µs per MFLOP, note)`` of the CPU backend: the median of those measured with the
+    capabilities cached for ``devices``, else ``CPU_US_PER_MFLOP``."""
+    measured = []
+    for dev in devices:
+        caps = cached_capabilities(dev)[0] if dev.backend != "cpu" else None
+        if caps is not None and _positive(caps.cpu_us_per_mflop):
+            measured.append(caps.cpu_us_per_mflop)
+    if not measured:
+        return CPU_US_PER_MFLOP, f"cpu: {CPU_US_PER_MFLOP:g} µs per MFLOP (default: none measured)"
+    value = statistics.median(measured)
+    return value, f"cpu: {value:.3g} µs per MFLOP (measured with the capabilities)"
 
 
 def _listed(devices: Sequence | None):
@@ -137,5 +181,8 @@ def auto_placer(
         notes.append("cpu: not a candidate (devices=[...] leaves it out): it runs only ops no candidate supports")
     cpu = MnnpyDevice("cpu", dict.fromkeys(OPERAND_KINDS, cpu_figure), 0.0, "the reference")
     names = [n for n, _ in chosen] + ["cpu"]
-    placer = AutoPlacer([m for _, m in chosen] + [cpu], preference, precision == "low", tuple(notes))
+    speed, note = cpu_speed(listed)
+    if chosen:  # the CPU's speed prices ops against another candidate's copies
+        notes.append(note)
+    placer = AutoPlacer([m for _, m in chosen] + [cpu], preference, precision == "low", tuple(notes), speed)
     return names, placer

@@ -83,7 +83,10 @@ class Capabilities:
     workload name of ``mnnpy.capability_workloads.WORKLOADS`` to its ``PerformanceInfo``;
     ``reasons``: workload name -> why it is ``inf`` (or a note); ``power``: how ``power_usage``
     was derived; ``scale``, ``runs``: the workloads' size and the timed runs per backend;
-    ``times_us``: workload name -> (device, CPU) median µs (empty for the CPU)."""
+    ``times_us``: workload name -> (device, CPU) median µs (empty for the CPU);
+    ``cpu_us_per_mflop``, ``copy_latency_us`` (µs), ``bandwidth`` (host <-> device bytes per
+    µs): the AUTO cost model's constants measured with them (``mnnpy.cost_constants``; None:
+    not measured, as for the CPU)."""
 
     device: str
     performance: Mapping[str, PerformanceInfo]
@@ -92,6 +95,9 @@ class Capabilities:
     scale: str = "full"
     runs: int = 0
     times_us: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    cpu_us_per_mflop: float | None = None
+    copy_latency_us: float | None = None
+    bandwidth: float | None = None
 
     @property
     def relaxed_float32_to_float16_performance_scalar(self) -> PerformanceInfo:
@@ -125,6 +131,11 @@ class Capabilities:
         for name, perf in self.performance.items():
             why = self.reasons.get(name, "")
             out.append(f"  {LABELS[name]:<30}{perf.exec_time:>10.3g}{perf.power_usage:>13.3g}" + (f"  ({why})" if why else ""))
+        if None not in (self.cpu_us_per_mflop, self.copy_latency_us, self.bandwidth):
+            out.append(
+                f"  cost model: CPU backend {self.cpu_us_per_mflop:.3g} µs per MFLOP; copies {self.copy_latency_us:.3g} µs"
+                f" + {self.bandwidth / 1e3:.3g} GB/s"
+            )
         return out + ([f"  {self.power}"] if self.power else [])
 
     def to_json(self) -> bytes:
@@ -256,7 +267,10 @@ def measure(device, scale: str = "full", runs: int | None = None, progress=None)
         if progress:
             progress(w.name)
     power = POWER_PROXY if proxy else NO_POWER.format(type=device.type)
-    return Capabilities(device.id, perf, reasons, power, scale, runs, times)
+    from mnnpy.cost_constants import measure as measure_costs
+
+    costs = measure_costs(device.id, scale, runs, times["float32"][1] if "float32" in times else None)
+    return Capabilities(device.id, perf, reasons, power, scale, runs, times, *costs)
 
 
 def _workload_times(device_id: str, w: Workload, scale: str, runs: int) -> tuple[tuple[float, float] | None, str]:

@@ -10,11 +10,13 @@ Cost model (µs per run; every figure an estimate, to compare devices, not to pr
 - an op on device d: ``MFLOPs x figure(d, operand type) x CPU_US_PER_MFLOP``: the op schemas'
   FLOPs rule (``mnnpy.ops.flops``), the device's capability relative to the CPU backend
   (``exec_time``, or ``power_usage`` for ``low_power``: energy relative to the CPU's), and
-  the CPU backend's measured speed (a constant, below). Ops without arithmetic (reshapes,
+  the CPU backend's µs per MFLOP (``AutoPlacer.us_per_mflop``: measured with the devices'
+  capabilities, ``mnnpy.cost_constants``, else ``CPU_US_PER_MFLOP``). Ops without arithmetic (reshapes,
   copies) cost 0 everywhere; a tie stays on the device of the op's first input.
 - a tensor copied between devices (once per tensor and reading device, as the Schedule
-  copies): ``COPY_LATENCY_US + bytes / bandwidth`` for each device that is not the CPU, the
-  host in between (``MnnpyDevice.bandwidth``). Graph inputs start on the host, graph outputs
+  copies): ``latency + bytes / bandwidth`` for each device that is not the CPU, the host in
+  between (``MnnpyDevice.latency_us`` and ``bandwidth``: measured with the device's
+  capabilities, else ``COPY_LATENCY_US`` and ``mnnpy.auto_devices.BANDWIDTH``). Graph inputs start on the host, graph outputs
   (and what later segments read) end there; constants are uploaded at resize, not per run.
 
 Rule: (1) greedy: each op on its cheapest supported device (``mnnpy.schedule.placeable``
@@ -66,10 +68,11 @@ class MnnpyDevice:
     figure: dict[str, float]
     bandwidth: float
     source: str
+    latency_us: float = COPY_LATENCY_US  # per copy, µs (measured with the capabilities, else the default)
 
     def copy_us(self, nbytes: int) -> float:
         """µs to move ``nbytes`` between the host and this device (0 on the host)."""
-        return 0.0 if not self.bandwidth else COPY_LATENCY_US + nbytes / self.bandwidth
+        return 0.0 if not self.bandwidth else self.latency_us + nbytes / self.bandwidth
 
 
 @dataclass
@@ -83,6 +86,7 @@ class AutoPlacer:
     preference: str
     relaxed: bool = False
     notes: tuple[str, ...] = ()
+    us_per_mflop: float = CPU_US_PER_MFLOP  # the CPU backend's µs per MFLOP (measured, else the default)
 
     def place(self, ops: list[OpInfo], options: list[list[int]], mflops: dict, exports) -> tuple[list[int], dict[int, str]]:
         """``(backend index per op, reason per op index)`` for ``ops`` (a segment's run-time ops
@@ -107,7 +111,7 @@ class _Costs:
         self.kinds = [operand_kind(info, placer.relaxed) for info in ops]
         self.mflops = [float(mflops.get(info.index, 0.0)) for info in ops]
         self.est = [
-            [self.mflops[n] * d.figure.get(self.kinds[n], math.inf) * CPU_US_PER_MFLOP if k in options[n] else math.inf
+            [self.mflops[n] * d.figure.get(self.kinds[n], math.inf) * placer.us_per_mflop if k in options[n] else math.inf
              for k, d in enumerate(self.devices)]
             for n in range(len(ops))
         ]  # fmt: skip

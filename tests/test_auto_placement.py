@@ -21,12 +21,13 @@ VULKAN_OK, VULKAN_WHY = backend_availability("vulkan")
 needs_vulkan = pytest.mark.skipif(not VULKAN_OK, reason=f"Vulkan unavailable: {VULKAN_WHY}")
 
 
-def fake_capabilities(monkeypatch, figures: dict[str, float]):
-    """Every non-CPU device gets ``figures[backend]`` x CPU (default 3: slower) for every operand type."""
+def fake_capabilities(monkeypatch, figures: dict[str, float], **costs):
+    """Every non-CPU device gets ``figures[backend]`` x CPU (default 3: slower) for every operand
+    type, and the measured cost constants ``costs`` (``Capabilities`` fields; none: not measured)."""
 
     def cached(device):
         x = figures.get(device.backend, 3.0)
-        return Capabilities(device.id, {w.name: PerformanceInfo(x, x) for w in WORKLOADS}, scale="tiny"), "tiny"
+        return Capabilities(device.id, {w.name: PerformanceInfo(x, x) for w in WORKLOADS}, scale="tiny", **costs), "tiny"
 
     monkeypatch.setattr(auto_devices, "cached_capabilities", cached)
 
@@ -98,6 +99,25 @@ def test_a_10x_gpu_takes_the_convs_but_not_a_tiny_op_between_large_tensors(rng, 
     assert s.placement.backends == ["cpu"]
     relu = next(line for line in str(s.placement).splitlines() if "Relu" in line)
     assert "the vulkan:0 partition of 1 op would move 8 MiB for 1.05 MFLOPs" in relu
+
+
+@needs_vulkan
+def test_measured_copy_latency_and_cpu_speed_decide(rng, monkeypatch):
+    """The copy latency, bandwidth and CPU µs per MFLOP measured with the capabilities replace
+    the defaults: 2 copies of 0.1 s each outweigh the conv model's saving at 15 µs per MFLOP
+    (CPU), not at 10 ms per MFLOP (vulkan); the notes say they were measured."""
+    model, _ = conv_model(rng)
+    interp = mnnpy.Interpreter(convert(model))
+    fake_capabilities(monkeypatch, {"vulkan": 0.1}, copy_latency_us=1e5, bandwidth=2e3, cpu_us_per_mflop=15.0)
+    s = interp.create_session(backend="auto")
+    assert s.placement.backends == ["cpu"], s.placement
+    notes = " ".join(s.placement.notes)
+    assert "copies 1e+05 µs + 2 GB/s (measured)" in notes and "cpu: 15 µs per MFLOP (measured" in notes, notes
+    fake_capabilities(monkeypatch, {"vulkan": 0.1}, copy_latency_us=1e5, bandwidth=2e3, cpu_us_per_mflop=1e4)
+    assert interp.create_session(backend="auto").placement.backends == ["vulkan"]
+    fake_capabilities(monkeypatch, {"vulkan": 0.1})  # none measured: the defaults (lavapipe: type cpu, 4 GB/s)
+    s = interp.create_session(backend="auto")
+    assert s.placement.backends == ["vulkan"] and "copies 20 µs + 4 GB/s (default)" in " ".join(s.placement.notes)
 
 
 @needs_vulkan

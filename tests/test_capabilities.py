@@ -61,6 +61,8 @@ def test_a_gpu_gets_finite_positive_float32_values(backend, cache):
         assert 0 < perf.exec_time < math.inf and perf.power_usage == perf.exec_time, (name, perf)  # lavapipe, PoCL: type cpu
     quant = got.performance["quant8"]
     assert quant.exec_time < math.inf or "no " in got.reasons["quant8"]  # unsupported: inf, with the reason
+    for value in (got.cpu_us_per_mflop, got.copy_latency_us, got.bandwidth):  # the cost model's constants
+        assert value is not None and 0 < value < math.inf, got
     assert caps.capabilities(backend, scale="tiny") == got  # cached: the same values
 
 

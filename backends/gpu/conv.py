@@ -59,12 +59,16 @@ class Conv2D:
         m, cg, kh, kw = self.wv.shape
         g = self.group
         mg, mbg = m // g, math.ceil(m // g / 4)
-        wp = np.zeros((g, mbg * 4, cg, kh, kw), np.float32)
-        wp[:, :mg] = self.wv.reshape(g, mg, cg, kh, kw)
-        wp = wp.reshape(g, mbg, 4, cg, kh, kw).transpose(0, 1, 3, 4, 5, 2)
+        k, full = cg * kh * kw, mg // 4  # one pass: full blocks transposed into place, the last one padded
+        src = self.wv.reshape(g, mg, k)
+        wp = np.empty((g, mbg, k, 4), np.float32)
+        wp[:, :full] = src[:, : full * 4].reshape(g, full, 4, k).transpose(0, 1, 3, 2)
+        if full < mbg:
+            wp[:, full:] = 0
+            wp[:, full, :, : mg - full * 4] = src[:, full * 4 :].transpose(0, 2, 1)
         bp = np.zeros((g, mbg * 4), np.float32)
         bp[:, :mg] = self.bias.reshape(g, mg)
-        return np.ascontiguousarray(wp), bp
+        return wp.reshape(g, mbg, cg, kh, kw, 4), bp
 
     def general_ints(self) -> tuple[int, ...]:
         """``(C, H, W, M, OH, OW, C/G, M/G, MBg, G, SH, SW, PT, PL, DH, DW, N*G*MBg)``: the

@@ -74,7 +74,7 @@ class OpenCLBackend(GPUBackend):
     def kernel(self, file: str, name: str, options: Sequence[str] = ()):
         """A new ``cl.Kernel`` (its own argument slots) of ``name`` in ``shaders/opencl/<file>``,
         built with ``options`` plus this backend's storage option."""
-        return self.runtime.kernel(file, name, [*self.options, *options])
+        return self.runtime.kernel(file, name, [*self.options, *options], self.config.cache)
 
     def launch(self, file: str, name: str, options: Sequence[str], args: Sequence, work: Sequence[int], local=None):
         """A ``Launch`` of kernel ``name`` with ``args`` over the logical global size ``work``
@@ -84,7 +84,7 @@ class OpenCLBackend(GPUBackend):
         from mnnpy.backends.opencl.launch import Launch, default_local
 
         opts = [*self.options, *options]
-        kernel = self.runtime.kernel(file, name, opts)
+        kernel = self.runtime.kernel(file, name, opts, self.config.cache)
         kernel.set_args(*args)
         limit = kernel.get_work_group_info(self.cl.kernel_work_group_info.WORK_GROUP_SIZE, self.runtime.device)
         if local is None or int(np.prod(local)) > limit:

@@ -24,6 +24,13 @@ options and drivers change). The hash detects corruption and accidental edits; i
 signature: whoever may
 write the directory may also write a consistent file (the directory is the user's own).
 A directory that cannot be created or written disables the disk cache with one warning.
+
+A session with a compilation cache (``create_session(cache_dir=...)``, ``mnnpy.compilation_cache``)
+keeps its programs' binaries there instead, as entries ``token_name(file, key)`` of the model's
+token (environment: the device identity), with the same payload, probed before it is saved (the
+next process loads it without a child process; the cold one pays the probe): the compilation cache checks
+the bytes in memory (SHA-256 against its mapping, key, own hash); a probe, build or kernel
+failure refuses the entry with a ``RuntimeWarning`` and the rebuilt binary replaces it.
 Folder resolution, file format, bounded reads and atomic writes: ``mnnpy.cache_file``.
 """
 
@@ -33,6 +40,7 @@ import hashlib
 import os
 import threading
 import time
+import warnings
 from pathlib import Path
 
 from mnnpy import cache_file
@@ -71,6 +79,12 @@ def read_limited(path: Path, limit: int | None = None) -> bytes | None:
     return cache_file.read_limited(path, MAX_FILE if limit is None else limit)
 
 
+def token_name(file: str, key: str) -> str:
+    """The compilation-cache entry name of a program: ``opencl/<file>/<sha256 of key, 24 hex digits>``
+    (the key names device, driver, source and options; the entry's environment names the device)."""
+    return f"opencl/{file}/{hashlib.sha256(key.encode()).hexdigest()[:24]}"
+
+
 def device_identity(device) -> str:
     """``name|driver version|platform version``: what a device binary or a tuning result depends on."""
     return f"{device.name}|{device.driver_version}|{device.platform.version}"
@@ -105,13 +119,18 @@ class ProgramCache(DiskCache):
             "OpenCL program cache", ("memory_hits", "disk_hits", "built", "rejected", "written", "evicted", "probed")
         )
         self._built: dict[tuple[str, tuple[str, ...]], object] = {}
+        self._keys: dict[tuple[str, tuple[str, ...]], str] = {}  # (source, options) -> key
         self._from_disk: set[tuple[str, tuple[str, ...]]] = set()  # programs loaded from a binary
         self._prober = None  # probe.Prober, started at the first binary not yet probed
         self._lock = threading.RLock()
 
     def key(self, source: str, options: list[str]) -> str:
-        """The key text: device identity, source sha256, build options."""
-        return f"{self.identity}|{hashlib.sha256(source.encode()).hexdigest()}|{' '.join(options)}"
+        """The key text: device identity, source sha256, build options (computed once per source and options)."""
+        mem = (source, tuple(options))
+        key = self._keys.get(mem)
+        if key is None:
+            key = self._keys[mem] = f"{self.identity}|{hashlib.sha256(source.encode()).hexdigest()}|{' '.join(options)}"
+        return key
 
     def path(self, key: str) -> Path | None:
         """The entry file of ``key`` (None without a disk cache)."""
@@ -119,39 +138,49 @@ class ProgramCache(DiskCache):
             return None
         return self.directory / (hashlib.sha256(key.encode()).hexdigest() + SUFFIX)
 
-    def get(self, file: str, source: str, options: list[str]):
-        """The built ``cl.Program`` of ``source`` with build ``options`` (``file`` names it in warnings): from memory, a
-        verified binary on disk, or built and stored."""
+    def get(self, file: str, source: str, options: list[str], cache=None):
+        """The built ``cl.Program`` of ``source`` with build ``options`` (``file`` names it in
+        warnings): from memory, a verified binary, or built and stored. ``cache``: a session's
+        ``CompilationCache`` (``create_session(cache_dir=...)``): binaries are read from and
+        written to its entries (``token_name``) instead of this cache's folder, and a program
+        found in memory is saved there when the token has no entry for it yet."""
         mem = (source, tuple(options))
         with self._lock:
             prg = self._built.get(mem)
             if prg is not None:
                 self.stats["memory_hits"] += 1
                 _log.debug("OpenCL program %s %s: memory hit", file, options)
+                if cache is not None and token_name(file, key := self.key(source, list(options))) not in cache.records:
+                    self._save(cache, file, key, prg, options)
                 return prg
             key = self.key(source, list(options))
-            path = self.path(key)
             t0 = time.perf_counter()
-            prg = self._load(path, key, options) if path is not None else None
-            if prg is not None:
-                self._from_disk.add(mem)
-                _log.debug("OpenCL program %s %s: disk hit, loaded in %.1f ms", file, options, (time.perf_counter() - t0) * 1e3)
-            else:
-                prg = self.runtime.cl.Program(self.runtime.context, source).build(options=list(options), cache_dir=False)
-                self.stats["built"] += 1
-                _log.info("OpenCL program %s %s: miss, built in %.1f ms", file, options, (time.perf_counter() - t0) * 1e3)
-                if path is not None:
-                    self._store(path, key, prg, file)
+            prg = self._load_token(cache, file, key, options) if cache is not None else self._load_file(key, options)
+            if prg is None:
+                return self._build(file, source, options, key, cache)
+            self._from_disk.add(mem)
+            _log.debug("OpenCL program %s %s: disk hit, loaded in %.1f ms", file, options, (time.perf_counter() - t0) * 1e3)
             self._built[mem] = prg
             return prg
 
-    def kernel(self, file: str, source: str, options: list[str], name: str):
-        """A new ``cl.Kernel`` ``name`` of ``get(file, source, options)``. Where a program loaded
-        from disk lacks it (``clCreateKernel`` fails: the entry held another program's binary),
-        the entry is deleted and the program built from source, once; a program built from
-        source that lacks it raises pyopencl's error as it is."""
+    def _build(self, file: str, source: str, options, key: str, cache):
+        """The program built from ``source``, kept in memory and saved (``cache``'s entry, or this cache's folder)."""
+        t0 = time.perf_counter()
+        prg = self.runtime.cl.Program(self.runtime.context, source).build(options=list(options), cache_dir=False)
+        self.stats["built"] += 1
+        _log.info("OpenCL program %s %s: miss, built in %.1f ms", file, options, (time.perf_counter() - t0) * 1e3)
+        self._save(cache, file, key, prg, options)
+        self._built[(source, tuple(options))] = prg
+        return prg
+
+    def kernel(self, file: str, source: str, options: list[str], name: str, cache=None):
+        """A new ``cl.Kernel`` ``name`` of ``get(file, source, options, cache)``. Where a program
+        loaded from a binary lacks it (``clCreateKernel`` fails: the entry held another
+        program's binary), the entry is discarded (a file deleted; a compilation-cache entry
+        replaced, with a ``RuntimeWarning``) and the program built from source, once; a
+        program built from source that lacks it raises pyopencl's error as it is."""
         cl = self.runtime.cl
-        prg = self.get(file, source, options)
+        prg = self.get(file, source, options, cache)
         try:
             return cl.Kernel(prg, name)
         except Exception as e:  # cl.LogicError INVALID_KERNEL_NAME
@@ -160,45 +189,86 @@ class ProgramCache(DiskCache):
                 if mem not in self._from_disk:
                     raise
                 self._from_disk.discard(mem)
-                self._built.pop(mem, None)
                 key = self.key(source, list(options))
-                self.reject(self.path(key), f"no kernel '{name}' in the cached binary ({type(e).__name__})")
-            return cl.Kernel(self.get(file, source, options), name)
+                why = f"no kernel '{name}' in the cached binary ({type(e).__name__})"
+                if cache is None:
+                    self.reject(self.path(key), why)
+                else:
+                    self._refuse(token_name(file, key), why)
+                prg = self._build(file, source, options, key, cache)
+            return cl.Kernel(prg, name)
 
-    def _load(self, path: Path, key: str, options: list[str]):
-        """The program built from the verified entry at ``path``, or None (entry discarded if bad)."""
-        cl = self.runtime.cl
+    def _load_file(self, key: str, options: list[str]):
+        """The program built from the verified entry file of ``key``, or None (a bad file is deleted)."""
+        path = self.path(key)
+        if path is None:
+            return None
         try:
             data = read_limited(path)
             if data is None:
                 return None
             payload = unpack(data, key)
-            probed, binary = payload[0], payload[1:]
         except (OSError, ValueError) as e:
             return self.reject(path, str(e))
-        if probed != 1:
-            if self._prober is None:
-                from mnnpy.backends.opencl.probe import Prober
-
-                self._prober = Prober(self.runtime)
-            self.stats["probed"] += 1
-            why = self._prober.check(binary, list(options))
-            if why is not None:
-                return self.reject(path, f"binary does not build in a child process: {why}")
+        prg, why, probed = self._from_binary(payload, options)
+        if why is not None:
+            return self.reject(path, why)
+        if probed:
             try:
-                atomic_write(path, pack(key, binary, probed=True))
+                atomic_write(path, pack(key, payload[1:], probed=True))
             except OSError:  # read-only folder: probed again next time
                 pass
-        try:
-            prg = cl.Program(self.runtime.context, [self.runtime.device], [binary]).build(options=list(options))
-        except Exception as e:  # cl.Error: the driver refuses the binary
-            return self.reject(path, f"binary does not build: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
-        self.stats["disk_hits"] += 1
         try:
             os.utime(path)  # recently used: kept by eviction
         except OSError:
             pass
         return prg
+
+    def _load_token(self, cache, file: str, key: str, options: list[str]):
+        """The program built from ``cache``'s verified entry for ``key`` (``CompilationCache.load``:
+        hash-checked in memory), or None (absent, or refused with a ``RuntimeWarning``)."""
+        name = token_name(file, key)
+        payload = cache.load(name, self.identity)
+        if payload is None:
+            return None
+        prg, why, probed = self._from_binary(payload, options)
+        if why is not None:
+            return self._refuse(name, why)
+        if probed:
+            cache.save(name, self.identity, bytes([1]) + payload[1:])
+        return prg
+
+    def _refuse(self, name: str, why: str) -> None:
+        """Count and warn that the compilation-cache entry ``name`` was refused (it is replaced when rebuilt)."""
+        self.stats["rejected"] += 1
+        self.last_rejection = f"{name}: {why}"
+        warnings.warn(f"compilation cache entry {name!r} rejected ({why}); rebuilding", RuntimeWarning, 5)
+
+    def _probe(self, binary: bytes, options) -> str | None:
+        """None when ``binary`` builds in a child process (``probe.py``), else why not."""
+        if self._prober is None:
+            from mnnpy.backends.opencl.probe import Prober
+
+            self._prober = Prober(self.runtime)
+        self.stats["probed"] += 1
+        why = self._prober.check(binary, list(options))
+        return None if why is None else f"binary does not build in a child process: {why}"
+
+    def _from_binary(self, payload: bytes, options: list[str]) -> tuple[object | None, str | None, bool]:
+        """``(program, None, probed now)`` built from a verified entry's payload (probed flag |
+        device binary), or ``(None, why, False)``. A binary not yet probed is first built in a
+        child process (``probe.py``)."""
+        probed, binary = payload[0], payload[1:]
+        if probed != 1:
+            why = self._probe(binary, options)
+            if why is not None:
+                return None, why, False
+        try:
+            prg = self.runtime.cl.Program(self.runtime.context, [self.runtime.device], [binary]).build(options=list(options))
+        except Exception as e:  # cl.Error: the driver refuses the binary
+            return None, f"binary does not build: {str(e).splitlines()[0] if str(e) else type(e).__name__}", False
+        self.stats["disk_hits"] += 1
+        return prg, None, probed != 1
 
     def _evict(self) -> None:
         """Delete the least recently used entries beyond ``MAX_ENTRIES`` (other processes may
@@ -217,16 +287,37 @@ class ProgramCache(DiskCache):
             except OSError:
                 pass
 
-    def _store(self, path: Path, key: str, prg, file: str) -> None:
+    def _save(self, cache, file: str, key: str, prg, options) -> None:
+        """Save ``prg``'s device binary: as ``cache``'s entry ``token_name(file, key)``, or (no
+        ``cache``) as this cache's file of ``key``; nothing without either. For ``cache`` the
+        binary is probed first (``_probe``; one that fails is not saved), so that the next
+        process, the one a compilation cache is for, loads it without a child process.
+        Failures warn once (``write_failed``; the compilation cache warns itself)."""
+        if cache is None and self.directory is None:
+            return
         try:
-            binaries = prg.get_info(self.runtime.cl.program_info.BINARIES)
-            if not binaries or not binaries[0]:
+            binary = self._binary(prg)
+            if not binary:
                 return
-            sizes = prg.get_info(self.runtime.cl.program_info.BINARY_SIZES)
-            if len(binaries[0]) != sizes[0]:  # a binary shorter than the driver says is not stored
-                raise ValueError(f"the driver returned {len(binaries[0])} bytes of a {sizes[0]}-byte binary")
-            atomic_write(path, pack(key, bytes(binaries[0])))
+            if cache is not None:
+                why = self._probe(binary, options)
+                if why is not None:
+                    _log.info("OpenCL program %s %s: not saved: %s", file, options, why)
+                    return
+                cache.save(token_name(file, key), self.identity, bytes([1]) + binary)
+            else:
+                atomic_write(self.path(key), pack(key, binary))
+                self._evict()
             self.stats["written"] += 1
-            self._evict()
         except Exception as e:  # OSError (read-only, full disk), or a driver without binaries
-            self.write_failed(f"{file} to {path.parent}", e, stacklevel=4)
+            self.write_failed(f"{file} to {self.directory if cache is None else cache.folder}", e, stacklevel=4)
+
+    def _binary(self, prg) -> bytes:
+        """``prg``'s device binary (empty where the driver gives none); ValueError for a short one."""
+        binaries = prg.get_info(self.runtime.cl.program_info.BINARIES)
+        if not binaries or not binaries[0]:
+            return b""
+        sizes = prg.get_info(self.runtime.cl.program_info.BINARY_SIZES)
+        if len(binaries[0]) != sizes[0]:  # a binary shorter than the driver says is not stored
+            raise ValueError(f"the driver returned {len(binaries[0])} bytes of a {sizes[0]}-byte binary")
+        return bytes(binaries[0])

@@ -105,6 +105,7 @@ class OpenCLRuntime(Runtime):
         from mnnpy.backends.opencl.activation import source as activation_source
 
         self._prelude = _shader_dir().joinpath("common.h").read_text() + activation_source()
+        self._sources: dict[str, str] = {}  # file -> full source, read once per process
         _log.info("runtime on %s created in %.1f ms", lazy(self.describe), (time.perf_counter() - t0) * 1e3)
 
     def describe(self) -> str:
@@ -132,20 +133,25 @@ class OpenCLRuntime(Runtime):
         tuned = "present" if f.is_file() else ("unusable (not a file)" if f.exists() else "absent")
         return f"cache: {d} ({binaries} program binaries; {FILE} {tuned}; ${CACHE_ENV} moves it, 0 turns it off)"
 
-    def program(self, file: str, options: Sequence[str] = ()):
+    def program(self, file: str, options: Sequence[str] = (), cache=None):
         """The built program of ``shaders/opencl/<file>`` (``common.h`` and the generated
         activations prepended) with build ``options``; cached in memory and as a binary on
-        disk (``ProgramCache``)."""
-        return self.programs.get(file, self.source(file), list(options))
+        disk (``ProgramCache``; in ``cache``, a session's ``CompilationCache``, when given)."""
+        return self.programs.get(file, self.source(file), list(options), cache)
 
-    def kernel(self, file: str, name: str, options: Sequence[str] = ()):
+    def kernel(self, file: str, name: str, options: Sequence[str] = (), cache=None):
         """A new ``cl.Kernel`` (own argument slots) of ``name`` in ``file`` built with ``options``
-        (``ProgramCache.kernel``: a cached binary without that kernel is replaced)."""
-        return self.programs.kernel(file, self.source(file), list(options), name)
+        (``ProgramCache.kernel``: a cached binary without that kernel is replaced; ``cache``:
+        a session's ``CompilationCache`` holds the binaries)."""
+        return self.programs.kernel(file, self.source(file), list(options), name, cache)
 
     def source(self, file: str) -> str:
-        """The source of ``shaders/opencl/<file>``: ``common.h`` and the generated activations first."""
-        return self._prelude + "\n#line 1\n" + _shader_dir().joinpath(file).read_text()
+        """The source of ``shaders/opencl/<file>``: ``common.h`` and the generated activations first
+        (read once per process: the same ``str`` object each time, its hash computed once)."""
+        text = self._sources.get(file)
+        if text is None:
+            text = self._sources[file] = self._prelude + "\n#line 1\n" + _shader_dir().joinpath(file).read_text()
+        return text
 
     def create_backend(self, config: BackendConfig):
         """A new ``OpenCLBackend`` for one session."""

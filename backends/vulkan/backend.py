@@ -147,9 +147,12 @@ class VulkanBackend(GPUBackend):
     # -- resize -------------------------------------------------------------------------
     def on_resize_begin(self) -> None:
         """Start a resize: no memory, partitions or border twins yet (the last submission
-        finished: the resize may free the memory it uses)."""
+        finished: the resize may free the memory it uses); the pipelines saved in the session's
+        compilation cache join the Runtime's (``Pipelines.adopt``, once per token)."""
         self.finish()
         self._memory, self._parts, self._border_twins = None, [], []
+        if self.config.cache is not None:  # the pipelines of the session's compilation cache
+            self.runtime.pipelines.adopt(self.config.cache)
 
     def allocate_arena(self, nbytes: int) -> None:
         """This resize's ``ResizeMemory`` with an arena of ``nbytes`` (``ShapeError`` beyond the device's allocation limits)."""
@@ -260,6 +263,8 @@ class VulkanBackend(GPUBackend):
         except vk.VkError as e:
             raise VulkanError(f"Vulkan resize failed: {type(e).__name__}") from e
         self.runtime.pipelines.save()  # new pipelines reach the disk cache now, not only at exit
+        if self.config.cache is not None:
+            self.runtime.pipelines.save_to(self.config.cache)
 
     def _command_buffers(self, pool, count: int) -> list:
         vk = self.vk
@@ -280,10 +285,10 @@ class VulkanBackend(GPUBackend):
         total = sum(v.nbytes for _, v in items)
         buf, mem, size = memory.staging_block(total, owned=False)
         try:
-            host = vk.vkMapMemory(dev, mem, 0, size, 0)
+            host = np.frombuffer(vk.vkMapMemory(dev, mem, 0, size, 0), np.uint8, count=total)
             at, regions = 0, []
             for t, v in items:
-                host[at : at + v.nbytes] = v.tobytes()
+                host[at : at + v.nbytes] = np.ascontiguousarray(v).reshape(-1).view(np.uint8)  # one copy, no bytes object
                 regions.append(vk.VkBufferCopy(srcOffset=at, dstOffset=t.offset, size=v.nbytes))
                 at += v.nbytes
             vk.vkUnmapMemory(dev, mem)

@@ -247,23 +247,19 @@ def write_descriptor_sets(vk, device, pool, dispatches: list[Dispatch], buffer, 
         pSetLayouts=[d.pipeline.set_layout for d in dispatches],
     )
     sets = vk.vkAllocateDescriptorSets(device, info)
-    writes = []
+    n = sum(len(d.bindings) for d in dispatches)  # one write per binding, built as raw C arrays (one update call)
+    infos, writes = vk.ffi.new(f"VkDescriptorBufferInfo[{n}]"), vk.ffi.new(f"VkWriteDescriptorSet[{n}]")
+    i = 0
     for k, d in enumerate(dispatches):
         d.descriptor_set = sets[k]
         for b, t in enumerate(d.bindings):
-            offset, size, _ = binding_range(t, align)
-            buf = vk.VkDescriptorBufferInfo(buffer=buffer, offset=offset, range=size)
-            writes.append(
-                vk.VkWriteDescriptorSet(
-                    sType=vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
-                    dstSet=sets[k],
-                    dstBinding=b,
-                    descriptorCount=1,
-                    descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                    pBufferInfo=[buf],
-                )
-            )
-    vk.vkUpdateDescriptorSets(device, len(writes), writes, 0, None)
+            infos[i].buffer = buffer
+            infos[i].offset, infos[i].range, _ = binding_range(t, align)
+            w = writes[i]
+            w.sType, w.dstSet, w.dstBinding = vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, sets[k], b
+            w.descriptorCount, w.descriptorType, w.pBufferInfo = 1, vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, infos + i
+            i += 1
+    vk.lib.vkUpdateDescriptorSets(device, n, writes, 0, vk.ffi.NULL)
 
 
 def submit_and_wait(runtime, submit_info, fence_array, lane: int = 0) -> None:

@@ -5,7 +5,9 @@ A pipeline is keyed by its SPIR-V variant (``shaders/vulkan/<name>.spv``, listed
 bindings 0..n-1), its push-constant size in bytes and its specialization constants
 (``(constant_id, value)`` pairs; ``int`` values become 32-bit unsigned, ``float`` 32-bit
 float, ``bool`` ``VkBool32``). Every object is created once per Runtime through one
-``VkPipelineCache`` and lives as long as the process. Nothing here compiles GLSL.
+``VkPipelineCache`` and lives as long as the process. Nothing here compiles GLSL. Pipelines
+are created on up to ``MAX_THREADS`` threads (the driver compiles a resize's pipelines in
+parallel; ``Pipeline.pipeline`` waits for one).
 
 On-disk pipeline cache: one file per device in ``mnnpy.models.cache_dir() / "vulkan"``
 (``$MNNPY_CACHE`` moves the root), or in the folder ``$MNNPY_VULKAN_CACHE`` names;
@@ -25,6 +27,12 @@ interpreter exit (``atexit``, in the process that created the Runtime) and may b
 earlier (``VulkanRuntime.save_pipeline_cache``). A folder that cannot be created or written
 disables the disk cache with one warning; pipelines still work.
 
+A session with a compilation cache (``create_session(cache_dir=...)``, ``mnnpy.compilation_cache``)
+also keeps the pipeline cache's data as the entry ``TOKEN_ENTRY`` of its model's token:
+merged into the Runtime's cache at its first resize (``adopt``: the compilation cache checks
+the bytes in memory, then the Vulkan header and the driver), saved after a resize that
+created pipelines (``save_to``). A refused entry warns and is replaced.
+
 Source: Vulkan 1.3 specification, "Pipelines" (compute pipelines, specialization
 constants, pipeline cache, "Pipeline Cache Header", ``VkPipelineCacheHeaderVersionOne``)
 and "Resource Descriptors" (set layouts, push constants); "Devices and Queues"
@@ -34,11 +42,14 @@ and "Resource Descriptors" (set layouts, push constants); "Devices and Queues"
 from __future__ import annotations
 
 import atexit
+import hashlib
 import os
 import struct
 import threading
 import time
+import warnings
 import weakref
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,18 +73,27 @@ MAX_FILE = cache_file.MAX_FILE  # bytes (256 MiB): a larger file is not read
 # pipelineCacheUUID (16 bytes); the first 32 bytes of any vkGetPipelineCacheData result.
 VK_HEADER = struct.Struct("<IIII16s")
 HEADER_VERSION_ONE = 1  # VK_PIPELINE_CACHE_HEADER_VERSION_ONE
+TOKEN_ENTRY = "vulkan/pipeline-cache"  # the entry name in a session's compilation cache (adopt, save_to)
+MAX_THREADS = 8  # threads creating pipelines at once (vkCreateComputePipelines releases the GIL)
 
 
 @dataclass(frozen=True)
 class Pipeline:
-    """A compute pipeline with the layout objects a dispatch needs to bind it."""
+    """A compute pipeline with the layout objects a dispatch needs to bind it. ``created``: the
+    ``concurrent.futures.Future`` of the ``VkPipeline`` (created on ``Pipelines``' threads);
+    ``pipeline`` waits for it (re-raising what creation raised)."""
 
     name: str
-    pipeline: Any
+    created: Future
     layout: Any
     set_layout: Any
     bindings: int
     push_size: int
+
+    @property
+    def pipeline(self):
+        """The ``VkPipeline`` handle (waits until it is created)."""
+        return self.created.result()
 
 
 def shader_dir():
@@ -162,6 +182,9 @@ class Pipelines(DiskCache):
         self._layouts: dict[tuple[int, int], Any] = {}
         self._pipelines: dict[tuple, Pipeline] = {}
         self._lock = threading.RLock()
+        self._threads: ThreadPoolExecutor | None = None  # started at the first pipeline created
+        # compilation-cache token -> (stats["created"], SHA-256 of the data) at its adopt/save_to
+        self._tokens: dict[str, tuple[int, bytes]] = {}
         self.cache = self._create_cache(self._load())
         if self.path is not None:
             atexit.register(_save_at_exit, weakref.ref(self), os.getpid())
@@ -181,16 +204,21 @@ class Pipelines(DiskCache):
             return self.reject(self.path, str(e))
         return payload
 
+    def _new_cache(self, initial: bytes):
+        """A new ``VkPipelineCache`` seeded with ``initial`` (verified); ``VkError`` when the driver refuses it."""
+        vk = self.rt.vk
+        keep = vk.ffi.from_buffer(initial)
+        info = vk.VkPipelineCacheCreateInfo(
+            sType=vk.VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO, initialDataSize=len(initial), pInitialData=keep
+        )
+        return vk.vkCreatePipelineCache(self.rt.device, info, None)
+
     def _create_cache(self, initial: bytes | None):
         """A ``VkPipelineCache`` seeded with ``initial`` (verified), empty when None or refused."""
         vk = self.rt.vk
         if initial is not None:
-            keep = vk.ffi.from_buffer(initial)
-            info = vk.VkPipelineCacheCreateInfo(
-                sType=vk.VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO, initialDataSize=len(initial), pInitialData=keep
-            )
             try:
-                cache = vk.vkCreatePipelineCache(self.rt.device, info, None)
+                cache = self._new_cache(initial)
                 self.stats["loaded"] += 1
                 _log.info("Vulkan pipeline cache: loaded %s (%d bytes)", self.path, len(initial))
                 return cache
@@ -219,6 +247,7 @@ class Pipelines(DiskCache):
         with self._lock:
             if self.path is None or not self._dirty:
                 return False
+            self.wait()
             try:
                 payload = self.data()
                 check_vk_header(payload, self.info)  # never write what the next load would reject
@@ -229,6 +258,62 @@ class Pipelines(DiskCache):
             self._dirty = False
             self.stats["written"] += 1
             _log.info("Vulkan pipeline cache: wrote %s", self.path)
+            return True
+
+    # -- a session's compilation cache ---------------------------------------------------
+    def adopt(self, cache) -> None:
+        """Merge the pipeline-cache entry (``TOKEN_ENTRY``) of ``cache``, a session's
+        ``CompilationCache``, into this Runtime's ``VkPipelineCache``, once per token and
+        process. The compilation cache checks the entry's bytes in memory (SHA-256 against its
+        mapping, key, own hash; environment: ``device_key``), then ``check_vk_header`` and the
+        driver (``vkCreatePipelineCache`` from them, ``vkMergePipelineCaches``); a refused entry
+        warns (``RuntimeWarning``), counts in ``stats["rejected"]`` and is replaced at
+        ``save_to``."""
+        with self._lock:
+            if cache.token in self._tokens:
+                return
+            self._tokens[cache.token] = (-1, b"")  # saved at the end of the resize unless loaded below
+            payload = cache.load(TOKEN_ENTRY, self.key)
+            if payload is None:
+                return
+            vk = self.rt.vk
+            try:
+                check_vk_header(payload, self.info)
+                self.wait()  # the destination of a merge is externally synchronised
+                source = self._new_cache(payload)
+                try:
+                    vk.vkMergePipelineCaches(self.rt.device, self.cache, 1, [source])
+                finally:
+                    vk.vkDestroyPipelineCache(self.rt.device, source, None)
+            except (ValueError, vk.VkError) as e:
+                self.stats["rejected"] += 1
+                self.last_rejection = f"{TOKEN_ENTRY}: {e or type(e).__name__}"
+                why = f"compilation cache entry {TOKEN_ENTRY!r} rejected ({self.last_rejection}); rebuilding"
+                warnings.warn(why, RuntimeWarning, 3)
+                return
+            self.stats["loaded"] += 1
+            self._tokens[cache.token] = (self.stats["created"], hashlib.sha256(payload).digest())
+
+    def save_to(self, cache) -> bool:
+        """Save the pipeline cache's data as ``cache``'s entry ``TOKEN_ENTRY`` when pipelines were
+        created since this token's entry was adopted or saved and the data differ from it;
+        True when saved (the data hold every pipeline of this Runtime, so the next process
+        creates the model's pipelines from them). A failure warns once (``write_failed``)."""
+        with self._lock:
+            count, digest = self._tokens.get(cache.token, (-1, b""))
+            if count == self.stats["created"]:
+                return False
+            self.wait()
+            try:
+                payload = self.data()
+                check_vk_header(payload, self.info)  # never save what the next adopt would refuse
+            except Exception as e:  # a driver error or bad header
+                self.write_failed(f"{TOKEN_ENTRY} of {cache.folder}", e, stacklevel=2)
+                return False
+            self._tokens[cache.token] = (self.stats["created"], hashlib.sha256(payload).digest())
+            if self._tokens[cache.token][1] == digest:
+                return False  # pipelines created from the entry: nothing new to save
+            cache.save(TOKEN_ENTRY, self.key, payload)
             return True
 
     # -- objects ------------------------------------------------------------------------
@@ -282,22 +367,45 @@ class Pipelines(DiskCache):
         return self._layouts[key]
 
     def get(self, name: str, bindings: int, push_size: int, spec: tuple[tuple[int, SpecValue], ...] = ()) -> Pipeline:
-        """The compute pipeline of variant ``name`` (entry ``main``) with these specialization constants."""
+        """The compute pipeline of variant ``name`` (entry ``main``) with these specialization
+        constants. A new one is created on one of ``MAX_THREADS`` threads: the pipelines a
+        resize asks for are compiled in parallel, and recording its command buffers waits for
+        them (``Pipeline.pipeline``); one whose creation failed is forgotten (asked again, it
+        is created again)."""
         key = (name, bindings, push_size, spec)
         with self._lock:
-            if key in self._pipelines:
+            hit = self._pipelines.get(key)
+            if hit is not None:
                 self.stats["memory_hits"] += 1
                 _log.debug("Vulkan pipeline %s %s: memory hit", name, spec)
-            else:
-                t0 = time.perf_counter()
-                self._pipelines[key] = self._create(name, bindings, push_size, spec)
-                self.stats["created"] += 1
-                _log.info("Vulkan pipeline %s %s: miss, created in %.1f ms", name, spec, (time.perf_counter() - t0) * 1e3)
-                self._dirty = True
-            return self._pipelines[key]
+                return hit
+            module, layout = self.module(name), self.layout(bindings, push_size)
+            if self._threads is None:
+                workers = min(MAX_THREADS, os.cpu_count() or 1)
+                self._threads = ThreadPoolExecutor(workers, thread_name_prefix="mnnpy-vulkan-pipeline")
+            created = self._threads.submit(self._create, name, module, layout, spec)
+            p = self._pipelines[key] = Pipeline(name, created, layout, self.set_layout(bindings), bindings, push_size)
+            self.stats["created"] += 1
+            self._dirty = True
+        created.add_done_callback(lambda f: f.exception() is None or self._forget(key, p))
+        return p
 
-    def _create(self, name, bindings, push_size, spec) -> Pipeline:
+    def _forget(self, key: tuple, p: Pipeline) -> None:
+        """Drop ``p`` (its creation failed) from the pipelines kept under ``key``."""
+        with self._lock:
+            if self._pipelines.get(key) is p:
+                del self._pipelines[key]
+
+    def wait(self) -> None:
+        """Return once every pipeline asked for so far is created (or failed)."""
+        with self._lock:
+            pending = [p.created for p in self._pipelines.values()]
+        wait(pending)
+
+    def _create(self, name: str, module, layout, spec) -> Any:
+        """A new ``VkPipeline`` (on a worker thread; the pipeline cache is internally synchronised)."""
         vk, ffi = self.rt.vk, self.rt.vk.ffi
+        t0 = time.perf_counter()
         data = _spec_bytes(spec)
         entries = [vk.VkSpecializationMapEntry(constantID=cid, offset=4 * k, size=4) for k, (cid, _) in enumerate(spec)]
         spec_info = None
@@ -308,11 +416,11 @@ class Pipelines(DiskCache):
         stage = vk.VkPipelineShaderStageCreateInfo(
             sType=vk.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
             stage=vk.VK_SHADER_STAGE_COMPUTE_BIT,
-            module=self.module(name),
+            module=module,
             pName="main",
             pSpecializationInfo=spec_info,
         )
-        layout = self.layout(bindings, push_size)
         info = vk.VkComputePipelineCreateInfo(sType=vk.VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO, stage=stage, layout=layout)
         pipeline = vk.vkCreateComputePipelines(self.rt.device, self.cache, 1, [info], None)[0]
-        return Pipeline(name, pipeline, layout, self.set_layout(bindings), bindings, push_size)
+        _log.info("Vulkan pipeline %s %s: miss, created in %.1f ms", name, spec, (time.perf_counter() - t0) * 1e3)
+        return pipeline

@@ -1,0 +1,48 @@
+"""Smoke test of ``bench/bench_compile_cache.py`` on one small model: a cold and a warm child
+process on Vulkan, the table's rows (per-process phases, the model, the missing ones) and
+identical outputs; never the speed."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from mnnpy.backend import backend_availability
+from tests.backend_compare import conv_model
+
+BENCH = Path(__file__).resolve().parent.parent / "bench" / "bench_compile_cache.py"
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench_compile_cache", BENCH)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["bench_compile_cache"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.skipif(not backend_availability("vulkan")[0], reason="Vulkan unavailable")
+def test_cold_and_warm_rows(tmp_path, capsys):
+    bench = _bench()
+    model, _ = conv_model(np.random.default_rng(0), bench.MODELS["ppocr_cls"], (4, 3, 3, 3), {"pads": [1, 1, 1, 1]})
+    (tmp_path / "models").mkdir()
+    onnx.save(model, tmp_path / "models" / "ppocr_cls.onnx")
+    out = tmp_path / "table.md"
+    assert bench.main(["--models", str(tmp_path / "models"), "--backends", "vulkan", "--output", str(out)]) == 0
+    rows = out.read_text().splitlines()
+    assert any(r.startswith("| vulkan | process: runtime |") for r in rows), rows
+    row = next(r for r in rows if r.startswith("| vulkan | ppocr_cls create+resize"))
+    cells = [c.strip() for c in row.split("|")[1:-1]]
+    assert float(cells[2]) > 0 and float(cells[3]) > 0 and cells[4].endswith("x") and cells[5] == "yes", row
+    assert any("no mobilenet_v2.onnx" in r for r in rows), rows
+    assert row in capsys.readouterr().out
+
+
+def test_models_folder_required(tmp_path):
+    with pytest.raises(SystemExit):
+        _bench().main(["--models", str(tmp_path / "missing")])
