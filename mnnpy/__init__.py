@@ -31,6 +31,7 @@ from mnnpy.interpreter import MAX_THREADS, Interpreter, load
 from mnnpy.io_desc import IODesc
 from mnnpy.model_file import FORMAT_VERSION
 from mnnpy.session import Session
+from mnnpy.session_spec import SessionSpec
 from mnnpy.timing import RunOutputs, Timing
 
 _log.configure_from_env()  # $MNNPY_LOG=debug|info: a stderr handler on the "mnnpy" logger
@@ -55,6 +56,7 @@ __all__ = [
     "OutputBufferTooSmallError",
     "RunOutputs",
     "Session",
+    "SessionSpec",
     "ShapeError",
     "StaleTensorError",
     "Timing",
