@@ -6,6 +6,8 @@ GPU package; backends load on demand, and ``devices()`` lists what each can run 
 (``backend="vulkan:1"`` picks one). ``MAX_THREADS``: the most CPU threads a session
 takes (``create_session(num_threads=...)``). Real models for tests and demos are in
 ``mnnpy.models``; applications built on this API (the OCR pipeline, the demo) in ``mnnpy.apps``.
+A ``SessionSpec`` (picklable) prepares a Session in a worker process or a Ray actor
+(``mnnpy.ray``, the only module that imports Ray).
 ``MNNPY_LOG=debug`` (or ``info``) logs placement, cache hits and misses, compile and resize
 times to stderr (``mnnpy.log``).
 """

@@ -40,7 +40,7 @@ def test_save_images_writes_the_dataset(lines_dir):
 def test_ocr_folder_here_one_sorted_line_per_image(lines_dir, tmp_path, capsys):
     out = tmp_path / "r.jsonl"
     assert main(["ocr", str(lines_dir), "--out", str(out)]) == 0
-    assert "read 6 images" in capsys.readouterr().out
+    assert "6 images in" in capsys.readouterr().out
     got = _read(out)
     truth = {t["path"]: t["text"] for t in _read(lines_dir / "texts.jsonl")}
     assert [g["path"] for g in got] == sorted(truth)

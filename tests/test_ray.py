@@ -1,6 +1,7 @@
 """mnnpy on a local Ray cluster (``ray.init(num_cpus=2)``): SessionMapper in ``map_batches``
-gives what RowMapper gives here; ``mnnpy ocr --ray`` writes the same bytes as the local run;
-an actor killed mid-job is restarted and every input comes back exactly once."""
+gives what RowMapper gives here; ``mnnpy ocr --ray`` and ``mnnpy vad DIR --ray`` write the same
+bytes as the local runs; an actor killed mid-job is restarted and every input comes back
+exactly once."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 
 from mnnpy.cli import main
 from tests.test_session_spec import scale_model
+from tests.test_vad_folder import write_wavs
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'mnnpy[ray]')")
 pytest.importorskip("ray.data", reason="Ray Data is not installed (pip install 'ray[data]')")
@@ -72,6 +74,14 @@ def test_ocr_on_ray_writes_the_local_bytes(cluster, lines_dir, local_run, tmp_pa
     assert "Ray, 2 actor(s)" in capsys.readouterr().out
     assert out.read_bytes() == local_run.read_bytes()
     assert len(out.read_text().splitlines()) == LINES
+
+
+def test_vad_on_ray_writes_the_local_bytes(cluster, tmp_path):
+    write_wavs(tmp_path / "wavs")
+    here, there = tmp_path / "here.jsonl", tmp_path / "ray.jsonl"
+    assert main(["vad", str(tmp_path / "wavs"), "--out", str(here)]) == 1  # the broken file
+    assert main(["vad", str(tmp_path / "wavs"), "--out", str(there), "--ray", "--batch-size", "1"]) == 1
+    assert there.read_bytes() == here.read_bytes() and len(here.read_text().splitlines()) == 4
 
 
 class CrashOnce(OcrRows):

@@ -24,8 +24,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from mnnpy.errors import InputError
-from mnnpy.files import atomic_write
+from mnnpy import InputError
 
 _ROWS = None  # the row object of a spawned worker process (``_start_worker``)
 
@@ -117,9 +116,12 @@ def write_results(lines: list[str], out: str | os.PathLike) -> None:
         data = _parquet_bytes(lines)
     else:
         raise InputError(f"--out {out}: give a .jsonl or .parquet file")
+    tmp = Path(f"{out}.{os.getpid()}.tmp")
     try:
-        atomic_write(out, data, private=False)
+        tmp.write_bytes(data)
+        os.replace(tmp, out)  # readers see the old file or the whole new one
     except OSError as e:
+        tmp.unlink(missing_ok=True)
         raise InputError(f"--out {out}: cannot write: {e.strerror or e}") from None
 
 
