@@ -7,6 +7,10 @@ temporary folder, then, interleaved for ``--rounds`` rounds, runs the OCR app ov
 - here: in this process (1 worker) and in ``N`` spawned processes (``--workers``);
 - on Ray: a local cluster started once (``ray.init``; or ``--ray-address``), ``N`` actors.
 
+Ray starts its workers at niceness 15 (``RAY_worker_niceness``), so that on a machine shared
+with other work they yield to it; the local workers run at 0. For a like-for-like comparison the
+local cluster started here runs its workers at ``--worker-niceness`` (default 0).
+
 Each job's time runs from its start (workers started and their sessions prepared included) to
 its last result; images/s = lines / time. Every job's output file is compared, byte for byte,
 with the first local run's. Prints a table (each round's images/s, the median) and the
@@ -21,10 +25,13 @@ Needs ray (``pip install "mnnpy[ray]"``), numpy and mnnpy.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
+import os
 import statistics
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import ray
@@ -49,6 +56,22 @@ def job(where: str, workers: int, args, specs, paths: list[str], folder: Path, o
     return seconds
 
 
+def _prepare_in_child(specs, root: str) -> tuple[float, float]:
+    """In a fresh spawned process: seconds to import mnnpy's OCR rows, then to prepare them."""
+    t0 = time.perf_counter()
+    from mnnpy.apps.ocr_rows import OcrRows as Rows
+
+    t1 = time.perf_counter()
+    Rows(specs, root)
+    return t1 - t0, time.perf_counter() - t1
+
+
+def prepare_times(specs, root: str) -> tuple[float, float]:
+    """What a new worker pays before its first image (caches as they are now: warm after a run)."""
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(_prepare_in_child, specs, root).result()
+
+
 def configs(args) -> list[tuple[str, int]]:
     """``(where, workers)`` per row: here and on Ray, each worker count (GPU: ``--gpu-actors``)."""
     counts = [int(n) for n in args.workers.split(",")]
@@ -67,7 +90,11 @@ def main(argv=None) -> int:
     p.add_argument("--gpu-actors", type=int, default=0, help="Ray actors with one GPU each (GPU machines)")
     p.add_argument("--batch-size", type=int, default=4, help="images per batch (default 4)")
     p.add_argument("--ray-address", default=None, help="a running Ray cluster (default: start a local one)")
+    p.add_argument(
+        "--worker-niceness", default="0", help="RAY_worker_niceness of a local cluster's workers (Ray's default: 15; here 0)"
+    )
     args = p.parse_args(argv)
+    os.environ.setdefault("RAY_worker_niceness", args.worker_niceness)  # read by the raylet ray.init starts
     if not ray.is_initialized():
         ray.init(address=args.ray_address, num_gpus=args.gpu_actors or None, include_dashboard=False, log_to_driver=False)
     ray.data.DataContext.get_current().enable_progress_bars = False
@@ -90,6 +117,8 @@ def main(argv=None) -> int:
             rates[(where, n)].append(len(paths) / seconds)
             print(f"round {r + 1}: {where} x{n}: {len(paths) / seconds:.2f} images/s", file=sys.stderr, flush=True)
     report(args, rows, rates, identical)
+    imported, prepared = prepare_times(specs, str(tmp / "lines"))
+    print(f"a new worker process (spawn, caches warm): imports in {imported:.2f} s, prepares det/cls/rec in {prepared:.2f} s")
     return 0
 
 

@@ -22,8 +22,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
-import ray
-import ray.data
+
+try:
+    import ray
+    import ray.data
+except ImportError as e:  # the optional extra is missing
+    raise ImportError(f"mnnpy.ray needs Ray Data ({e}): pip install 'mnnpy[ray]'") from e
 
 from mnnpy.errors import InputError
 from mnnpy.row_mapper import RowMapper

@@ -90,3 +90,15 @@ def test_bad_options_exit_2(lines_dir, tmp_path, capsys, argv, words):
     names = {"missing": tmp_path / "none", "out": tmp_path / "r.jsonl", "dir": lines_dir, "empty": tmp_path / "empty"}
     assert main(["ocr", *(a.format(**names) for a in argv)]) == 2
     assert words in capsys.readouterr().err
+
+
+def test_ray_missing_is_an_input_error(lines_dir, tmp_path, capsys, monkeypatch):
+    import sys
+
+    import mnnpy
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray fails, as where it is not installed
+    monkeypatch.delitem(sys.modules, "mnnpy.ray", raising=False)
+    monkeypatch.delattr(mnnpy, "ray", raising=False)
+    assert main(["ocr", str(lines_dir), "--out", str(tmp_path / "r.jsonl"), "--ray"]) == 2
+    assert "pip install 'mnnpy[ray]'" in capsys.readouterr().err

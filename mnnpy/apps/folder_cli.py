@@ -10,6 +10,7 @@ GPU backend on a cluster with GPUs, else one per ``--threads`` CPUs).
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 import time
@@ -54,9 +55,11 @@ def _progress(total: int, unit: str):
 
 
 def _on_ray(args, cls, cls_args: tuple, paths: list[str], step) -> tuple[dict, str]:
-    """The job on Ray: ``(results, where it ran)``."""
-    from mnnpy import ray as mnnpy_ray
-
+    """The job on Ray: ``(results, where it ran)``; ``InputError`` where Ray is not installed."""
+    try:
+        mnnpy_ray = importlib.import_module("mnnpy.ray")
+    except ImportError as e:
+        raise InputError(f"--ray: {e}") from None
     mnnpy_ray.connect(args.ray_address)
     gpus = mnnpy_ray.gpus_in_cluster() if args.backend in GPU_BACKENDS else 0
     workers = args.workers or (gpus if gpus else max(1, mnnpy_ray.cpus_in_cluster() // args.threads))

@@ -72,9 +72,10 @@ def run_local(cls, args: tuple, kwargs: dict, paths: list[str], batch_size: int,
 
 def run_ray(cls, args, kwargs, paths, batch_size: int, workers: int, gpus_per_worker: float, step, address=None) -> dict:
     """As ``run_local``, on Ray (``mnnpy.ray``): the cluster at ``address``, else a local one."""
-    import ray.data
+    import importlib
 
-    from mnnpy import ray as mnnpy_ray
+    mnnpy_ray = importlib.import_module("mnnpy.ray")  # ImportError (saying what to install) without Ray
+    ray = mnnpy_ray.ray
 
     mnnpy_ray.connect(address)
     ds = ray.data.from_items([{"path": p} for p in paths], override_num_blocks=max(1, -(-len(paths) // batch_size)))
