@@ -25,13 +25,13 @@ Needs ray (``pip install "mnnpy[ray]"``), numpy and mnnpy.
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import os
+import pickle
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import ray
@@ -56,20 +56,22 @@ def job(where: str, workers: int, args, specs, paths: list[str], folder: Path, o
     return seconds
 
 
-def _prepare_in_child(specs, root: str) -> tuple[float, float]:
-    """In a fresh spawned process: seconds to import mnnpy's OCR rows, then to prepare them."""
-    t0 = time.perf_counter()
-    from mnnpy.apps.ocr_rows import OcrRows as Rows
-
-    t1 = time.perf_counter()
-    Rows(specs, root)
-    return t1 - t0, time.perf_counter() - t1
+PREPARE = """
+import pickle, sys, time
+t0 = time.perf_counter()
+from mnnpy.apps.ocr_rows import OcrRows
+t1 = time.perf_counter()
+OcrRows(pickle.loads(sys.stdin.buffer.read()), sys.argv[1])
+print(t1 - t0, time.perf_counter() - t1)
+"""
 
 
 def prepare_times(specs, root: str) -> tuple[float, float]:
-    """What a new worker pays before its first image (caches as they are now: warm after a run)."""
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return pool.submit(_prepare_in_child, specs, root).result()
+    """A new worker process's seconds to import mnnpy's OCR rows and to prepare det/cls/rec
+    (caches as they are now: warm after the jobs above)."""
+    done = subprocess.run([sys.executable, "-c", PREPARE, root], input=pickle.dumps(specs), capture_output=True, check=True)
+    imported, prepared = map(float, done.stdout.split())
+    return imported, prepared
 
 
 def configs(args) -> list[tuple[str, int]]:
@@ -118,7 +120,7 @@ def main(argv=None) -> int:
             print(f"round {r + 1}: {where} x{n}: {len(paths) / seconds:.2f} images/s", file=sys.stderr, flush=True)
     report(args, rows, rates, identical)
     imported, prepared = prepare_times(specs, str(tmp / "lines"))
-    print(f"a new worker process (spawn, caches warm): imports in {imported:.2f} s, prepares det/cls/rec in {prepared:.2f} s")
+    print(f"a new worker process (caches warm): imports in {imported:.2f} s, prepares det/cls/rec in {prepared:.2f} s")
     return 0
 
 
