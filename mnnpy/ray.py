@@ -74,7 +74,8 @@ def map_rows(
     actor's GPUs, ``ray.get_gpu_ids()``): ``RowMapper`` or the apps' row classes. Each actor
     reserves ``cpus_per_worker`` CPUs and ``gpus_per_worker`` GPUs (0: none); batches of
     ``batch_size`` rows. Lazy, as Ray Data is: nothing runs until the result is consumed.
-    ``InputError`` for a count out of range.
+    ``InputError`` for a count out of range, or CPUs or GPUs per actor that no node has (Ray
+    would wait for them forever).
     """
     if not isinstance(workers, int) or workers < 1:
         raise InputError(f"workers must be a positive int, got {workers!r}")
@@ -82,6 +83,10 @@ def map_rows(
         raise InputError(f"batch_size must be a positive int, got {batch_size!r}")
     if gpus_per_worker < 0 or cpus_per_worker <= 0:
         raise InputError(f"cpus_per_worker must be > 0 and gpus_per_worker >= 0, got {cpus_per_worker}, {gpus_per_worker}")
+    for kind, asked in (("CPU", cpus_per_worker), ("GPU", gpus_per_worker)):
+        most = largest_node(kind)
+        if asked > most:  # no node could ever start such an actor: the job would wait forever
+            raise InputError(f"an actor asks for {asked} {kind}s, but the largest node of the Ray cluster has {most:g}")
     return ds.map_batches(
         _OnAssignedDevice,
         fn_constructor_args=(cls, args, kwargs),
@@ -109,6 +114,11 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> None:
 def gpus_in_cluster() -> int:
     """How many GPUs the cluster has (Ray's ``GPU`` resource): 0 on a machine without one."""
     return int(ray.cluster_resources().get("GPU", 0))
+
+
+def largest_node(resource: str) -> float:
+    """The most of ``resource`` (``"CPU"``, ``"GPU"``) that one live node of the cluster has."""
+    return max((n["Resources"].get(resource, 0) for n in ray.nodes() if n.get("Alive")), default=0)
 
 
 def cpus_in_cluster() -> int:

@@ -68,6 +68,16 @@ def test_session_mapper_in_map_batches_matches_row_mapper(cluster):
     np.testing.assert_array_equal(np.array([r["s"] for r in ran]), local["s"])
 
 
+def test_an_actor_no_node_can_hold_is_an_input_error(cluster):
+    ds = ray.data.from_items([{"x": np.zeros(3, np.float32)}])
+    spec = mnnpy.SessionSpec(scale_model(4))
+    with pytest.raises(mnnpy.InputError, match="asks for 3 CPUs, but the largest node of the Ray cluster has 2"):
+        mnnpy.ray.map_rows(ds, RowMapper, spec, cpus_per_worker=3)
+    if mnnpy.ray.gpus_in_cluster() == 0:
+        with pytest.raises(mnnpy.InputError, match="asks for 1 GPUs"):
+            mnnpy.ray.map_rows(ds, RowMapper, spec, gpus_per_worker=1)
+
+
 def test_ocr_on_ray_writes_the_local_bytes(cluster, lines_dir, local_run, tmp_path, capsys):
     out = tmp_path / "ray.jsonl"
     assert main(["ocr", str(lines_dir), "--out", str(out), "--ray", "--batch-size", "3"]) == 0

@@ -63,7 +63,10 @@ def _on_ray(args, cls, cls_args: tuple, paths: list[str], step) -> tuple[dict, s
     mnnpy_ray.connect(args.ray_address)
     gpus = mnnpy_ray.gpus_in_cluster() if args.backend in GPU_BACKENDS else 0
     workers = args.workers or (gpus if gpus else max(1, mnnpy_ray.cpus_in_cluster() // args.threads))
-    results = folder_job.run_ray(cls, cls_args, {}, paths, args.batch_size, workers, 1 if gpus else 0, step, args.ray_address)
+    cpus = 1 if gpus else args.threads
+    results = folder_job.run_ray(
+        cls, cls_args, {}, paths, args.batch_size, workers, 1 if gpus else 0, step, args.ray_address, cpus
+    )
     return results, f"Ray, {workers} actor(s)" + (", 1 GPU each" if gpus else f", {args.threads} thread(s) each")
 
 

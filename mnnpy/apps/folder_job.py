@@ -70,8 +70,11 @@ def run_local(cls, args: tuple, kwargs: dict, paths: list[str], batch_size: int,
         return _collect(pool.map(_map_in_worker, batches), results, step)
 
 
-def run_ray(cls, args, kwargs, paths, batch_size: int, workers: int, gpus_per_worker: float, step, address=None) -> dict:
-    """As ``run_local``, on Ray (``mnnpy.ray``): the cluster at ``address``, else a local one."""
+def run_ray(
+    cls, args, kwargs, paths, batch_size: int, workers: int, gpus_per_worker: float, step, address=None, cpus_per_worker=1
+) -> dict:
+    """As ``run_local``, on Ray (``mnnpy.ray``): the cluster at ``address``, else a local one;
+    each actor reserves ``cpus_per_worker`` CPUs and ``gpus_per_worker`` GPUs."""
     import importlib
 
     mnnpy_ray = importlib.import_module("mnnpy.ray")  # ImportError (saying what to install) without Ray
@@ -79,7 +82,8 @@ def run_ray(cls, args, kwargs, paths, batch_size: int, workers: int, gpus_per_wo
 
     mnnpy_ray.connect(address)
     ds = ray.data.from_items([{"path": p} for p in paths], override_num_blocks=max(1, -(-len(paths) // batch_size)))
-    mapped = mnnpy_ray.map_rows(ds, cls, *args, workers=workers, gpus_per_worker=gpus_per_worker, batch_size=batch_size, **kwargs)
+    resources = {"workers": workers, "gpus_per_worker": gpus_per_worker, "cpus_per_worker": cpus_per_worker}
+    mapped = mnnpy_ray.map_rows(ds, cls, *args, **resources, batch_size=batch_size, **kwargs)
     done = (
         list(zip(map(str, b["path"]), map(str, b["json"]))) for b in mapped.iter_batches(batch_size=None, batch_format="numpy")
     )
