@@ -19,6 +19,7 @@ a node lost) are restarted and their batches run again: Ray Data's actor pools h
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Mapping
 
 import numpy as np
@@ -102,13 +103,29 @@ def connect(address: str | None = None, num_cpus: int | None = None) -> None:
     """Join the Ray cluster at ``address`` (``"auto"``, ``"ray://host:10001"``), or start a
     local one (``num_cpus``: its CPUs, default all); nothing when Ray is initialised already.
     Ray Data's own progress bars are turned off (the apps draw one bar). ``InputError`` when
-    no cluster answers at ``address``."""
+    no cluster answers at ``address`` (nothing listening at its host and port within 5 s, or
+    Ray's own refusal)."""
     if not ray.is_initialized():
+        _check_reachable(address)
         try:
             ray.init(address=address, num_cpus=None if address else num_cpus, include_dashboard=False, log_to_driver=False)
         except (ConnectionError, RuntimeError, ValueError) as e:
             raise InputError(f"cannot reach a Ray cluster at {address!r}: {e}") from None
     ray.data.DataContext.get_current().enable_progress_bars = False
+
+
+def _check_reachable(address: str | None, timeout_s: float = 5.0) -> None:
+    """``InputError`` unless something accepts a TCP connection at ``address``'s ``host:port``
+    within ``timeout_s`` (Ray itself retries a dead address for minutes). ``None``, ``"auto"``,
+    ``"local"`` and addresses without a port are left to Ray."""
+    rest = (address or "").removeprefix("ray://")
+    host, _, port = rest.rpartition(":")
+    if not host or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as e:
+        raise InputError(f"no Ray cluster answers at {address!r}: {e.strerror or e}") from None
 
 
 def gpus_in_cluster() -> int:

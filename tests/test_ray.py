@@ -68,6 +68,17 @@ def test_session_mapper_in_map_batches_matches_row_mapper(cluster):
     np.testing.assert_array_equal(np.array([r["s"] for r in ran]), local["s"])
 
 
+def test_a_dead_address_is_an_input_error_at_once():
+    import socket
+
+    with socket.socket() as s:  # a port that nothing listens on: bound, never listening
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        with pytest.raises(mnnpy.InputError, match="no Ray cluster answers"):
+            mnnpy.ray._check_reachable(f"127.0.0.1:{port}")
+    mnnpy.ray._check_reachable("auto")  # left to Ray
+
+
 def test_an_actor_no_node_can_hold_is_an_input_error(cluster):
     ds = ray.data.from_items([{"x": np.zeros(3, np.float32)}])
     spec = mnnpy.SessionSpec(scale_model(4))
