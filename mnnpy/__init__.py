@@ -6,6 +6,8 @@ GPU package; backends load on demand, and ``devices()`` lists what each can run 
 (``backend="vulkan:1"`` picks one). ``MAX_THREADS``: the most CPU threads a session
 takes (``create_session(num_threads=...)``). Real models for tests and demos are in
 ``mnnpy.models``; applications built on this API (the OCR pipeline, the demo) in ``mnnpy.apps``.
+A ``SessionSpec`` (picklable) prepares a Session in a worker process or a Ray actor
+(``mnnpy.ray``, the only module that imports Ray).
 ``MNNPY_LOG=debug`` (or ``info``) logs placement, cache hits and misses, compile and resize
 times to stderr (``mnnpy.log``).
 """
@@ -31,6 +33,7 @@ from mnnpy.interpreter import MAX_THREADS, Interpreter, load
 from mnnpy.io_desc import IODesc
 from mnnpy.model_file import FORMAT_VERSION
 from mnnpy.session import Session
+from mnnpy.session_spec import SessionSpec
 from mnnpy.timing import RunOutputs, Timing
 
 _log.configure_from_env()  # $MNNPY_LOG=debug|info: a stderr handler on the "mnnpy" logger
@@ -55,6 +58,7 @@ __all__ = [
     "OutputBufferTooSmallError",
     "RunOutputs",
     "Session",
+    "SessionSpec",
     "ShapeError",
     "StaleTensorError",
     "Timing",

@@ -5,9 +5,9 @@ its arguments to an ``argparse`` parser, and a handler ``fn(args) -> exit code``
 Another module adds one with the ``command`` decorator, or lazily: an entry
 ``name: (module, help)`` in ``LAZY_COMMANDS``, where ``module`` defines
 ``add_arguments(parser)`` and ``run(args) -> int`` and is imported only when that
-subcommand is asked for (``mnnpy demo`` -> ``mnnpy.apps.demo``, ``mnnpy vad`` ->
-``mnnpy.apps.vad``, ``mnnpy stress`` -> ``mnnpy.stress``, ``mnnpy cache`` ->
-``mnnpy.tools.cache``). Errors from mnnpy (``MnnpyError``) print ``error: ...`` on stderr
+subcommand is asked for (``mnnpy demo`` -> ``mnnpy.apps.demo``, ``mnnpy ocr`` ->
+``mnnpy.apps.ocr_folder``, ``mnnpy vad`` -> ``mnnpy.apps.vad``, ``mnnpy stress`` ->
+``mnnpy.stress``, ``mnnpy cache`` -> ``mnnpy.tools.cache``). Errors from mnnpy (``MnnpyError``) print ``error: ...`` on stderr
 and exit 2, without a traceback; a stdout pipe closed by its reader (``| head -1``) ends
 the command quietly with 141.
 """
@@ -45,6 +45,7 @@ COMMANDS: dict[str, Command] = {}
 # subcommands defined elsewhere: name -> (module with add_arguments/run, help line)
 LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("mnnpy.apps.demo", "read a line of text with PP-OCR (detection + recognition) and time each stage"),
+    "ocr": ("mnnpy.apps.ocr_folder", "read every image of a folder with PP-OCR, here or on Ray (--ray); one JSON line each"),
     "vad": ("mnnpy.apps.vad", "find the speech segments of a WAV file with silero-vad (start and end in seconds)"),
     "bench": ("mnnpy.tools.bench", "latency statistics of a model on backends side by side (TFLite's benchmark_model)"),
     "diff": ("mnnpy.tools.diff", "a backend's outputs against a reference (CPU, 1 thread, or onnxruntime) on random inputs"),

@@ -69,21 +69,21 @@ class Session:
         self.backends = backends
         self.budget = MemoryBudget(checked_limit(memory_limit))
         self.runner = GraphRunner(net, self.graph, backends, self.budget, placer)
-        self._lock = threading.Lock()
-        g = self.graph
+        self._lock, g = threading.Lock(), self.graph
         self._input_index = {g.tensors[t].name: t for t in g.inputs}
         self._input_desc = {t: self._desc(t) for t in g.inputs}
         self._output_shapes: dict[str, tuple[int, ...]] | None = None
-        self.priority = priority
-        self.priority_level = priority_level(priority)
+        self.priority, self.priority_level = priority, priority_level(priority)
         self._devices = device_units(backends)
         self._spawn: Any = None  # lane -> a sibling Session (set by Interpreter.create_session; mnnpy.run_queue)
         self._siblings: dict[int, Session] = {}
         lanes = max(rt.lanes for _, rt in self._devices)
         self._queue = RunQueue(f"mnnpy-run-{self.graph.name or 'session'}", lanes, lambda lane: lane_context(self, lane))
-        self._closed = False
-        self._run_count = 0  # runs started: a DeviceTensor of an earlier run is stale
+        self._closed, self._run_count = False, 0  # runs started: a DeviceTensor of an earlier run is stale
         self._bound: Any = lambda: None  # weakref of the last plain run's BoundRun (mnnpy.burst.run_plain)
+
+    def __reduce_ex__(self, protocol):
+        raise TypeError("a Session holds its devices' state and cannot be pickled: give workers a mnnpy.SessionSpec")
 
     @property
     def resize_count(self) -> int:

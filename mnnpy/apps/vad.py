@@ -458,7 +458,9 @@ def _cli_rules(args: argparse.Namespace) -> dict[str, float]:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Options of ``mnnpy vad``."""
-    p.add_argument("wav", help="WAV file (PCM or float; channels are averaged; any rate, resampled where needed)")
+    p.add_argument(
+        "wav", help="WAV file (PCM or float; channels are averaged; any rate, resampled where needed), or a folder of them"
+    )
     p.add_argument(
         "--backend", default="cpu", help="mnnpy backend name, a comma-separated list, auto, or 'onnxruntime' (default: cpu)"
     )
@@ -470,14 +472,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         text = "threshold - 0.15, at least 0.01" if default is None else "no limit" if math.isinf(default) else f"{default:g}"
         unit = "MS" if flag.endswith("-ms") else "S" if flag.endswith("-s") else "P"
         p.add_argument(flag, dest=field, metavar=unit, type=float, default=None, help=f"{help} (default: {text})")
-    p.add_argument("--threads", type=int, default=None, help=f"CPU threads (1..{mnnpy.MAX_THREADS})")
+    p.add_argument("--threads", type=int, default=None, help=f"CPU threads (1..{mnnpy.MAX_THREADS}; a folder: per worker, 1)")
+    from mnnpy.apps.folder_cli import add_job_arguments
+
+    add_job_arguments(p, "file", required_out=False)  # a folder: its results, and where it runs (mnnpy.apps.vad_rows)
 
 
 def run(args: argparse.Namespace) -> int:
-    """``mnnpy vad``: print each speech segment's start and end in seconds, then a summary line."""
+    """``mnnpy vad``: print each speech segment's start and end in seconds, then a summary line;
+    for a folder, one result per WAV file in ``--out`` (``mnnpy.apps.vad_rows.run_folder``)."""
     if args.threads is not None and not 1 <= args.threads <= mnnpy.MAX_THREADS:
         raise InputError(f"--threads must be between 1 and {mnnpy.MAX_THREADS}, got {args.threads}")
     options = _cli_rules(args)
+    if os.path.isdir(args.wav) or args.out is not None:
+        from mnnpy.apps.vad_rows import run_folder
+
+        return run_folder(args, options)
     audio, sr = read_wav(args.wav)
     backend = args.backend.split(",") if "," in args.backend else args.backend
     segments = speech_timestamps(audio, sr, model=args.model, backend=backend, num_threads=args.threads, **options)

@@ -153,10 +153,37 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_common_arguments(p, "eval_ocr.png")
     p.add_argument("--lines", type=int, default=200, help="generated lines (default 200)")
     p.add_argument("--no-reference", action="store_true", help="skip onnxruntime")
+    p.add_argument(
+        "--save-images",
+        metavar="DIR",
+        help="write the generated lines to DIR as PNG files, with their texts in DIR/texts.jsonl, instead of evaluating",
+    )
+
+
+def save_dataset(dataset, folder: str | os.PathLike) -> list[str]:
+    """Write ``make_dataset``'s lines to ``folder`` (created): ``line_0000.png``, ... (lossless,
+    so reading a file back gives the image) and ``texts.jsonl`` (``{"path", "text", "font"}``
+    per line, in order). Returns the image files' names; ``InputError`` where it cannot write."""
+    import json
+
+    from mnnpy.errors import InputError
+
+    names = [f"line_{i:04d}.png" for i in range(len(dataset))]
+    try:
+        os.makedirs(folder, exist_ok=True)
+        for name, (img, _, _) in zip(names, dataset):
+            Image.fromarray(img).save(os.path.join(folder, name))
+        with open(os.path.join(folder, "texts.jsonl"), "w") as f:
+            for name, (_, text, font) in zip(names, dataset):
+                f.write(json.dumps({"path": name, "text": text, "font": font}) + "\n")
+    except OSError as e:
+        raise InputError(f"--save-images {folder}: cannot write: {e.strerror or e}") from None
+    return names
 
 
 def run(args: argparse.Namespace) -> int:
-    """``mnnpy eval ocr``: prints the table, writes the plot; 0."""
+    """``mnnpy eval ocr``: prints the table, writes the plot; 0. With ``--save-images``: writes
+    the lines (``save_dataset``) and evaluates nothing."""
     from mnnpy.tools.evaluate import checked_runs, precision_label
 
     runs = checked_runs(args, args.lines, "--lines")
@@ -164,6 +191,10 @@ def run(args: argparse.Namespace) -> int:
     dataset = make_dataset(args.lines, args.seed, fonts)
     used = sorted({f for _, _, f in dataset})
     print(f"{args.lines} generated lines (seed {args.seed}); fonts: {', '.join(used)}; sizes {SIZES} px")
+    if args.save_images:
+        save_dataset(dataset, args.save_images)
+        print(f"wrote {args.lines} PNG files and texts.jsonl to {args.save_images}")
+        return 0
     if not args.no_reference:
         runs.append(("onnxruntime", "fp32"))
     results = {}

@@ -1,0 +1,143 @@
+"""Batch inference on Ray Data: sessions prepared in actors, one per device (``pip install "mnnpy[ray]"``).
+
+Only this module imports Ray; ``import mnnpy`` never does. A Ray actor gets a picklable
+``mnnpy.SessionSpec`` and makes its Session on its own device: the GPU Ray assigned it
+(``num_gpus=1``; ``SessionSpec.on_gpus``), else the CPU.
+
+>>> import ray, mnnpy, mnnpy.ray
+>>> spec = mnnpy.SessionSpec("model.mnnpy", backend="cpu", num_threads=1)
+>>> ds = ray.data.from_items([{"id": i, "x": x} for i, x in enumerate(samples)])  # x: (C, H, W) float32
+>>> out = ds.map_batches(mnnpy.ray.SessionMapper, fn_constructor_args=(spec,),
+...                      compute=ray.data.ActorPoolStrategy(size=2), batch_size=16)
+>>> rows = out.take_all()  # each row: "id", one column per model output, "error" ("" when it ran)
+
+``map_rows`` does the same for any row class that takes ``gpu_ids`` (the OCR app's
+``mnnpy.apps.ocr_rows.OcrRows``), sizing the actors' CPUs and GPUs. Actors that die (a crash,
+a node lost) are restarted and their batches run again: Ray Data's actor pools have
+``max_restarts=-1`` and retry tasks by default, and a retried batch's output is kept once.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Mapping
+
+import numpy as np
+
+try:
+    import ray
+    import ray.data
+except ImportError as e:  # the optional extra is missing
+    raise ImportError(f"mnnpy.ray needs Ray Data ({e}): pip install 'mnnpy[ray]'") from e
+
+from mnnpy.errors import InputError
+from mnnpy.row_mapper import RowMapper
+
+__all__ = ["SessionMapper", "connect", "cpus_in_cluster", "gpus_in_cluster", "map_rows"]
+
+
+class SessionMapper(RowMapper):
+    """``mnnpy.row_mapper.RowMapper`` in a Ray actor, on the GPU Ray assigned it (if any).
+
+    For ``Dataset.map_batches(SessionMapper, fn_constructor_args=(spec,), ...)``;
+    ``fn_constructor_kwargs`` take RowMapper's ``inputs``, ``outputs`` and ``max_batch``.
+    A batch ``{column: (B, ...) array}`` gives the pass-through columns, one column per model
+    output and ``error`` (``""`` where the row ran, else the error's type and message).
+    """
+
+    def __init__(self, spec, **options):
+        super().__init__(spec, gpu_ids=ray.get_gpu_ids(), **options)
+
+
+class _OnAssignedDevice:
+    """An actor's body: ``cls(*args, gpu_ids=<the actor's GPUs>, **kwargs)``, called per batch."""
+
+    def __init__(self, cls, args, kwargs):
+        self.rows = cls(*args, gpu_ids=ray.get_gpu_ids(), **kwargs)
+
+    def __call__(self, batch: Mapping[str, np.ndarray]) -> Mapping[str, np.ndarray]:
+        return self.rows(batch)
+
+
+def map_rows(
+    ds: ray.data.Dataset,
+    cls,
+    *args,
+    workers: int = 1,
+    gpus_per_worker: float = 0,
+    cpus_per_worker: float = 1,
+    batch_size: int = 8,
+    **kwargs,
+) -> ray.data.Dataset:
+    """``ds`` mapped by ``workers`` actors, each holding ``cls(*args, gpu_ids=..., **kwargs)``.
+
+    ``cls``: a row class (``batch -> batch`` of NumPy columns) that takes ``gpu_ids`` (the
+    actor's GPUs, ``ray.get_gpu_ids()``): ``RowMapper`` or the apps' row classes. Each actor
+    reserves ``cpus_per_worker`` CPUs and ``gpus_per_worker`` GPUs (0: none); batches of
+    ``batch_size`` rows. Lazy, as Ray Data is: nothing runs until the result is consumed.
+    ``InputError`` for a count out of range, or CPUs or GPUs per actor that no node has (Ray
+    would wait for them forever).
+    """
+    if not isinstance(workers, int) or workers < 1:
+        raise InputError(f"workers must be a positive int, got {workers!r}")
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise InputError(f"batch_size must be a positive int, got {batch_size!r}")
+    if gpus_per_worker < 0 or cpus_per_worker <= 0:
+        raise InputError(f"cpus_per_worker must be > 0 and gpus_per_worker >= 0, got {cpus_per_worker}, {gpus_per_worker}")
+    for kind, asked in (("CPU", cpus_per_worker), ("GPU", gpus_per_worker)):
+        most = largest_node(kind)
+        if asked > most:  # no node could ever start such an actor: the job would wait forever
+            raise InputError(f"an actor asks for {asked} {kind}s, but the largest node of the Ray cluster has {most:g}")
+    return ds.map_batches(
+        _OnAssignedDevice,
+        fn_constructor_args=(cls, args, kwargs),
+        compute=ray.data.ActorPoolStrategy(size=workers),
+        num_cpus=cpus_per_worker,
+        num_gpus=gpus_per_worker or None,
+        batch_size=batch_size,
+        batch_format="numpy",
+    )
+
+
+def connect(address: str | None = None, num_cpus: int | None = None) -> None:
+    """Join the Ray cluster at ``address`` (``"auto"``, ``"ray://host:10001"``), or start a
+    local one (``num_cpus``: its CPUs, default all); nothing when Ray is initialised already.
+    Ray Data's own progress bars are turned off (the apps draw one bar). ``InputError`` when
+    no cluster answers at ``address`` (nothing listening at its host and port within 5 s, or
+    Ray's own refusal)."""
+    if not ray.is_initialized():
+        _check_reachable(address)
+        try:
+            ray.init(address=address, num_cpus=None if address else num_cpus, include_dashboard=False, log_to_driver=False)
+        except (ConnectionError, RuntimeError, ValueError) as e:
+            raise InputError(f"cannot reach a Ray cluster at {address!r}: {e}") from None
+    ray.data.DataContext.get_current().enable_progress_bars = False
+
+
+def _check_reachable(address: str | None, timeout_s: float = 5.0) -> None:
+    """``InputError`` unless something accepts a TCP connection at ``address``'s ``host:port``
+    within ``timeout_s`` (Ray itself retries a dead address for minutes). ``None``, ``"auto"``,
+    ``"local"`` and addresses without a port are left to Ray."""
+    rest = (address or "").removeprefix("ray://")
+    host, _, port = rest.rpartition(":")
+    if not host or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as e:
+        raise InputError(f"no Ray cluster answers at {address!r}: {e.strerror or e}") from None
+
+
+def gpus_in_cluster() -> int:
+    """How many GPUs the cluster has (Ray's ``GPU`` resource): 0 on a machine without one."""
+    return int(ray.cluster_resources().get("GPU", 0))
+
+
+def largest_node(resource: str) -> float:
+    """The most of ``resource`` (``"CPU"``, ``"GPU"``) that one live node of the cluster has."""
+    return max((n["Resources"].get(resource, 0) for n in ray.nodes() if n.get("Alive")), default=0)
+
+
+def cpus_in_cluster() -> int:
+    """How many CPUs the cluster has (Ray's ``CPU`` resource), at least 1."""
+    return max(1, int(ray.cluster_resources().get("CPU", 1)))

@@ -1,0 +1,132 @@
+"""mnnpy on a local Ray cluster (``ray.init(num_cpus=2)``): SessionMapper in ``map_batches``
+gives what RowMapper gives here; ``mnnpy ocr --ray`` and ``mnnpy vad DIR --ray`` write the same
+bytes as the local runs; an actor killed mid-job is restarted and every input comes back
+exactly once."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+
+from mnnpy.cli import main
+from tests.test_session_spec import scale_model
+from tests.test_vad_folder import write_wavs
+
+ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'mnnpy[ray]')")
+pytest.importorskip("ray.data", reason="Ray Data is not installed (pip install 'ray[data]')")
+
+import mnnpy  # noqa: E402
+import mnnpy.ray  # noqa: E402
+from mnnpy.apps import folder_job  # noqa: E402
+from mnnpy.apps.ocr_rows import OcrRows, ocr_specs  # noqa: E402
+from mnnpy.row_mapper import RowMapper  # noqa: E402
+
+LINES = 12
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # CrashOnce travels by value
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def lines_dir(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("lines")
+    assert main(["eval", "ocr", "--lines", str(LINES), "--seed", "5", "--save-images", str(folder)]) == 0
+    return folder
+
+
+@pytest.fixture(scope="module")
+def local_run(lines_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("local") / "local.jsonl"
+    assert main(["ocr", str(lines_dir), "--out", str(out)]) == 0
+    return out
+
+
+def test_session_mapper_in_map_batches_matches_row_mapper(cluster):
+    spec = mnnpy.SessionSpec(scale_model(4), num_threads=1)
+    x = np.random.default_rng(1).standard_normal((10, 3)).astype(np.float32)
+    rows = [{"id": i, "x": x[i] if i != 6 else np.zeros(5, np.float32)} for i in range(10)]
+    ds = ray.data.from_items(rows, override_num_blocks=3)
+    mapped = ds.map_batches(
+        mnnpy.ray.SessionMapper, fn_constructor_args=(spec,), compute=ray.data.ActorPoolStrategy(size=2), batch_size=3
+    )
+    got = sorted(mapped.take_all(), key=lambda r: r["id"])
+    assert [r["id"] for r in got] == list(range(10))
+    assert got[6]["error"].startswith("InputError") and "expected 3" in got[6]["error"]
+    local = RowMapper(spec)({"x": x[[i for i in range(10) if i != 6]]})
+    ran = [r for r in got if r["id"] != 6]
+    assert all(r["error"] == "" for r in ran)
+    np.testing.assert_array_equal(np.stack([r["y"] for r in ran]), local["y"])
+    np.testing.assert_array_equal(np.array([r["s"] for r in ran]), local["s"])
+
+
+def test_a_dead_address_is_an_input_error_at_once():
+    import socket
+
+    with socket.socket() as s:  # a port that nothing listens on: bound, never listening
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        with pytest.raises(mnnpy.InputError, match="no Ray cluster answers"):
+            mnnpy.ray._check_reachable(f"127.0.0.1:{port}")
+    mnnpy.ray._check_reachable("auto")  # left to Ray
+
+
+def test_an_actor_no_node_can_hold_is_an_input_error(cluster):
+    ds = ray.data.from_items([{"x": np.zeros(3, np.float32)}])
+    spec = mnnpy.SessionSpec(scale_model(4))
+    with pytest.raises(mnnpy.InputError, match="asks for 3 CPUs, but the largest node of the Ray cluster has 2"):
+        mnnpy.ray.map_rows(ds, RowMapper, spec, cpus_per_worker=3)
+    if mnnpy.ray.gpus_in_cluster() == 0:
+        with pytest.raises(mnnpy.InputError, match="asks for 1 GPUs"):
+            mnnpy.ray.map_rows(ds, RowMapper, spec, gpus_per_worker=1)
+
+
+def test_ocr_on_ray_writes_the_local_bytes(cluster, lines_dir, local_run, tmp_path, capsys):
+    out = tmp_path / "ray.jsonl"
+    assert main(["ocr", str(lines_dir), "--out", str(out), "--ray", "--batch-size", "3"]) == 0
+    assert "Ray, 2 actor(s)" in capsys.readouterr().out
+    assert out.read_bytes() == local_run.read_bytes()
+    assert len(out.read_text().splitlines()) == LINES
+
+
+def test_vad_on_ray_writes_the_local_bytes(cluster, tmp_path):
+    write_wavs(tmp_path / "wavs")
+    here, there = tmp_path / "here.jsonl", tmp_path / "ray.jsonl"
+    assert main(["vad", str(tmp_path / "wavs"), "--out", str(here)]) == 1  # the broken file
+    assert main(["vad", str(tmp_path / "wavs"), "--out", str(there), "--ray", "--batch-size", "1"]) == 1
+    assert there.read_bytes() == here.read_bytes() and len(here.read_text().splitlines()) == 4
+
+
+class CrashOnce(OcrRows):
+    """OcrRows whose process dies (``os._exit``) the first time it meets ``crash_on``; ``marker``
+    records that it did, so the restarted actor runs the batch again."""
+
+    def __init__(self, specs, root, crash_on: str, marker: str, gpu_ids=()):
+        super().__init__(specs, root, gpu_ids)
+        self.crash_on, self.marker = crash_on, marker
+
+    def __call__(self, batch):
+        if self.crash_on in list(batch["path"]) and not os.path.exists(self.marker):
+            with open(self.marker, "w") as f:
+                f.write(str(os.getpid()))
+            os._exit(1)
+        return super().__call__(batch)
+
+
+def test_a_killed_actor_is_restarted_and_no_input_is_lost_or_repeated(cluster, lines_dir, local_run, tmp_path):
+    paths = folder_job.list_inputs(lines_dir, (".png",))
+    marker = tmp_path / "crashed"
+    kwargs = {"crash_on": paths[5], "marker": str(marker)}
+    results = folder_job.run_ray(CrashOnce, (ocr_specs(), str(lines_dir)), kwargs, paths, 2, 2, 0, lambda n: None)
+    assert marker.exists()  # an actor did die mid-job
+    assert sorted(results) == paths  # each input once (run_ray raises on a repeated one)
+    lines = folder_job.checked_results(paths, results)
+    assert [json.loads(line) for line in lines] == [json.loads(line) for line in local_run.read_text().splitlines()]
