@@ -13,19 +13,16 @@ import collections
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
 import mnnpy
 from mnnpy.converter import convert
 
-MODELS = {
-    "mobilenet_v2": (1, 3, 224, 224),
-    "resnet18": (1, 3, 224, 224),
-    "ppocr_det": (1, 3, 640, 640),
-    "ppocr_rec": (1, 3, 48, 320),
-    "ppocr_cls": (1, 3, 48, 192),
-}
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_compile_cache import MODELS  # noqa: E402 - the five models and their input shapes
+
 folder = sys.argv[1] if len(sys.argv) > 1 else sys.exit(__doc__)
 for name, shape in MODELS.items():
     it = mnnpy.Interpreter(convert(open(f"{folder}/{name}.onnx", "rb").read()))

@@ -5,20 +5,14 @@ are skipped with the reason; their rows must say so instead of failing."""
 from __future__ import annotations
 
 import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "bench.py"
+from tests.bench_module import load
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_bench", BENCH)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["bench_bench"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load("bench.py", "bench_bench")
 
 
 def _installed(engine: str) -> bool:

@@ -4,26 +4,17 @@ identical outputs; never the speed."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import onnx
 import pytest
 
 from mnnpy.backend import backend_availability
 from tests.backend_compare import conv_model
-
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "bench_compile_cache.py"
+from tests.bench_module import load
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_compile_cache", BENCH)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["bench_compile_cache"] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return load("bench_compile_cache.py", "bench_compile_cache")
 
 
 @pytest.mark.skipif(not backend_availability("vulkan")[0], reason="Vulkan unavailable")
