@@ -441,8 +441,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def guarded(command) -> int:
     """Run ``command()`` as a program's body: its exit status; 2 with ``error: ...`` on stderr
-    (no traceback) for an ``MnnpyError``; 141, quietly, when stdout is a pipe its reader
-    closed early."""
+    (no traceback) for an ``MnnpyError``; 130 with ``interrupted`` for Ctrl-C; 141, quietly,
+    when stdout is a pipe its reader closed early."""
     try:
         try:
             return command()
@@ -453,6 +453,9 @@ def guarded(command) -> int:
     except MnnpyError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130  # as a shell reports a process ended by SIGINT
 
 
 if __name__ == "__main__":

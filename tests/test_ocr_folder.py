@@ -83,11 +83,16 @@ def test_a_broken_image_is_reported_in_its_line(lines_dir, tmp_path):
         (["{dir}", "--out", "{out}", "--workers", "0"], "--workers must be"),
         (["{dir}", "--out", "{out}", "--threads", "0"], "--threads must be"),
         (["{empty}", "--out", "{out}"], "no input files"),
+        (["{dir}", "--out", "{missing}/r.jsonl"], "no folder"),  # checked before any work
+        (["{dir}", "--out", "{dirout}"], "a folder; give a file name"),
+        (["{dir}", "--out", "{out}", "--ray-address", ""], "--ray-address is empty"),
     ],
 )
 def test_bad_options_exit_2(lines_dir, tmp_path, capsys, argv, words):
     (tmp_path / "empty").mkdir()
+    (tmp_path / "d.jsonl").mkdir()
     names = {"missing": tmp_path / "none", "out": tmp_path / "r.jsonl", "dir": lines_dir, "empty": tmp_path / "empty"}
+    names["dirout"] = tmp_path / "d.jsonl"
     assert main(["ocr", *(a.format(**names) for a in argv)]) == 2
     assert words in capsys.readouterr().err
 
@@ -102,3 +107,34 @@ def test_ray_missing_is_an_input_error(lines_dir, tmp_path, capsys, monkeypatch)
     monkeypatch.delattr(mnnpy, "ray", raising=False)
     assert main(["ocr", str(lines_dir), "--out", str(tmp_path / "r.jsonl"), "--ray"]) == 2
     assert "pip install 'mnnpy[ray]'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("odd", ["pipe", "dangling", "undecodable"])
+def test_inputs_that_cannot_be_read_as_files_stop_the_job_before_any_work(lines_dir, tmp_path, capsys, odd):
+    import os
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.png").write_bytes((lines_dir / "line_0000.png").read_bytes())
+    if odd == "pipe":
+        os.mkfifo(folder / "p.png")  # opening it would block the job
+        words = "not regular files: 'p.png'"
+    elif odd == "dangling":
+        (folder / "d.png").symlink_to(tmp_path / "nowhere.png")
+        words = "not regular files: 'd.png'"
+    else:
+        (folder / os.fsdecode(b"x\xff.png")).write_bytes(b"")
+        words = "file names that are not UTF-8"
+    assert main(["ocr", str(folder), "--out", str(tmp_path / "r.parquet")]) == 2
+    assert words in capsys.readouterr().err
+    assert not (tmp_path / "r.parquet").exists()
+
+
+def test_ctrl_c_is_a_message_and_status_130(capsys):
+    from mnnpy.cli import guarded
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    assert guarded(interrupted) == 130
+    assert capsys.readouterr().err == "interrupted\n"

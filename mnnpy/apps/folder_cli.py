@@ -42,6 +42,11 @@ def check_job_arguments(args: argparse.Namespace) -> None:
         raise InputError(f"--workers must be between 1 and 1024, got {args.workers}")
     if not str(args.out).lower().endswith((".jsonl", ".json", ".parquet")):
         raise InputError(f"--out {args.out}: give a .jsonl or .parquet file")
+    from mnnpy.tools.eval_plot import check_writable
+
+    check_writable("--out", str(args.out))
+    if args.ray_address is not None and not args.ray_address.strip():
+        raise InputError("--ray-address is empty: give host:port, ray://host:port or auto")
 
 
 def _progress(total: int, unit: str):

@@ -31,11 +31,19 @@ _ROWS = None  # the row object of a spawned worker process (``_start_worker``)
 
 def list_inputs(folder: str | os.PathLike, suffixes: tuple[str, ...]) -> list[str]:
     """The files under ``folder`` (recursively) whose suffix (lower case) is in ``suffixes``,
-    as sorted paths relative to it; ``InputError`` for a missing folder or one without any."""
+    as sorted paths relative to it; ``InputError`` for a missing folder or one without any, for
+    a match that is not a regular file (a dangling link, a pipe) or a name that is not UTF-8."""
     root = Path(folder)
     if not root.is_dir():
         raise InputError(f"{folder}: {'not a folder' if root.exists() else 'no such folder'}")
-    found = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.suffix.lower() in suffixes and p.is_file())
+    matches = [p for p in root.rglob("*") if p.suffix.lower() in suffixes and not p.is_dir()]
+    odd = sorted(str(p.relative_to(root)) for p in matches if not p.is_file())
+    if odd:  # a dangling link, a named pipe, a device: never opened (a pipe would block the job)
+        raise InputError(f"{folder}: not regular files: {', '.join(map(repr, odd[:5]))}{' ...' if len(odd) > 5 else ''}")
+    found = sorted(p.relative_to(root).as_posix() for p in matches)
+    bad = [f for f in found if f != f.encode("utf-8", "surrogateescape").decode("utf-8", "replace")]
+    if bad:  # undecodable bytes in a name: no JSON or Parquet string can hold it as it is
+        raise InputError(f"{folder}: file names that are not UTF-8, rename them: {', '.join(map(repr, bad[:5]))}")
     if not found:
         raise InputError(f"{folder}: no input files ({', '.join(suffixes)})")
     return found

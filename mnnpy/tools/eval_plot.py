@@ -34,11 +34,19 @@ def check_plot(args: argparse.Namespace) -> None:
         raise InputError(f"--plot {args.plot}: a folder; give a file name ending in .png")
     if not args.plot.lower().endswith(".png"):
         raise InputError(f"--plot {args.plot}: the plot is a PNG; give a file name ending in .png")
-    folder = os.path.dirname(os.path.abspath(args.plot))
+    check_writable("--plot", args.plot)
+
+
+def check_writable(option: str, path: str) -> None:
+    """Before any work: ``InputError`` when the output file ``path`` of ``option`` is a folder,
+    its folder does not exist, or either cannot be written."""
+    if os.path.isdir(path):
+        raise InputError(f"{option} {path}: a folder; give a file name")
+    folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
-        raise InputError(f"--plot {args.plot}: no folder {folder}")
-    if not os.access(folder, os.W_OK | os.X_OK) or (os.path.exists(args.plot) and not os.access(args.plot, os.W_OK)):
-        raise InputError(f"--plot {args.plot}: cannot write there (permission denied)")
+        raise InputError(f"{option} {path}: no folder {folder}")
+    if not os.access(folder, os.W_OK | os.X_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise InputError(f"{option} {path}: cannot write there (permission denied)")
 
 
 def plot_accuracy_latency(points: list[tuple[str, float, float]], path: str, title: str, ylabel: str) -> None:

@@ -48,7 +48,8 @@ def checked_runs(args: argparse.Namespace, count: int, option: str) -> list[tupl
     bad = [p for p in precisions if p not in ("high", "normal", "low")]
     if bad:
         raise InputError(f"--precision {bad[0]!r}: choose high, normal or low")
-    check_plot(args)
+    if not getattr(args, "save_images", None):  # --save-images writes the lines only: no plot
+        check_plot(args)
     return [(b, p) for b in backend_list(args.backend) for p in (precisions if b != "cpu" else precisions[:1])]
 
 
