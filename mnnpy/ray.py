@@ -19,6 +19,7 @@ a node lost) are restarted and their batches run again: Ray Data's actor pools h
 
 from __future__ import annotations
 
+import math
 import socket
 from collections.abc import Mapping
 
@@ -32,6 +33,8 @@ except ImportError as e:  # the optional extra is missing
 
 from mnnpy.errors import InputError
 from mnnpy.row_mapper import RowMapper
+
+MAX_WORKERS = 1024  # actors of one job (as the CLI's --workers): a larger pool waits on Ray's scheduler for minutes
 
 __all__ = ["SessionMapper", "connect", "cpus_in_cluster", "gpus_in_cluster", "map_rows"]
 
@@ -75,14 +78,18 @@ def map_rows(
     actor's GPUs, ``ray.get_gpu_ids()``): ``RowMapper`` or the apps' row classes. Each actor
     reserves ``cpus_per_worker`` CPUs and ``gpus_per_worker`` GPUs (0: none); batches of
     ``batch_size`` rows. Lazy, as Ray Data is: nothing runs until the result is consumed.
-    ``InputError`` for a count out of range, or CPUs or GPUs per actor that no node has (Ray
+    ``InputError`` for a count out of range (``workers`` 1 to ``MAX_WORKERS``), a CPU or GPU
+    count that is not a finite number, or CPUs or GPUs per actor that no node has (Ray
     would wait for them forever).
     """
-    if not isinstance(workers, int) or workers < 1:
-        raise InputError(f"workers must be a positive int, got {workers!r}")
-    if not isinstance(batch_size, int) or batch_size < 1:
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
+        raise InputError(f"workers must be an int from 1 to {MAX_WORKERS}, got {workers!r}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InputError(f"batch_size must be a positive int, got {batch_size!r}")
-    if gpus_per_worker < 0 or cpus_per_worker <= 0:
+    numbers = all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in (cpus_per_worker, gpus_per_worker)
+    )
+    if not numbers or gpus_per_worker < 0 or cpus_per_worker <= 0:
         raise InputError(f"cpus_per_worker must be > 0 and gpus_per_worker >= 0, got {cpus_per_worker}, {gpus_per_worker}")
     for kind, asked in (("CPU", cpus_per_worker), ("GPU", gpus_per_worker)):
         most = largest_node(kind)

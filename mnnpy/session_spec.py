@@ -41,8 +41,12 @@ def _checked_backend(backend) -> str | tuple[str, ...]:
 def _checked_model(model) -> str | bytes:
     """A path as an absolute path (text), or the model's bytes; ``InputError`` otherwise."""
     if isinstance(model, (bytes, bytearray, memoryview)):
+        if not len(model):
+            raise InputError("SessionSpec: the model's bytes are empty")
         return bytes(model)
     if isinstance(model, (str, os.PathLike)):
+        if not os.fspath(model):
+            raise InputError("SessionSpec: the model path is empty")
         return os.path.abspath(os.fspath(model))
     raise InputError(f"SessionSpec takes a .mnnpy path or the model's bytes, got {type(model).__name__}")
 

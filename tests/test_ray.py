@@ -87,6 +87,12 @@ def test_an_actor_no_node_can_hold_is_an_input_error(cluster):
     if mnnpy.ray.gpus_in_cluster() == 0:
         with pytest.raises(mnnpy.InputError, match="asks for 1 GPUs"):
             mnnpy.ray.map_rows(ds, RowMapper, spec, gpus_per_worker=1)
+    for bad, words in (({"workers": 10**6}, "workers must be an int from 1 to 1024"), ({"workers": True}, "workers must be")):
+        with pytest.raises(mnnpy.InputError, match=words):
+            mnnpy.ray.map_rows(ds, RowMapper, spec, **bad)
+    for cpus in (float("nan"), "1", True):
+        with pytest.raises(mnnpy.InputError, match="cpus_per_worker must be"):
+            mnnpy.ray.map_rows(ds, RowMapper, spec, cpus_per_worker=cpus)
 
 
 def test_ocr_on_ray_writes_the_local_bytes(cluster, lines_dir, local_run, tmp_path, capsys):

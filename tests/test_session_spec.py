@@ -71,6 +71,8 @@ def test_a_spec_makes_its_session_in_a_spawned_worker(method):
         ({"cache_token": "abc"}, "cache_token"),
         ({"priority": "urgent"}, "priority"),
         ({"memory_limit": -1}, "memory_limit"),
+        ({"model": b""}, "bytes are empty"),
+        ({"model": ""}, "path is empty"),
     ],
 )
 def test_bad_options_are_input_errors(kwargs, words):
