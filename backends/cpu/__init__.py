@@ -59,9 +59,9 @@ class CPUBackend(Backend):
         fuse(partition)
         partition.recording = PartitionState(any(getattr(exe, "uses_blas", True) for exe in partition.executions))
         if self.num_threads > 1 and self.pool._spin is None:
-            from mnnpy.backends.cpu.kernels.spin import kernel
+            from mnnpy.backends.cpu.kernels.spin import kernel, serve_kernel
 
-            self.pool.use_spin(kernel())
+            self.pool.use_spin(kernel(), serve_kernel())
 
     def allocate_arena(self, nbytes: int) -> None:
         self.arena = _aligned(filled(nbytes + ALIGN, np.uint8), nbytes)  # pages mapped now (charged by the planner)

@@ -85,10 +85,7 @@ def _scale_shift(step, first, second) -> bool:
     parts = mul.backend.num_threads if y.size >= PARALLEL_ELEMENTS else 1
     two, one = kernels
     same = np.shares_memory(x, y)  # then exactly in place (checked above)
-    tasks = [
-        functools.partial(one, yf, a32, b32, lo, hi) if same else functools.partial(two, xf, yf, a32, b32, lo, hi)
-        for lo, hi in split(y.size, parts)
-    ]
+    tasks = [bind(one, yf, a32, b32, lo, hi) if same else bind(two, xf, yf, a32, b32, lo, hi) for lo, hi in split(y.size, parts)]
     mul.run = functools.partial(parallel, mul.backend, tasks)
     add.run = _nothing
     mul.fused_with = add.op.name

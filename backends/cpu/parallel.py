@@ -38,6 +38,17 @@ def run_all(steps) -> None:
         s()
 
 
+def sequence(steps):
+    """One task calling ``steps`` in order (``run_all``); where every step is a native call
+    (``native``: int64 triples, ``native.NativeKernel.bind``) the task has their triples
+    concatenated as its own ``native``, so a worker runs it without Python (``worker_pool.py``)."""
+    task = functools.partial(run_all, steps)
+    natives = [getattr(s, "native", None) for s in steps]
+    if steps and all(n is not None for n in natives):
+        task.native = np.concatenate(natives)
+    return task
+
+
 def run_phases(backend, phases) -> None:
     """``parallel`` over each list of tasks in ``phases``, one list after the other."""
     for tasks in phases:

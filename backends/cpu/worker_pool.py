@@ -27,12 +27,18 @@ Two rules keep Python's GIL from turning the hand-over back into a sleep and a w
   GIL then sleeps on CPython's condition variable and is woken only when the caller enters
   compiled code. MobileNetV2, 9 hand-overs a run: median time from posting to the worker's
   start 41 -> 14 µs.
+
+Native tasks need no GIL at all. A task whose every step is a compiled kernel bound by
+``native.NativeKernel.bind`` (it carries ``native``: the C function's address and its argument
+blocks) is posted as a table of calls; the worker's compiled ``serve`` loop
+(``kernels/spin.py``) makes the calls itself and marks the task done without returning to
+Python, and the caller spins (yielding now and then) until it is done, never sleeping on a
+semaphore the worker would have to release from Python.
 """
 
 from __future__ import annotations
 
 import atexit
-import functools
 import os
 import threading
 import time
@@ -40,14 +46,16 @@ import time
 import numpy as np
 
 from mnnpy.backends.cpu.kernels.native import bind
-from mnnpy.backends.cpu.parallel import run_all, split
+from mnnpy.backends.cpu.parallel import sequence, split
 
 SPIN_US = 50000  # µs a worker polls for its next task before sleeping
 SETTLE_US = 10  # µs a worker waits after seeing its task before taking the GIL (see the module doc)
 WAIT_SPIN_US = 20000  # µs the caller polls for its workers' tasks before sleeping
 ROW = 16  # int64 flags per worker: one 128-byte row each, no two workers on one cache line
-POSTED, DONE, PARK, ZERO, TARGET = 0, 1, 2, 3, 4  # a row: tasks posted, tasks done, park request, always 0,
-# and the count of done tasks the caller waits to see change (its spin's value slot)
+POSTED, DONE, PARK, ZERO, TARGET, CALLS, TABLE = range(7)  # a row: tasks posted, tasks done, park request,
+# always 0, the count of done tasks the caller waits to see change (its spin's value slot), the
+# posted task's native calls (0: a Python callable) and the address of their table
+MAX_CALLS = 64  # native calls in one posted task (more: the task runs as Python)
 
 
 class WorkerPool:
@@ -66,6 +74,7 @@ class WorkerPool:
         self._lock = threading.Lock()
         self._state = threading.Lock()  # guards _active and the semaphores' wake-ups
         self._spin = None  # the compiled spin kernel; ``_polls``: bound to each worker's row
+        self._serve = None  # the compiled serve kernel (native tasks), where it compiled
         self.dispatches = 0  # calls of ``run`` that handed tasks to workers
         self._spin_polls = self._wait_polls = self._settle_polls = 0
         self._start()
@@ -87,11 +96,13 @@ class WorkerPool:
             self.flags[i * ROW + PARK] = 1  # asleep until the first partition or task
             threading.Thread(target=self._loop, args=(i,), name=f"mnnpy-cpu-{i}", daemon=True).start()
 
-    def use_spin(self, spin) -> None:
-        """Poll with the compiled ``spin`` kernel (``kernels/spin.py``) from now on; its speed
-        is measured here (about 36 polls per µs on the reference VM). ``None``: semaphores only."""
-        if spin is None or self._spin is spin:
+    def use_spin(self, spin, serve=None) -> None:
+        """Poll with the compiled ``spin`` kernel (``kernels/spin.py``) from now on, workers
+        waiting in ``serve`` where given (native tasks run without the GIL); the speed is
+        measured here (about 36 polls per µs on the reference VM). ``None``: semaphores only."""
+        if spin is None or (self._spin is spin and self._serve is serve):
             return
+        self._serve = serve
         probe = np.zeros(ROW, np.int64)
         polls = 4000  # each poll yields the CPU now and then: on a loaded machine 20000 took 30 ms
         spin(probe, ZERO, ZERO, ZERO, 500, 0)
@@ -111,24 +122,30 @@ class WorkerPool:
             return
         for i in range(self.n - 1):
             base = i * ROW
-            task = bind(self._spin, self.flags, base + POSTED, base + DONE, base + PARK, self._spin_polls, self._settle_polls)
+            if self._serve is not None:
+                slots = (base + POSTED, base + DONE, base + PARK, base + CALLS, base + TABLE)
+                task = bind(self._serve, self.flags, *slots, self._spin_polls, self._settle_polls)
+            else:
+                task = bind(self._spin, self.flags, base + POSTED, base + DONE, base + PARK, self._spin_polls, self._settle_polls)
             done = bind(self._spin, self.flags, base + DONE, base + TARGET, base + ZERO, self._wait_polls, 0)
             self._polls.append((task, done))
 
     # -- workers ---------------------------------------------------------------------------
     def _loop(self, i: int) -> None:
         np.seterr(all="ignore")  # NaN/inf inputs propagate as in onnxruntime, without warnings
-        base, seen = i * ROW, 0
+        base = i * ROW
         flags = self.flags
         while True:
             polls = self._polls
-            if not polls or not polls[i][0]():  # flags[DONE] == seen: the row's value slot
-                if flags[base + POSTED] == seen:
+            if not polls or not polls[i][0]():  # flags[POSTED] == flags[DONE]: no task (serve ran native ones)
+                if flags[base + POSTED] == flags[base + DONE]:
                     self._asleep[i] = True
-                    if flags[base + POSTED] == seen:  # re-checked after announcing the sleep
+                    if flags[base + POSTED] == flags[base + DONE]:  # re-checked after announcing the sleep
                         self._wake[i].acquire()
                     self._asleep[i] = False
                     continue
+                if flags[base + CALLS]:
+                    continue  # a native task posted after serve gave up: serve runs it
             seen = int(flags[base + POSTED])
             try:
                 self._tasks[i]()
@@ -139,11 +156,13 @@ class WorkerPool:
             if self._waiting[i]:
                 self._done[i].release()
 
-    def _wait(self, i: int, target: int) -> None:
+    def _wait(self, i: int, target: int, native: bool) -> None:
         base, flags = i * ROW, self.flags
         if self._polls and flags[base + DONE] != target:
             flags[base + TARGET] = target - 1
             self._polls[i][1]()
+            while native and flags[base + DONE] != target:  # only the worker's serve loop ends it
+                self._polls[i][1]()
         while flags[base + DONE] != target:
             self._waiting[i] = True
             if flags[base + DONE] != target:  # re-checked after announcing the wait
@@ -162,13 +181,15 @@ class WorkerPool:
                 self._start()
             self.dispatches += 1
             groups = [tasks[lo:hi] for lo, hi in split(len(tasks), self.n)]
-            calls = [g[0] if len(g) == 1 else functools.partial(run_all, g) for g in groups]
+            calls = [g[0] if len(g) == 1 else sequence(g) for g in groups]
             posted = []
             for i, call in enumerate(calls[:-1]):
                 base = i * ROW
                 self._tasks[i] = call
+                n = self._native(i, call) if self._serve is not None else 0
+                self.flags[base + CALLS] = n
                 self.flags[base + POSTED] += 1
-                posted.append((i, int(self.flags[base + POSTED])))
+                posted.append((i, int(self.flags[base + POSTED]), n > 0))
                 if self._asleep[i]:
                     self._wake[i].release()
             mine = None
@@ -176,16 +197,32 @@ class WorkerPool:
                 calls[-1]()
             except BaseException as e:  # noqa: BLE001 - raised after the workers finished
                 mine = e
-            for i, target in posted:
-                self._wait(i, target)
-            errors = [mine] + [self._errors[i] for i, _ in posted]
-            for i, _ in posted:
+            for i, target, native in posted:
+                self._wait(i, target, native)
+            errors = [mine] + [self._errors[i] for i, _, _ in posted]
+            for i, _, _ in posted:
                 self._errors[i] = None
             first = next((e for e in errors if e is not None), None)
             if first is not None:
                 raise first
         finally:
             self._lock.release()
+
+    def _native(self, i: int, task) -> int:
+        """Post ``task``'s native calls (its ``native`` int64 triples, ``native.NativeKernel.bind``,
+        ``parallel.sequence``) in worker ``i``'s row: the count of calls, 0 where the task is
+        Python (``MAX_CALLS`` calls at most)."""
+        calls = getattr(task, "native_calls", None)
+        if calls is None:
+            nat = getattr(task, "native", None)
+            calls = (0, 0) if nat is None or len(nat) > 3 * MAX_CALLS else (len(nat) // 3, int(nat.ctypes.data))
+            try:
+                task.native_calls = calls  # once per task: bound tasks live as long as their plan
+            except AttributeError:  # a callable without attributes: asked again next time
+                pass
+        if calls[0]:
+            self.flags[i * ROW + TABLE] = calls[1]
+        return calls[0]
 
     def wake(self) -> None:
         """A run starts: sleeping workers wake and poll (``park`` ends it); nested calls count."""

@@ -100,6 +100,11 @@ def _planes(x, w, b, y, lo, hi, sh, sw, dh, dw, pt, pl, act, a0, a1):  # pragma:
                     buf[do + u(j)] = xf[s0 + u(2 * j + 1)]
                 if wd % 2:
                     buf[de + u(pairs)] = xf[s0 + u(wd - 1)]
+        elif sw == 1:  # rows copied whole: contiguous loops that vectorise
+            for k in range(h):
+                d0, s0 = u(fd[k]), u(base + fs[k])
+                for i in range(wd):
+                    buf[d0 + u(i)] = xf[s0 + u(i)]
         else:
             for k in range(h * sw):
                 d0, s0 = u(fd[k]), u(base + fs[k])

@@ -170,10 +170,12 @@ class NativeKernel:
     """One exported signature. ``kernel(*args)`` takes the arguments as the numba dispatcher
     did (arrays C-contiguous of the signature's dtype and ndim, else ``TypeError``);
     ``kernel.bind(*args)`` converts them once into the two argument blocks and returns a
-    callable of no arguments (about 0.3 µs a call; it keeps the arrays alive)."""
+    callable of no arguments (about 0.3 µs a call; it keeps the arrays alive). ``address``:
+    the C function's address; ``ret``: its return type's name (``"none"`` for void)."""
 
-    def __init__(self, name: str, fn, kinds: list):
+    def __init__(self, name: str, fn, kinds: list, address: int = 0, ret: str = "none"):
         self.name, self._fn, self._kinds = name, fn, kinds
+        self.address, self.ret = address, ret
 
     def _blocks(self, args) -> tuple[np.ndarray, np.ndarray]:
         if len(args) != len(self._kinds):
@@ -196,10 +198,15 @@ class NativeKernel:
         return self._fn(ints.ctypes.data, floats.ctypes.data)
 
     def bind(self, *args):
-        """``functools.partial`` of the C function over the blocks of ``args`` (all of them)."""
+        """``functools.partial`` of the C function over the blocks of ``args`` (all of them).
+        A void kernel's partial also has ``native``: ``int64[3]`` (function address, int block
+        address, float block address), the call as a worker thread makes it without Python or
+        the GIL (``worker_pool.py``, ``spin.serve``)."""
         ints, floats = self._blocks(args)
         bound = functools.partial(self._fn, ints.ctypes.data, floats.ctypes.data)
         bound.keep = (ints, floats, [a for a in args if isinstance(a, np.ndarray)])  # the memory behind the pointers
+        if self.ret == "none" and self.address:
+            bound.native = np.array([self.address, ints.ctypes.data, floats.ctypes.data], np.int64)
         return bound
 
 
@@ -389,7 +396,7 @@ def _load_payload(name: str, payload: bytes):
         pos += entry["size"]
         address = _link(obj, entry["symbol"], entry["needs"])
         fn = ctypes.CFUNCTYPE(_RETURNS[entry["ret"]], ctypes.c_void_p, ctypes.c_void_p)(address)
-        kernels.append(NativeKernel(name, fn, entry["args"]))
+        kernels.append(NativeKernel(name, fn, entry["args"], address, entry["ret"]))
     if pos != len(payload):
         raise ValueError("trailing bytes after the object code")
     return kernels[0] if meta["single"] else tuple(kernels)

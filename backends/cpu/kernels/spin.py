@@ -11,6 +11,17 @@ later reads see what the writer wrote before) followed by the CPU's spin-wait hi
 ``pause``, Arm ``yield``), which lets a sibling hardware thread run; every ``YIELD_EVERY``
 polls the thread calls ``sched_yield`` (POSIX), so a thread the scheduler queued on this
 CPU runs instead of waiting for the end of the time slice. The kernel releases the GIL.
+
+``serve(flags, posted, done, park, calls, table, limit, settle)`` is a worker thread's wait
+for tasks (``worker_pool.py``): it polls as ``spin`` does until ``flags[posted] !=
+flags[done]``; a task with ``flags[calls] == 0`` is a Python callable, and ``serve`` returns
+``True`` (after ``settle`` polls) for the caller to run it; otherwise the task is
+``flags[calls]`` native calls, whose table (int64 triples: the address of a ``void f(int64 *,
+double *)`` and of its two argument blocks, ``native.NativeKernel.bind``) is at address
+``flags[table]``: ``serve`` makes the calls in order, stores ``flags[done] = flags[posted]``
+(a release store: the caller that reads it sees what the calls wrote) and polls again,
+without returning to Python, so the thread never waits for the GIL. ``False``: parked or
+``limit`` polls without a task.
 """
 
 from __future__ import annotations
@@ -39,6 +50,18 @@ def _build(numba):
     from mnnpy.backends.cpu.kernels import spin_jit
 
     return spin_jit.build(numba)
+
+
+def _build_serve(numba):
+    from mnnpy.backends.cpu.kernels import spin_jit
+
+    return spin_jit.build_serve(numba)
+
+
+def serve_kernel():
+    """The compiled ``serve(flags, posted, done, park, calls, table, limit, settle) -> bool``
+    (see the module doc); ``None`` where numba cannot compile here (a warning was given)."""
+    return compiled("serve", _build_serve)
 
 
 def kernel():

@@ -53,6 +53,70 @@ def yield_cpu(typingctx):
     return numba.void(), codegen
 
 
+@intrinsic
+def store_release(typingctx, arr, idx, value):
+    """``arr[idx] = value`` (int64) as an LLVM ``store atomic ... release``."""
+
+    def codegen(context, builder, sig, args):
+        aryty = sig.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]], wraparound=False)
+        builder.store_atomic(args[2], ptr, "release", 8)
+        return context.get_dummy_value()
+
+    return numba.void(arr, idx, value), codegen
+
+
+@intrinsic
+def call_entry(typingctx, table, j):
+    """Call entry ``j`` of the table at address ``table`` (int64 triples: a ``void f(int64 *,
+    double *)`` function's address and its two argument blocks' addresses, ``native.py``)."""
+
+    def codegen(context, builder, sig, args):
+        i64 = ir.IntType(64)
+        base = builder.inttoptr(args[0], i64.as_pointer())
+        first = builder.mul(args[1], ir.Constant(i64, 3))
+        fn, ip, fp = (builder.load(builder.gep(base, [builder.add(first, ir.Constant(i64, k))])) for k in range(3))
+        fnty = ir.FunctionType(ir.VoidType(), [i64.as_pointer(), ir.DoubleType().as_pointer()])
+        callee = builder.inttoptr(fn, fnty.as_pointer())
+        builder.call(callee, [builder.inttoptr(ip, i64.as_pointer()), builder.inttoptr(fp, ir.DoubleType().as_pointer())])
+        return context.get_dummy_value()
+
+    return numba.void(table, j), codegen
+
+
+def serve(flags, posted, done, park, calls, table, limit, settle):  # pragma: no cover - compiled
+    """``spin.py``'s ``serve`` (its module doc)."""
+    k = 0
+    while k < limit:
+        now = load_acquire(flags, posted)
+        if now != flags[done]:
+            n = flags[calls]
+            if n == 0:
+                for _ in range(settle):
+                    relax()
+                return True
+            address = flags[table]
+            for j in range(n):
+                call_entry(address, j)
+            store_release(flags, done, now)
+            k = 0
+            continue
+        if load_acquire(flags, park) != 0:
+            return False
+        relax()
+        if k % YIELD_EVERY == YIELD_EVERY - 1:
+            yield_cpu()
+        k += 1
+    return False
+
+
+def build_serve(numba_module=numba):
+    """``serve`` compiled for ``(int64[::1], int64 x 7) -> bool``, releasing the GIL, cached."""
+    i8 = numba_module.int64
+    return numba_module.njit(numba_module.boolean(i8[::1], *(i8,) * 7), nogil=True, cache=True)(serve)
+
+
 def spin(flags, slot, value_slot, park, limit, settle):  # pragma: no cover - compiled
     """``spin.py``'s kernel (its module doc)."""
     value = flags[value_slot]

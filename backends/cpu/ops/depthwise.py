@@ -20,7 +20,9 @@ from mnnpy.backends.cpu.ops.windows import view_as
 from mnnpy.backends.cpu.parallel import parallel, split
 from mnnpy.backends.cpu.scratch import scratch
 
-DEPTHWISE_PARALLEL_MIN = 1 << 17  # elements of a depthwise grid split over the backend's threads (measured)
+# elements of a depthwise output split over the threads (measured with native tasks,
+# worker_pool.py: MobileNetV2 5.99 -> 5.42 ms, 2 threads, against 1 << 17)
+DEPTHWISE_PARALLEL_MIN = 1 << 14
 SHORT_MAPS = 0.8  # depthwise maps whose output rows are under this share of the padded rows: _DepthwiseRows
 SMALL_GRID = 400  # depthwise grids up to this many positions per channel use a batched matmul (measured)
 

@@ -18,12 +18,12 @@ import functools
 
 import numpy as np
 
-from mnnpy.backends.cpu.blas import MIN_FLOPS
+from mnnpy.backends.cpu.blas import MIN_FLOPS, native_product
 from mnnpy.backends.cpu.kernels.epilogue import codes
 from mnnpy.backends.cpu.kernels.im2col import kernels as im2col_kernels
 from mnnpy.backends.cpu.kernels.native import bind
 from mnnpy.backends.cpu.ops.windows import view_as
-from mnnpy.backends.cpu.parallel import run_all, run_phases, split, workers
+from mnnpy.backends.cpu.parallel import run_phases, sequence, split, workers
 from mnnpy.backends.cpu.scratch import scratch
 
 CHUNK_BYTES = 1 << 20  # bytes of one block of columns (at least one output row)
@@ -84,11 +84,13 @@ class _Im2colNumba:
                     p0, p1 = r0 * wo, r1 * wo
                     for gi in range(g):
                         steps.append(bind(fill, x, col, i, gi * cg, (gi + 1) * cg, r0, r1, wo, *geo))
+                        yg = y3[i, gi * mg : (gi + 1) * mg]
                         steps.append(
-                            functools.partial(np.matmul, self.w[gi], col[:, : p1 - p0], out=y3[i, gi * mg : (gi + 1) * mg, p0:p1])
+                            native_product(self.w[gi], col, yg, 0, mg, 0, p0, p1 - p0)
+                            or functools.partial(np.matmul, self.w[gi], col[:, : p1 - p0], out=yg[:, p0:p1])
                         )
                     steps += epilogue(i, 0, m, p0, p1)
-                tasks.append(functools.partial(run_all, steps))
+                tasks.append(sequence(steps))
             self.phases.append(tasks)
             return
         col = exe.ws.take((g, rowsz, ho * wo), np.float32)
@@ -106,7 +108,8 @@ class _Im2colNumba:
                     o0, o1 = gi * mg + m0, gi * mg + m1
                     prods.append(
                         [
-                            functools.partial(np.matmul, self.w[gi, m0:m1], col[gi], out=y3[i, o0:o1]),
+                            native_product(self.w[gi], col[gi], y3[i, gi * mg : (gi + 1) * mg], m0, m1, 0, 0, ho * wo)
+                            or functools.partial(np.matmul, self.w[gi, m0:m1], col[gi], out=y3[i, o0:o1]),
                             *epilogue(i, o0, o1, 0, ho * wo),
                         ]
                     )
@@ -129,4 +132,4 @@ def _spread(steps, threads, groups=None):
     for size in groups or [1] * len(steps):
         runs.append(steps[k : k + size])
         k += size
-    return [functools.partial(run_all, [s for r in runs[lo:hi] for s in r]) for lo, hi in split(len(runs), threads)]
+    return [sequence([s for r in runs[lo:hi] for s in r]) for lo, hi in split(len(runs), threads)]

@@ -28,26 +28,12 @@ import math
 
 import numpy as np
 
-from mnnpy.backends.cpu.blas import MIN_FLOPS, MIN_K, MIN_SPLIT_COLS, MatMul
+from mnnpy.backends.cpu.blas import MatMul, blocks, native_product
 from mnnpy.backends.cpu.kernels import epilogue
 from mnnpy.backends.cpu.kernels.native import bind
 from mnnpy.backends.cpu.ops.windows import view_as
-from mnnpy.backends.cpu.parallel import parallel, split
+from mnnpy.backends.cpu.parallel import parallel
 from mnnpy.backends.cpu.scratch import scratch
-
-MIN_SPLIT_ROWS = 32  # output channels per thread from which a product with few columns is cut into row blocks
-
-
-def blocks(m: int, cols: int, flops: float, k: int, parts: int, two_d: bool) -> list[tuple[int, int, int, int]]:
-    """``(r0, r1, c0, c1)`` blocks of an ``(m, cols)`` product output, at most ``parts``:
-    one when the product is under ``MIN_FLOPS`` or its inner dimension under ``MIN_K``; column
-    blocks when each gets ``MIN_SPLIT_COLS``; else row blocks (2-D products only, at least
-    ``MIN_SPLIT_ROWS`` rows each); else column blocks. The same rule as ``blas.MatMul``."""
-    if parts <= 1 or flops < MIN_FLOPS or k < MIN_K:
-        return [(0, m, 0, cols)]
-    if cols >= MIN_SPLIT_COLS * parts or not two_d or m < MIN_SPLIT_ROWS * parts:
-        return [(0, m, c0, c1) for c0, c1 in split(cols, parts)]
-    return [(r0, r1, 0, cols) for r0, r1 in split(m, parts)]
 
 
 class _Pointwise:
@@ -83,6 +69,10 @@ class _Pointwise:
         kernel = epilogue.kernel()
         self.tasks = []
         for r0, r1, c0, c1 in blocks(m, hw, 2.0 * y.size * (c // g), c // g, exe.backend.num_threads, two_d):
+            one_call = native_product(self.w, self.x, self.y, r0, r1, c0, c0, c1 - c0, self.b, (code, a0, a1)) if two_d else None
+            if one_call is not None:  # product and epilogue in one compiled call: a native task (worker_pool.py)
+                self.tasks.append(one_call)
+                continue
             if two_d:
                 product = functools.partial(np.matmul, self.w[r0:r1], self.x[:, c0:c1], out=self.y[r0:r1, c0:c1])
             else:

@@ -41,11 +41,12 @@ import functools
 
 import numpy as np
 
+from mnnpy.backends.cpu.blas import native_product
 from mnnpy.backends.cpu.kernels.epilogue import codes
 from mnnpy.backends.cpu.kernels.native import bind
 from mnnpy.backends.cpu.kernels.winograd import kernels as winograd_kernels
 from mnnpy.backends.cpu.kernels.winograd import weights as winograd_weights
-from mnnpy.backends.cpu.parallel import run_all, run_phases, split
+from mnnpy.backends.cpu.parallel import run_phases, sequence, split
 from mnnpy.backends.cpu.prepared import prepared
 from mnnpy.backends.cpu.scratch import scratch
 
@@ -111,10 +112,10 @@ class _Winograd:
                 self.phases.append([bind(inp, x, v, i, c0, c1, 0, th, tw, pads[0], pads[1], m) for c0, c1 in split(c, threads)])
                 self.phases.append(
                     [
-                        functools.partial(
-                            run_all,
+                        sequence(
                             [
-                                functools.partial(np.matmul, self.u[:, m0:m1], v, out=p[:, m0:m1]),
+                                native_product(self.u, v, p, m0, m1, 0, 0, th * tw)
+                                or functools.partial(np.matmul, self.u[:, m0:m1], v, out=p[:, m0:m1]),
                                 bind(outp, p, y, self.b, i, m0, m1, 0, th, tw, m, code, a0, a1),
                             ],
                         )
@@ -132,9 +133,12 @@ class _Winograd:
             for i, t0, t1 in bands[lo:hi]:
                 nt = (t1 - t0) * tw
                 steps.append(bind(inp, x, v, i, 0, c, t0, t1, tw, pads[0], pads[1], m))
-                steps.append(functools.partial(np.matmul, self.u, v[:, :, :nt], out=p[:, :, :nt]))
+                steps.append(
+                    native_product(self.u, v, p, 0, mo, 0, 0, nt)
+                    or functools.partial(np.matmul, self.u, v[:, :, :nt], out=p[:, :, :nt])
+                )
                 steps.append(bind(outp, p, y, self.b, i, 0, mo, t0, t1, tw, m, code, a0, a1))
-            tasks.append(functools.partial(run_all, steps))
+            tasks.append(sequence(steps))
         self.phases.append(tasks)
 
     def prepare(self, w, b):
