@@ -26,30 +26,68 @@ from collections.abc import Mapping
 import numpy as np
 
 try:
+    import pyarrow as pa
     import ray
     import ray.data
 except ImportError as e:  # the optional extra is missing
     raise ImportError(f"mnnpy.ray needs Ray Data ({e}): pip install 'mnnpy[ray]'") from e
 
-from mnnpy.errors import InputError
+from mnnpy.errors import BackendUnavailableError, InputError, MnnpyError
 from mnnpy.row_mapper import RowMapper
 
 MAX_WORKERS = 1024  # actors of one job (as the CLI's --workers): a larger pool waits on Ray's scheduler for minutes
 
-__all__ = ["SessionMapper", "connect", "cpus_in_cluster", "gpus_in_cluster", "map_rows"]
+__all__ = ["SessionMapper", "check_backend", "check_schema", "connect", "cpus_in_cluster", "gpus_in_cluster", "map_rows"]
 
 
 class SessionMapper(RowMapper):
     """``mnnpy.row_mapper.RowMapper`` in a Ray actor, on the GPU Ray assigned it (if any).
 
     For ``Dataset.map_batches(SessionMapper, fn_constructor_args=(spec,), ...)``;
-    ``fn_constructor_kwargs`` take RowMapper's ``inputs``, ``outputs`` and ``max_batch``.
-    A batch ``{column: (B, ...) array}`` gives the pass-through columns, one column per model
-    output and ``error`` (``""`` where the row ran, else the error's type and message).
+    ``fn_constructor_kwargs`` take RowMapper's ``inputs``, ``outputs``, ``rows`` and
+    ``max_batch``. A batch ``{column: (B, ...) array}`` gives the pass-through columns, one
+    column per model output (each of one rank and dtype, so that Ray Data neither pads nor
+    refuses it: a row of the wrong rank or dtype gets its error, never another shape) and
+    ``error`` (``""`` where the row ran, else the error's type and message). Ray Data converts
+    the input columns before this class sees them: rows of one column with different dtypes
+    are cast to a common one within a block and stop the job where blocks of different dtypes
+    meet in a batch; ``check_schema(ds)`` finds that before the job (``map_rows`` calls it).
     """
 
     def __init__(self, spec, **options):
         super().__init__(spec, gpu_ids=ray.get_gpu_ids(), **options)
+
+
+def check_backend(spec, cpus_per_worker: float = 1, gpus_per_worker: float = 0) -> None:
+    """``spec.check_backend()`` (``mnnpy.SessionSpec``) where an actor of these resources
+    would run, in one Ray task before any actor starts: a backend that cannot run there is one
+    ``BackendUnavailableError`` with the reason, not a traceback from every actor. It runs on
+    the cluster, not here, because the driver's machine may lack the nodes' devices."""
+    problem = ray.get(_backend_problem.options(num_cpus=cpus_per_worker, num_gpus=gpus_per_worker or None).remote(spec))
+    if problem is not None:
+        raise BackendUnavailableError(f"{problem} (checked on a node of the Ray cluster)")
+
+
+@ray.remote
+def _backend_problem(spec) -> str | None:
+    """What ``check_backend`` finds on a node: the error's message, or None."""
+    try:
+        spec.on_gpus(ray.get_gpu_ids()).check_backend()
+    except MnnpyError as e:
+        return str(e)
+    return None
+
+
+def check_schema(ds: ray.data.Dataset) -> None:
+    """``InputError`` where ``ds``'s rows have no common schema (rows of one column with
+    different dtypes, in different blocks): Ray Data would stop the job with an
+    ``ArrowConversionError`` when it batches them together, before any mapper sees a row.
+    Looks only at the schema Ray already knows (``schema(fetch_if_missing=False)``: datasets
+    made from items or arrays); runs nothing."""
+    try:
+        ds.schema(fetch_if_missing=False)
+    except (TypeError, ValueError, pa.ArrowException) as e:
+        raise InputError(f"the dataset's rows have no common schema ({e}): give each column one dtype") from None
 
 
 class _OnAssignedDevice:
@@ -79,8 +117,8 @@ def map_rows(
     reserves ``cpus_per_worker`` CPUs and ``gpus_per_worker`` GPUs (0: none); batches of
     ``batch_size`` rows. Lazy, as Ray Data is: nothing runs until the result is consumed.
     ``InputError`` for a count out of range (``workers`` 1 to ``MAX_WORKERS``), a CPU or GPU
-    count that is not a finite number, or CPUs or GPUs per actor that no node has (Ray
-    would wait for them forever).
+    count that is not a finite number, CPUs or GPUs per actor that no node has (Ray
+    would wait for them forever) or rows without a common schema (``check_schema``).
     """
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
         raise InputError(f"workers must be an int from 1 to {MAX_WORKERS}, got {workers!r}")
@@ -95,6 +133,7 @@ def map_rows(
         most = largest_node(kind)
         if asked > most:  # no node could ever start such an actor: the job would wait forever
             raise InputError(f"an actor asks for {asked} {kind}s, but the largest node of the Ray cluster has {most:g}")
+    check_schema(ds)
     return ds.map_batches(
         _OnAssignedDevice,
         fn_constructor_args=(cls, args, kwargs),

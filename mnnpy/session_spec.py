@@ -26,16 +26,29 @@ GPU_APIS = ("opencl", "vulkan")  # backends whose devices a scheduler hands out 
 
 
 def _checked_backend(backend) -> str | tuple[str, ...]:
-    """``backend`` as a name or a tuple of names; ``InputError`` for a malformed one. Whether
-    it can run is checked where the session is made (another machine may have the driver)."""
-    from mnnpy.backend import split_device_name
+    """``backend`` as a name or a tuple of names (``"opencl,cpu"`` as ``("opencl", "cpu")``, the
+    list ``create_session`` makes of it). ``InputError`` for a malformed name, or one the engine
+    does not know: each must be a registered backend (``registered_backends``: cpu, opencl,
+    vulkan, plug-ins), optionally with a device index as ``split_device_name`` reads it
+    (``"vulkan:1"``), or ``"auto"`` alone. Whether it can run is checked where the session is
+    made (another machine may have the driver): ``SessionSpec.check_backend``."""
+    from mnnpy.backend import registered_backends, split_device_name
 
+    if isinstance(backend, str) and "," in backend:
+        backend = [b.strip() for b in backend.split(",")]
     names = [backend] if isinstance(backend, str) else list(backend) if isinstance(backend, Sequence) else None
     if not names or not all(isinstance(n, str) and n for n in names):
         raise InputError(f"backend must be a backend name or a list of them, e.g. 'cpu' or ['vulkan', 'cpu'], got {backend!r}")
+    known = registered_backends()
     for n in names:
-        split_device_name(n)
-    return backend if isinstance(backend, str) else tuple(names)
+        base, _ = split_device_name(n)
+        if base == "auto" and (n != "auto" or len(names) > 1):
+            raise InputError(f"backend 'auto' stands alone (no device index, not in a list), got {backend!r}")
+        if base not in known and base != "auto":
+            raise InputError(
+                f"unknown backend {base!r} in backend={backend!r}; known: {sorted(known)} or 'auto' (e.g. 'vulkan:1')"
+            )
+    return names[0] if isinstance(backend, str) else tuple(names)
 
 
 def _checked_model(model) -> str | bytes:
@@ -60,8 +73,9 @@ class SessionSpec:
     ``precision``, ``num_threads``, ``tuning``, ``priority``, ``memory_limit`` (bytes) and
     ``cache_token``: as ``create_session`` takes them. ``cache_dir``: ``DEFAULT_CACHE``
     (``<mnnpy cache>/compilation`` of the machine the session is made on), a folder, or None
-    (no compilation cache). Options are checked here (``InputError``); the model is read and
-    the backend made only by ``create_session``.
+    (no compilation cache). Options are checked here (``InputError``; a backend name the engine
+    does not know too); the model is read and the backend made only by ``create_session``
+    (``check_backend``: whether the backend can run on this machine).
     """
 
     model: str | bytes
@@ -122,6 +136,23 @@ class SessionSpec:
             cache_dir=self._cache_folder(),
             cache_token=self.cache_token,
         )
+
+    def check_backend(self) -> None:
+        """What ``create_session`` would raise for this spec's backend on this machine, checked
+        without reading the model or making a Session: ``BackendUnavailableError`` with the
+        reason for a named backend or device that cannot run here. A job calls it once before
+        it starts its workers, so that one message stands for every worker's failure.
+        ``"auto"`` always passes (the CPU is its fallback); names of a list that cannot run
+        here are skipped, as ``create_session`` skips them."""
+        if self.backend == "auto":
+            return
+        import warnings
+
+        from mnnpy.interpreter import resolve_backends
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # a list's skipped names: create_session warns of them
+            resolve_backends(list(self.backend) if isinstance(self.backend, tuple) else self.backend)
 
     def _cache_folder(self) -> str | None:
         if self.cache_dir != DEFAULT_CACHE:

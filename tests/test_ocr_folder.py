@@ -51,14 +51,16 @@ def test_ocr_folder_here_one_sorted_line_per_image(lines_dir, tmp_path, capsys):
     assert 0 < line["score"] <= 1 and len(line["box"]) == 4 and line["text"] in got[0]["text"]
 
 
-def test_spawned_workers_and_parquet_give_the_same_results(lines_dir, tmp_path):
+def test_spawned_workers_and_parquet_give_the_same_results(lines_dir, tmp_path, capsys):
     pa = pytest.importorskip("pyarrow.parquet")
     one, two, table = tmp_path / "1.jsonl", tmp_path / "2.jsonl", tmp_path / "2.parquet"
     assert main(["ocr", str(lines_dir), "--out", str(one), "--batch-size", "2"]) == 0
-    assert main(["ocr", str(lines_dir), "--out", str(two), "--workers", "2", "--batch-size", "2"]) == 0
+    assert main(["ocr", str(lines_dir), "--out", str(two), "--workers", "1024", "--batch-size", "3"]) == 0
+    assert "here, 2 process(es)" in capsys.readouterr().out  # 2 batches: 2 of the 1024 started
     assert one.read_bytes() == two.read_bytes()
     assert main(["ocr", str(lines_dir), "--out", str(table)]) == 0
     rows = pa.read_table(table).to_pylist()
+    assert str(pa.read_schema(table).field("error").type) == "string"  # a string column, though no image failed
     assert [r["path"] for r in rows] == [g["path"] for g in _read(one)]
     assert [json.loads(r["lines"]) for r in rows] == [g["lines"] for g in _read(one)]
 
@@ -95,6 +97,27 @@ def test_bad_options_exit_2(lines_dir, tmp_path, capsys, argv, words):
     names["dirout"] = tmp_path / "d.jsonl"
     assert main(["ocr", *(a.format(**names) for a in argv)]) == 2
     assert words in capsys.readouterr().err
+
+
+def test_workers_the_memory_cannot_hold_are_refused_before_any_work(lines_dir, tmp_path, capsys, monkeypatch):
+    from mnnpy.apps import folder_cli
+
+    monkeypatch.setattr(folder_cli, "available_bytes", lambda: 3 * folder_cli.PROCESS_BYTES)
+    out = tmp_path / "r.jsonl"
+    assert main(["ocr", str(lines_dir), "--out", str(out), "--workers", "4", "--batch-size", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "error: --workers 4: 4 x worker process of about 90 MiB need" in err and "give at most 3" in err
+    assert not out.exists()
+    # 6 images in batches of 2 start 3 workers only: they fit
+    assert main(["ocr", str(lines_dir), "--out", str(out), "--workers", "4", "--batch-size", "2"]) == 0
+
+
+def test_an_unavailable_backend_is_one_error_line_before_workers_start(lines_dir, tmp_path, capfd):
+    out = tmp_path / "r.jsonl"
+    assert main(["ocr", str(lines_dir), "--out", str(out), "--workers", "2", "--backend", "vulkan:99"]) == 2
+    err = capfd.readouterr().err
+    assert err.startswith("error: backend 'vulkan:99' is unavailable") and err.count("\n") == 1, err
+    assert not out.exists()
 
 
 def test_ray_missing_is_an_input_error(lines_dir, tmp_path, capsys, monkeypatch):

@@ -136,3 +136,67 @@ def test_a_killed_actor_is_restarted_and_no_input_is_lost_or_repeated(cluster, l
     assert sorted(results) == paths  # each input once (run_ray raises on a repeated one)
     lines = folder_job.checked_results(paths, results)
     assert [json.loads(line) for line in lines] == [json.loads(line) for line in local_run.read_text().splitlines()]
+
+
+def _map(items, batch_size: int, **options) -> list[dict]:
+    """``items`` (one block each, so that Ray Data batches rows of different blocks together)
+    through SessionMapper on the scale model, sorted by id."""
+    spec = mnnpy.SessionSpec(scale_model("n"), num_threads=1)
+    ds = ray.data.from_items(items, override_num_blocks=len(items))
+    mapped = ds.map_batches(
+        mnnpy.ray.SessionMapper,
+        fn_constructor_args=(spec,),
+        fn_constructor_kwargs=options,
+        compute=ray.data.ActorPoolStrategy(size=1),
+        batch_size=batch_size,
+    )
+    return sorted(mapped.take_all(), key=lambda r: r["id"])
+
+
+@pytest.mark.parametrize("batch_size", [1, 3])
+def test_rows_of_mixed_rank_keep_their_shape_or_get_an_error(cluster, batch_size):
+    """Ray Data pads a column's rows to the highest rank among them, and stops the job when
+    blocks of different ranks meet: no row comes back reshaped, and the job runs to its end."""
+    x = np.arange(3, dtype=np.float32)
+    rows = [{"id": i, "x": x + i} for i in range(4)] + [{"id": 4, "x": np.stack([x, x])}]
+    got = _map(rows, batch_size)
+    assert [r["id"] for r in got] == list(range(5))
+    assert "rows are samples (1-D), got a row of shape (2, 3)" in got[4]["error"]
+    for r in got[:4]:  # each ran as the sample it is, or failed saying why (Ray padded it to (1, 3))
+        if r["error"]:
+            assert "got a row of shape (1, 3)" in r["error"] and "Ray Data pads" in r["error"]
+        else:
+            np.testing.assert_array_equal(r["y"], 2 * (x + r["id"]))
+            assert np.asarray(r["s"]).shape == ()
+    assert sum(not r["error"] for r in got) >= 2
+
+
+def test_whole_rows_keep_their_shapes_on_ray(cluster):
+    rows = [{"id": i, "x": np.full((i + 1, 3), i, np.float32)} for i in range(3)] + [{"id": 3, "x": np.zeros((2, 4), np.float32)}]
+    got = _map(rows, 2, rows="whole")
+    assert [np.asarray(r["y"]).shape for r in got] == [(1, 3), (2, 3), (3, 3), (0, 0)]
+    assert [r["error"] == "" for r in got] == [True, True, True, False] and "expected 3" in got[3]["error"]
+    np.testing.assert_array_equal(got[2]["s"], np.full(3, 6, np.float32))
+
+
+def test_rows_of_mixed_dtypes_are_refused_before_the_job(cluster):
+    x = np.arange(3, dtype=np.float32)
+    ds = ray.data.from_items([{"x": x}, {"x": x.astype(np.int64)}], override_num_blocks=2)
+    with pytest.raises(mnnpy.InputError, match="no common schema .*give each column one dtype"):
+        mnnpy.ray.map_rows(ds, RowMapper, mnnpy.SessionSpec(scale_model("n")))
+    mnnpy.ray.check_schema(ray.data.from_items([{"x": x}, {"x": x}], override_num_blocks=2))
+
+
+def test_an_unavailable_backend_on_ray_is_one_error_line(cluster, lines_dir, tmp_path, capfd):
+    out = tmp_path / "r.jsonl"
+    assert main(["ocr", str(lines_dir), "--out", str(out), "--ray", "--backend", "vulkan:99"]) == 2
+    err = capfd.readouterr().err
+    assert err.startswith("error: backend 'vulkan:99' is unavailable") and err.count("\n") == 1, err
+    assert "checked on a node of the Ray cluster" in err and not out.exists()
+
+
+def test_ray_reports_the_actors_it_started(cluster, lines_dir, local_run, tmp_path, capsys):
+    out = tmp_path / "ray.jsonl"
+    assert main(["ocr", str(lines_dir), "--out", str(out), "--ray", "--workers", "1024", "--batch-size", "6"]) == 0
+    assert "Ray, 2 actor(s)" in capsys.readouterr().out  # 12 lines in 2 batches
+    assert out.read_bytes() == local_run.read_bytes()

@@ -73,12 +73,40 @@ def test_a_spec_makes_its_session_in_a_spawned_worker(method):
         ({"memory_limit": -1}, "memory_limit"),
         ({"model": b""}, "bytes are empty"),
         ({"model": ""}, "path is empty"),
+        ({"backend": "gpu"}, "unknown backend 'gpu'"),
+        ({"backend": "gpu:0"}, "unknown backend 'gpu'"),
+        ({"backend": ["vulkan", "tpu"]}, "unknown backend 'tpu'"),
+        ({"backend": "opencl,gpu"}, "unknown backend 'gpu'"),
+        ({"backend": "auto:1"}, "'auto' stands alone"),
+        ({"backend": ["auto", "cpu"]}, "'auto' stands alone"),
     ],
 )
 def test_bad_options_are_input_errors(kwargs, words):
     args = {"model": b"x", **kwargs}
     with pytest.raises(mnnpy.InputError, match=words):
         mnnpy.SessionSpec(args.pop("model"), **args)
+
+
+@pytest.mark.parametrize(
+    "backend, kept",
+    [
+        ("cpu", "cpu"),
+        ("vulkan:1", "vulkan:1"),  # a device index: whether it exists is the worker's machine's question
+        ("auto", "auto"),
+        (["vulkan:0", "cpu"], ("vulkan:0", "cpu")),
+        ("opencl, cpu", ("opencl", "cpu")),  # the list create_session makes of the string
+    ],
+)
+def test_known_backend_names_are_kept(backend, kept):
+    assert mnnpy.SessionSpec(b"x", backend=backend).backend == kept
+
+
+def test_check_backend_says_what_create_session_would_here():
+    mnnpy.SessionSpec(b"x", backend="cpu").check_backend()
+    mnnpy.SessionSpec(b"x", backend="auto").check_backend()
+    with pytest.raises(mnnpy.BackendUnavailableError, match="backend .vulkan:99. is unavailable"):
+        mnnpy.SessionSpec(b"x", backend="vulkan:99").check_backend()
+    mnnpy.SessionSpec(b"x", backend=["vulkan:99", "cpu"]).check_backend()  # a list skips it, as create_session does
 
 
 def test_a_missing_model_fails_where_the_session_is_made(tmp_path):
@@ -122,18 +150,20 @@ def test_row_mapper_reports_bad_rows_and_runs_the_rest():
     assert out["error"][0] == out["error"][2] == ""
     assert out["error"][1].startswith("InputError") and "expected 3" in out["error"][1]
     assert out["error"][3].startswith("InputError") and "float64" in out["error"][3]
-    assert out["error"][4].startswith("InputError") and "a row must be 1-D" in out["error"][4]
+    assert out["error"][4].startswith("InputError") and "rows are samples (1-D)" in out["error"][4]
     np.testing.assert_array_equal(out["y"][0], 2 * x[0])
     np.testing.assert_array_equal(out["y"][2], 2 * x[2])
     assert out["y"][1].shape == (0,) and out["y"][3].shape == (0,)
 
 
 def test_row_mapper_whole_inputs_and_configuration_errors():
-    mapper = RowMapper(mnnpy.SessionSpec(scale_model("n"), num_threads=1), outputs=["s"])
+    mapper = RowMapper(mnnpy.SessionSpec(scale_model("n"), num_threads=1), outputs=["s"], rows="whole")
     x = np.arange(12, dtype=np.float32).reshape(2, 2, 3)  # each row a whole (2, 3) input
     out = mapper({"x": x})
     assert list(out) == ["s", "error"]
     np.testing.assert_array_equal(out["s"], x.sum(axis=2))
+    with pytest.raises(mnnpy.InputError, match="rows must be 'sample'"):
+        RowMapper(mnnpy.SessionSpec(scale_model("n")), rows="auto")
     with pytest.raises(mnnpy.InputError, match="no column 'x'"):
         mapper({"z": x})
     spec = mnnpy.SessionSpec(scale_model("n"))
@@ -141,3 +171,39 @@ def test_row_mapper_whole_inputs_and_configuration_errors():
         RowMapper(spec, outputs=["q"])
     with pytest.raises(mnnpy.InputError, match="max_batch"):
         RowMapper(spec, max_batch=0)
+
+
+def _ranks(out) -> dict[str, int]:
+    """The rank of one row of each output column."""
+    return {k: np.asarray(v[0]).ndim for k, v in out.items() if k != "error"}
+
+
+@pytest.mark.parametrize("batch", [4, "n"])
+def test_row_mapper_keeps_one_rank_and_dtype_per_output_column(batch):
+    """Whatever a batch holds (good rows, bad ones, only bad ones), a column's rows have one
+    rank and dtype: Ray Data pads lower ranks and stops the job on mixed types."""
+    mapper = RowMapper(mnnpy.SessionSpec(scale_model(batch), num_threads=1))
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    good = mapper({"x": x})
+    assert _ranks(good) == {"y": 1, "s": 0}
+    mixed = np.empty(2, dtype=object)
+    mixed[:] = [x[0], x]  # a sample and a whole input: rows="sample" runs the first, refuses the second
+    for bad in ({"x": mixed}, {"x": x[None]}, {"x": x[:, :2].copy()}):
+        out = mapper(bad)
+        ranks = [np.asarray(v).ndim for v in out["y"]], [np.asarray(v).ndim for v in out["s"]]
+        assert ranks == ([1] * len(out["y"]), [0] * len(out["s"])), out
+        assert {np.asarray(v).dtype for v in [*out["y"], *out["s"]]} == {np.dtype(np.float32)}
+    out = mapper({"x": mixed})
+    assert out["error"][0] == "" and "rows are samples (1-D), got a row of shape (2, 3)" in out["error"][1]
+    np.testing.assert_array_equal(out["y"][0], 2 * x[0])
+    assert out["y"][1].shape == (0,) and np.isnan(out["s"][1])  # a failed row: empty, or NaN for a scalar
+
+
+def test_row_mapper_whole_rows_keep_their_shapes():
+    mapper = RowMapper(mnnpy.SessionSpec(scale_model("n"), num_threads=1), rows="whole")
+    rows = np.empty(3, dtype=object)
+    rows[:] = [np.ones((2, 3), np.float32), np.ones((5, 3), np.float32), np.ones(3, np.float32)]
+    out = mapper({"x": rows})
+    assert [v.shape for v in out["y"]] == [(2, 3), (5, 3), (0, 0)]
+    assert [v.shape for v in out["s"]] == [(2,), (5,), (0,)]
+    assert out["error"][2].startswith("InputError") and "rows are whole inputs (2-D)" in out["error"][2]

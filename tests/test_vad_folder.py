@@ -12,6 +12,7 @@ import pytest
 from scipy.io import wavfile
 from scipy.signal import resample_poly
 
+import mnnpy
 from mnnpy.apps import vad
 from mnnpy.cli import main
 
@@ -71,3 +72,34 @@ def test_vad_folder_bad_options_exit_2(wav_dir, tmp_path, capsys, argv, words):
     names = {"file": wav_dir / "a16k.wav", "dir": wav_dir, "out": tmp_path / "v.jsonl"}
     assert main(["vad", *(a.format(**names) for a in argv)]) == 2
     assert words in capsys.readouterr().err
+
+
+def test_a_truncated_or_nan_wav_is_an_error_naming_the_file(wav_dir, tmp_path):
+    folder = tmp_path / "damaged"
+    folder.mkdir()
+    whole = (wav_dir / "a16k.wav").read_bytes()
+    (folder / "cut.wav").write_bytes(whole[: len(whole) // 2])  # the header still claims every sample
+    wavfile.write(folder / "nan.wav", 16000, np.array([0.1, np.nan, 0.2] * 1000, np.float32))
+    (folder / "ok.wav").write_bytes(whole)
+    out = tmp_path / "v.jsonl"
+    assert main(["vad", str(folder), "--out", str(out)]) == 1
+    cut, nan, ok = (json.loads(line) for line in out.read_text().splitlines())
+    assert cut["error"].startswith("InputError") and f"{folder / 'cut.wav'}: truncated" in cut["error"]
+    assert nan["error"] == f"InputError: {folder / 'nan.wav'}: the WAV file holds NaN or infinite samples"
+    assert ok["error"] is None and ok["segments"]
+    with pytest.raises(mnnpy.InputError, match="truncated: its header claims"):
+        vad.read_wav(folder / "cut.wav")
+
+
+def test_parquet_columns_have_one_type_whether_or_not_a_file_failed(wav_dir, tmp_path):
+    pq = pytest.importorskip("pyarrow.parquet")
+    for name in ("good", "bad"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "good" / "a16k.wav").write_bytes((wav_dir / "a16k.wav").read_bytes())
+    (tmp_path / "bad" / "d_bad.wav").write_bytes((wav_dir / "d_bad.wav").read_bytes())
+    assert main(["vad", str(tmp_path / "good"), "--out", str(tmp_path / "good.parquet")]) == 0
+    assert main(["vad", str(wav_dir), "--out", str(tmp_path / "mixed.parquet")]) == 1
+    assert main(["vad", str(tmp_path / "bad"), "--out", str(tmp_path / "bad.parquet")]) == 1
+    schemas = [pq.read_schema(tmp_path / f"{name}.parquet") for name in ("good", "mixed", "bad")]
+    assert schemas[0].equals(schemas[1]) and schemas[0].equals(schemas[2]), schemas
+    assert str(schemas[0].field("error").type) == "string" and str(schemas[0].field("rate").type) == "int64"

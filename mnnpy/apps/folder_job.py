@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -53,6 +53,12 @@ def _batches(paths: list[str], size: int) -> list[dict]:
     return [{"path": paths[i : i + size]} for i in range(0, len(paths), size)]
 
 
+def workers_used(workers: int, inputs: int, batch_size: int) -> int:
+    """How many of ``workers`` a job of ``inputs`` in batches of ``batch_size`` starts: one per
+    batch at most (a worker without a batch would only load the models)."""
+    return max(1, min(workers, -(-inputs // batch_size)))
+
+
 def _start_worker(cls, args, kwargs) -> None:
     global _ROWS
     _ROWS = cls(*args, **kwargs)
@@ -65,10 +71,11 @@ def _map_in_worker(batch: dict) -> list[tuple[str, str]]:
 
 def run_local(cls, args: tuple, kwargs: dict, paths: list[str], batch_size: int, workers: int, step: Callable) -> dict:
     """``{path: json}`` of ``paths`` through ``cls(*args, **kwargs)``: in this process where
-    ``workers`` is 1, else in that many processes started by ``spawn``. ``step(n)`` after
-    each batch of ``n`` results."""
+    ``workers`` is 1, else in that many processes started by ``spawn`` (at most one per batch,
+    ``workers_used``). ``step(n)`` after each batch of ``n`` results."""
     results: dict[str, str] = {}
     batches = _batches(paths, batch_size)
+    workers = workers_used(workers, len(paths), batch_size)
     if workers == 1:
         rows = cls(*args, **kwargs)
         done: Iterable = (list(zip(map(str, out["path"]), map(str, out["json"]))) for out in map(rows, batches))
@@ -82,7 +89,8 @@ def run_ray(
     cls, args, kwargs, paths, batch_size: int, workers: int, gpus_per_worker: float, step, address=None, cpus_per_worker=1
 ) -> dict:
     """As ``run_local``, on Ray (``mnnpy.ray``): the cluster at ``address``, else a local one;
-    each actor reserves ``cpus_per_worker`` CPUs and ``gpus_per_worker`` GPUs."""
+    ``workers`` actors (at most one per batch, ``workers_used``), each reserving
+    ``cpus_per_worker`` CPUs and ``gpus_per_worker`` GPUs."""
     import importlib
 
     mnnpy_ray = importlib.import_module("mnnpy.ray")  # ImportError (saying what to install) without Ray
@@ -90,7 +98,11 @@ def run_ray(
 
     mnnpy_ray.connect(address)
     ds = ray.data.from_items([{"path": p} for p in paths], override_num_blocks=max(1, -(-len(paths) // batch_size)))
-    resources = {"workers": workers, "gpus_per_worker": gpus_per_worker, "cpus_per_worker": cpus_per_worker}
+    resources = {
+        "workers": workers_used(workers, len(paths), batch_size),
+        "gpus_per_worker": gpus_per_worker,
+        "cpus_per_worker": cpus_per_worker,
+    }
     mapped = mnnpy_ray.map_rows(ds, cls, *args, **resources, batch_size=batch_size, **kwargs)
     done = (
         list(zip(map(str, b["path"]), map(str, b["json"]))) for b in mapped.iter_batches(batch_size=None, batch_format="numpy")
@@ -118,15 +130,18 @@ def checked_results(paths: list[str], results: dict[str, str]) -> list[str]:
     return [results[p] for p in sorted(paths)]
 
 
-def write_results(lines: list[str], out: str | os.PathLike) -> None:
+def write_results(lines: list[str], out: str | os.PathLike, types: Mapping[str, str] | None = None) -> None:
     """Write the JSON ``lines`` to ``out``: JSON Lines (``.jsonl``, ``.json``: one object per
     line) or Parquet (``.parquet``: one column per key, lists and objects as JSON text; needs
-    pyarrow). ``InputError`` for another suffix, a folder that cannot be written or no pyarrow."""
+    pyarrow). ``types``: column -> Arrow type name (``"string"``, ``"float64"``, ``"int64"``),
+    so that a column's type does not depend on which rows failed; ``error`` is always a
+    nullable string (null where the input ran), in both formats. ``InputError`` for another
+    suffix, a folder that cannot be written or no pyarrow."""
     suffix = Path(out).suffix.lower()
     if suffix in (".jsonl", ".json"):
         data = "".join(line + "\n" for line in lines).encode()
     elif suffix == ".parquet":
-        data = _parquet_bytes(lines)
+        data = _parquet_bytes(lines, {**(types or {}), "error": "string"})
     else:
         raise InputError(f"--out {out}: give a .jsonl or .parquet file")
     tmp = Path(f"{out}.{os.getpid()}.tmp")
@@ -138,8 +153,9 @@ def write_results(lines: list[str], out: str | os.PathLike) -> None:
         raise InputError(f"--out {out}: cannot write: {e.strerror or e}") from None
 
 
-def _parquet_bytes(lines: list[str]) -> bytes:
-    """The records as a Parquet file: a column per key (in the first record's order)."""
+def _parquet_bytes(lines: list[str], types: Mapping[str, str]) -> bytes:
+    """The records as a Parquet file: a column per key (in the first record's order), of the
+    Arrow type ``types`` names where it names one (else as pyarrow infers it)."""
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -148,6 +164,7 @@ def _parquet_bytes(lines: list[str]) -> bytes:
     records = [json.loads(line) for line in lines]
     keys = list(records[0]) if records else []
     columns = {k: [v if not isinstance(v, (list, dict)) else json.dumps(v) for v in (r.get(k) for r in records)] for k in keys}
+    arrays = {k: pa.array(v, type=getattr(pa, types[k])() if k in types else None) for k, v in columns.items()}
     sink = pa.BufferOutputStream()
-    pq.write_table(pa.table(columns), sink)
+    pq.write_table(pa.table(arrays), sink)
     return sink.getvalue().to_pybytes()

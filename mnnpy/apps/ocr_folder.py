@@ -39,4 +39,4 @@ def run(args: argparse.Namespace) -> int:
     folder_cli.check_job_arguments(args)
     paths = folder_job.list_inputs(args.folder, IMAGE_SUFFIXES)
     specs = ocr_specs(args.backend, args.precision, args.threads, not args.no_cls)
-    return folder_cli.run_job(args, OcrRows, (specs, str(args.folder)), paths, "image")
+    return folder_cli.run_job(args, OcrRows, (specs, str(args.folder)), paths, "image", specs["det"])

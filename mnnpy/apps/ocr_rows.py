@@ -57,6 +57,8 @@ class OcrRows:
     sessions move there, ``SessionSpec.on_gpus``). Sessions are made here, once.
     """
 
+    COLUMNS = {"path": "string", "text": "string", "lines": "string", "error": "string"}  # Parquet: result_json's keys
+
     def __init__(self, specs: Mapping[str, SessionSpec], root: str, gpu_ids: Sequence[int] = ()):
         self.root = root
         self.det, _ = _runner(specs["det"].on_gpus(gpu_ids))

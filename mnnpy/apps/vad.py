@@ -57,10 +57,10 @@ difference: audio at a rate the export does not run at is resampled to 16 kHz
 (``scipy.signal.resample_poly``), where silero decimates multiples of 16 kHz without
 filtering and refuses other rates.
 
-Bad input (a missing or non-WAV file, an unsupported rate, empty or non-finite audio, a
-wrong chunk, an option out of range, an unknown export) raises ``mnnpy.InputError``; a
-model that cannot be fetched ``mnnpy.models.ModelFetchError``; ``backend="onnxruntime"``
-without onnxruntime ``mnnpy.BackendUnavailableError``.
+Bad input (a missing, truncated or non-WAV file: ``mnnpy.apps.wav``; an unsupported rate,
+empty or non-finite audio, a wrong chunk, an option out of range, an unknown export) raises
+``mnnpy.InputError``; a model that cannot be fetched ``mnnpy.models.ModelFetchError``;
+``backend="onnxruntime"`` without onnxruntime ``mnnpy.BackendUnavailableError``.
 """
 
 from __future__ import annotations
@@ -69,7 +69,6 @@ import argparse
 import math
 import os
 import re
-import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from fractions import Fraction
@@ -80,6 +79,7 @@ import numpy as np
 import mnnpy
 from mnnpy import InputError, models
 from mnnpy.apps.reference import onnxruntime_session
+from mnnpy.apps.wav import read_wav  # vad.read_wav, as before
 
 DEFAULT_MODEL = "silero_vad.onnx"
 #: export -> the sample rates (Hz) it was trained for
@@ -396,40 +396,6 @@ def speech_timestamps(
     if rate == sr:
         return segments
     return [Segment(min(len(audio), round(s * sr / rate)), min(len(audio), round(e * sr / rate))) for s, e in segments]
-
-
-# -- WAV files --------------------------------------------------------------------------
-def read_wav(path: str | os.PathLike) -> tuple[np.ndarray, int]:
-    """``(samples (n,) float32 in [-1, 1), rate in Hz)`` of a WAV file; channels are averaged.
-
-    Integer PCM (8, 16, 24, 32 bits) is scaled by its full range, float WAV kept as is
-    (``scipy.io.wavfile``). Raises ``InputError`` for a missing or unreadable file, one that
-    is not a WAV, and a WAV without samples.
-    """
-    import warnings
-
-    from scipy.io import wavfile
-
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", wavfile.WavFileWarning)  # unknown chunks (LIST, ...) are skipped
-            rate, data = wavfile.read(os.fspath(path))
-    except OSError as e:
-        raise InputError(f"{path}: cannot read: {e.strerror or e}") from None
-    except (ValueError, EOFError, ArithmeticError, LookupError, TypeError, UnboundLocalError, struct.error) as e:
-        # scipy's parser fails in these ways on damaged headers (0 channels, bad chunk sizes)
-        raise InputError(f"{path}: not a WAV file scipy can read ({type(e).__name__}: {e})") from None
-    if data.dtype == np.uint8:
-        x = (data.astype(np.float32) - 128) / 128
-    elif data.dtype.kind == "i":
-        x = data.astype(np.float32) / float(2 ** (8 * data.dtype.itemsize - 1))
-    else:
-        x = data.astype(np.float32)
-    if x.ndim == 2:
-        x = x.mean(axis=1, dtype=np.float32)
-    if x.size == 0:
-        raise InputError(f"{path}: the WAV file holds no samples")
-    return x, int(rate)
 
 
 # -- the command ----------------------------------------------------------------------

@@ -18,6 +18,7 @@ import numpy as np
 
 from mnnpy import InputError, SessionSpec, models
 from mnnpy.apps import folder_cli, folder_job, vad
+from mnnpy.apps.wav import read_wav
 
 SECONDS_DIGITS = 3  # segment bounds and lengths are written in seconds, rounded to ms
 
@@ -50,6 +51,8 @@ class VadRows:
     ``vad.Rules`` fields (checked here); ``gpu_ids``: the GPUs a scheduler gave this worker.
     """
 
+    COLUMNS = {"path": "string", "seconds": "float64", "rate": "int64", "segments": "string", "error": "string"}  # Parquet
+
     def __init__(self, spec: SessionSpec, model: str, options: Mapping, root: str, gpu_ids: Sequence[int] = ()):
         vad.Rules.of(dict(options))
         self.model, self.options, self.root = model, dict(options), root
@@ -70,7 +73,7 @@ class VadRows:
     def read(self, path: str) -> str:
         """One file's JSON line (``result_json``); its error, if any, inside."""
         try:
-            audio, sr = vad.read_wav(os.path.join(self.root, path))
+            audio, sr = read_wav(os.path.join(self.root, path))
             found = vad.speech_timestamps(audio, sr, vad=self._detector(sr), return_seconds=False, **self.options)
             return result_json(path, len(audio) / sr, sr, [(s / sr, e / sr) for s, e in found])
         except Exception as e:  # noqa: BLE001 - a bad file is reported in its row; the job goes on
@@ -95,4 +98,4 @@ def run_folder(args: argparse.Namespace, options: dict) -> int:
     folder_cli.check_job_arguments(args)
     paths = folder_job.list_inputs(args.wav, (".wav",))
     spec = vad_spec(args.model, args.backend, args.threads)
-    return folder_cli.run_job(args, VadRows, (spec, args.model, options, str(args.wav)), paths, "file")
+    return folder_cli.run_job(args, VadRows, (spec, args.model, options, str(args.wav)), paths, "file", spec)
