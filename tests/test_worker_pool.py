@@ -120,16 +120,18 @@ def _cpu_ticks(native_ids):
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="needs Linux /proc to read the workers' CPU time")
-def test_parked_workers_do_not_spin(monkeypatch):
+@pytest.mark.parametrize("serve", [False, True], ids=["spin", "serve"])
+def test_parked_workers_do_not_spin(monkeypatch, serve):
     spin = _spin()
     if spin is None:
         pytest.skip("numba cannot compile here: no spinning kernel")
     from mnnpy.backends.cpu import worker_pool
+    from mnnpy.backends.cpu.kernels.spin import serve_kernel
 
     monkeypatch.setattr(worker_pool, "SPIN_US", 2_000_000)  # poll 2 s after a task: visible in CPU time
     before = {t.native_id for t in threading.enumerate()}
     p = WorkerPool(3)
-    p.use_spin(spin)
+    p.use_spin(spin, serve_kernel() if serve else None)  # serve: parked workers poll GRACE_US more
     workers = [t.native_id for t in threading.enumerate() if t.native_id not in before and t.name.startswith("mnnpy-cpu")]
     assert len(workers) == 2
     p.wake()
@@ -138,7 +140,7 @@ def test_parked_workers_do_not_spin(monkeypatch):
     time.sleep(0.3)
     polling = _cpu_ticks(workers) - t0  # between tasks of a run the workers poll (SPIN_US)
     p.park()
-    time.sleep(0.05)
+    time.sleep(0.05 + worker_pool.GRACE_US / 1e6)
     t0 = _cpu_ticks(workers)
     time.sleep(0.5)
     parked = _cpu_ticks(workers) - t0

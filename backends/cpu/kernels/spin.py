@@ -12,7 +12,7 @@ later reads see what the writer wrote before) followed by the CPU's spin-wait hi
 polls the thread calls ``sched_yield`` (POSIX), so a thread the scheduler queued on this
 CPU runs instead of waiting for the end of the time slice. The kernel releases the GIL.
 
-``serve(flags, posted, done, park, calls, table, limit, settle)`` is a worker thread's wait
+``serve(flags, posted, done, park, calls, table, limit, settle, grace)`` is a worker thread's wait
 for tasks (``worker_pool.py``): it polls as ``spin`` does until ``flags[posted] !=
 flags[done]``; a task with ``flags[calls] == 0`` is a Python callable, and ``serve`` returns
 ``True`` (after ``settle`` polls) for the caller to run it; otherwise the task is
@@ -20,8 +20,8 @@ flags[done]``; a task with ``flags[calls] == 0`` is a Python callable, and ``ser
 double *)`` and of its two argument blocks, ``native.NativeKernel.bind``) is at address
 ``flags[table]``: ``serve`` makes the calls in order, stores ``flags[done] = flags[posted]``
 (a release store: the caller that reads it sees what the calls wrote) and polls again,
-without returning to Python, so the thread never waits for the GIL. ``False``: parked or
-``limit`` polls without a task.
+without returning to Python, so the thread never waits for the GIL. ``False``: parked for
+``grace`` polls in a row, or ``limit`` polls without a task.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def _build_serve(numba):
 
 
 def serve_kernel():
-    """The compiled ``serve(flags, posted, done, park, calls, table, limit, settle) -> bool``
+    """The compiled ``serve(flags, posted, done, park, calls, table, limit, settle, grace) -> bool``
     (see the module doc); ``None`` where numba cannot compile here (a warning was given)."""
     return compiled("serve", _build_serve)
 

@@ -85,9 +85,10 @@ def call_entry(typingctx, table, j):
     return numba.void(table, j), codegen
 
 
-def serve(flags, posted, done, park, calls, table, limit, settle):  # pragma: no cover - compiled
+def serve(flags, posted, done, park, calls, table, limit, settle, grace):  # pragma: no cover - compiled
     """``spin.py``'s ``serve`` (its module doc)."""
     k = 0
+    parked = 0
     while k < limit:
         now = load_acquire(flags, posted)
         if now != flags[done]:
@@ -101,9 +102,14 @@ def serve(flags, posted, done, park, calls, table, limit, settle):  # pragma: no
                 call_entry(address, j)
             store_release(flags, done, now)
             k = 0
+            parked = 0
             continue
         if load_acquire(flags, park) != 0:
-            return False
+            parked += 1
+            if parked > grace:
+                return False
+        else:
+            parked = 0
         relax()
         if k % YIELD_EVERY == YIELD_EVERY - 1:
             yield_cpu()
@@ -112,9 +118,9 @@ def serve(flags, posted, done, park, calls, table, limit, settle):  # pragma: no
 
 
 def build_serve(numba_module=numba):
-    """``serve`` compiled for ``(int64[::1], int64 x 7) -> bool``, releasing the GIL, cached."""
+    """``serve`` compiled for ``(int64[::1], int64 x 8) -> bool``, releasing the GIL, cached."""
     i8 = numba_module.int64
-    return numba_module.njit(numba_module.boolean(i8[::1], *(i8,) * 7), nogil=True, cache=True)(serve)
+    return numba_module.njit(numba_module.boolean(i8[::1], *(i8,) * 8), nogil=True, cache=True)(serve)
 
 
 def spin(flags, slot, value_slot, park, limit, settle):  # pragma: no cover - compiled
