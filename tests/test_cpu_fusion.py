@@ -231,3 +231,39 @@ def test_private_tensors_of_a_partition(rng):
     (step,) = s.runner.plan.steps
     assert sorted(g.tensors[t].name for t in step.private) == ["p", "r"]
     np.testing.assert_allclose(s.run({"x": x})["y"], run_ort(model, {"x": x})[0], **ELEMENTWISE)
+
+
+def _add_relu_model(rng, xs, bs, keep_a=False, twice=False):
+    """``y = Relu(Add(a, b))``; ``a = Neg(x)`` so that ``a`` is a tensor the planner may let ``y``
+    reuse (in place), unless it is read again (``keep_a``); ``twice``: ``Add(a, a)``."""
+    x, b = rand(rng, *xs), rand(rng, *bs)
+    nodes = [helper.make_node("Neg", ["x"], ["a"]), helper.make_node("Add", ["a", "a" if twice else "b"], ["t"])]
+    nodes.append(helper.make_node("Relu", ["t"], ["y"]))
+    outs = ["y"]
+    if keep_a:
+        nodes.append(helper.make_node("Exp", ["a"], ["z"]))
+        outs.append("z")
+    return make_model(nodes, {"x": x, "b": b}, outs), {"x": x, "b": b}
+
+
+@pytest.mark.parametrize("xs", [(1, 64, 56, 56), (2, 5, 7, 3)])
+@pytest.mark.parametrize("keep_a,twice", [(False, False), (True, False), (False, True)])
+def test_add_relu_bit_identical(rng, monkeypatch, xs, keep_a, twice):
+    model, feeds = _add_relu_model(rng, xs, xs, keep_a, twice)
+    feeds["x"].reshape(-1)[:3] = [np.nan, np.inf, -np.inf]  # NaN passes, inf stays inf
+    s = _session(model)
+    assert "Add" in _fused(s, feeds)
+    fused = s.run(feeds)
+    monkeypatch.setattr(fusion, "add_relu_kernel", lambda: None)
+    s2 = _session(model)
+    assert "Add" not in _fused(s2, feeds)
+    for k, v in s2.run(feeds).items():
+        np.testing.assert_array_equal(fused[k], v)
+    assert np.isnan(fused["y"].reshape(-1)[0])
+    check(model, feeds, **ELEMENTWISE)
+
+
+def test_add_relu_with_broadcast_is_not_fused(rng):
+    model, feeds = _add_relu_model(rng, (2, 5, 7, 3), (5, 1, 1))
+    assert "Add" not in _fused(_session(model), feeds)
+    check(model, feeds, **ELEMENTWISE)

@@ -16,6 +16,8 @@ Fused today:
   PP-OCRv4 det's residual squeeze-and-excitation), bit-identical.
 - ``Resize`` (nearest, compiled) then ``Add`` of a map (PP-OCRv4 det's feature pyramid):
   the addend read in the resize pass.
+- ``Add`` of two maps of one shape, then ``Relu`` (ResNet's residual joins): one pass of
+  ``kernels.elementwise.add_relu_kernel``, bit-identical.
 - ``ConvTranspose -> Relu`` where the ConvTranspose takes its compiled col2im pass: the Relu
   in the same pass (PP-OCR det's up-sampling head).
 
@@ -30,8 +32,8 @@ import functools
 
 import numpy as np
 
+from mnnpy.backends.cpu.kernels.elementwise import add_relu_kernel, residual_scale_kernel
 from mnnpy.backends.cpu.kernels.elementwise import kernel as scale_shift_kernel
-from mnnpy.backends.cpu.kernels.elementwise import residual_scale_kernel
 from mnnpy.backends.cpu.kernels.native import bind
 from mnnpy.backends.cpu.ops.activation import Activation
 from mnnpy.backends.cpu.ops.elementwise import Binary
@@ -167,6 +169,36 @@ def _resize_add(step, first, second) -> bool:
     return True
 
 
+def _add_relu(step, first, second) -> bool:
+    """``Relu(Add(a, b))`` with ``a``, ``b`` and the output of one shape: one pass, ``max(a + b, 0)``."""
+    (add, add_in, _), (relu, _, relu_out) = first, second
+    if not isinstance(add, Binary) or add.op.type != "Add" or relu.op.type != "Relu" or not isinstance(relu, Activation):
+        return False
+    t = add.op.outputs[0]
+    if t not in step.private or relu.op.inputs[0] != t or len(add_in) != 2:
+        return False
+    a, b, y = add_in[0], add_in[1], relu_out[0]
+    if any(v is None or v.dtype != np.float32 or not v.flags.c_contiguous or v.shape != y.shape for v in (a, b, y)):
+        return False
+    if np.shares_memory(y, a) and _same(y, a):
+        a, b = y, b
+    elif np.shares_memory(y, b) and _same(y, b):
+        a, b = y, a
+    elif np.shares_memory(y, a) or np.shares_memory(y, b):
+        return False
+    kernels = add_relu_kernel()
+    if kernels is None:
+        return False
+    two, one = kernels
+    af, bf, yf = a.reshape(-1), b.reshape(-1), y.reshape(-1)
+    parts = add.backend.num_threads if y.size >= PARALLEL_ELEMENTS else 1
+    tasks = [bind(one, yf, bf, lo, hi) if a is y else bind(two, af, bf, yf, lo, hi) for lo, hi in split(y.size, parts)]
+    add.run = functools.partial(parallel, add.backend, tasks)
+    relu.run = _nothing
+    add.fused_with = relu.op.name
+    return True
+
+
 def _same(a, b) -> bool:
     """Whether ``a`` and ``b`` are the same elements (in place)."""
     return a.__array_interface__["data"][0] == b.__array_interface__["data"][0] and a.shape == b.shape
@@ -176,4 +208,4 @@ def _nothing() -> None:
     """The reader of a fused pair: its output was written by the producer."""
 
 
-PAIRS = (_scale_shift, _residual_scale, _conv_transpose_relu, _resize_add)
+PAIRS = (_scale_shift, _residual_scale, _add_relu, _conv_transpose_relu, _resize_add)

@@ -1,5 +1,6 @@
-"""Elementwise chains in one pass (numba): the scalar scale-and-shift ``y = x * a + b``, and
-the residual channel scale ``y = x + x * s[channel]``.
+"""Elementwise chains in one pass (numba): the scalar scale-and-shift ``y = x * a + b``, the
+residual channel scale ``y = x + x * s[channel]``, and ``y = max(a + b, 0)`` (``Add`` then
+``Relu``: ResNet's residual joins), each rounded as the separate ops round.
 
 ``x, y: (L,) float32`` (flat views, distinct or ``y`` is ``x``), ``a, b`` float32 scalars::
 
@@ -48,6 +49,36 @@ def _residual_scale(x, s, y, plane, lo, hi):  # pragma: no cover - compiled
         for i in range(u(plane)):
             v = x[base + i]
             y[base + i] = v + v * sc
+
+
+def _add_relu(a, b, y, lo, hi):  # pragma: no cover - compiled
+    """``y[i] = max(a[i] + b[i], 0)`` for ``lo <= i < hi`` (NaN passes, as ``np.maximum``)."""
+    zero = np.float32(0.0)
+    for i in range(np.uint64(lo), np.uint64(hi)):
+        v = a[i] + b[i]
+        y[i] = zero if v < zero else v
+
+
+def _add_relu_in_place(y, b, lo, hi):  # pragma: no cover - compiled
+    """``y[i] = max(y[i] + b[i], 0)`` for ``lo <= i < hi``."""
+    zero = np.float32(0.0)
+    for i in range(np.uint64(lo), np.uint64(hi)):
+        v = y[i] + b[i]
+        y[i] = zero if v < zero else v
+
+
+def _build_add_relu(numba):
+    f1, i8 = numba.float32[::1], numba.int64
+    two = numba.njit(numba.void(f1, f1, f1, i8, i8), cache=True, nogil=True)(_add_relu)
+    one = numba.njit(numba.void(f1, f1, i8, i8), cache=True, nogil=True)(_add_relu_in_place)
+    return two, one
+
+
+def add_relu_kernel():
+    """The compiled kernels ``(add_relu(a, b, y, lo, hi), in_place(y, b, lo, hi))``: ``y = max(a +
+    b, 0)``, the arrays flat float32 of one length (``y`` distinct from both, or in place of
+    one); ``None`` where numba cannot compile here (a warning was given)."""
+    return compiled("add_relu", _build_add_relu)
 
 
 def _build(numba):
