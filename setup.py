@@ -54,11 +54,11 @@ setup(
             "tqdm>=4.62",
             "atheris>=2.3",
             "matplotlib>=3.5",
-            "ray[data]>=2.10",  # tests/test_ray.py: a local Ray cluster
+            "ray[data,client]>=2.10",  # tests/test_ray.py: a local Ray cluster; ray:// addresses
             "pyarrow>=14",
         ],
         # mnnpy.ray: batch inference on Ray Data (map_batches with an actor pool); mnnpy ocr --ray
-        "ray": ["ray[data]>=2.10", "pyarrow>=14", "tqdm>=4.62"],
+        "ray": ["ray[data,client]>=2.10", "pyarrow>=14", "tqdm>=4.62"],  # client: ray:// addresses
         "opencl": ["pyopencl>=2024.1"],
         "vulkan": ["vulkan>=1.3.275"],
         # bench/bench.py: the other engines, each optional at run time (a missing one is a row)

@@ -100,7 +100,8 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     os.environ.setdefault("RAY_worker_niceness", args.worker_niceness)  # read by the raylet ray.init starts
     if not ray.is_initialized():
-        ray.init(address=args.ray_address, num_gpus=args.gpu_actors or None, include_dashboard=False, log_to_driver=False)
+        address = args.ray_address or "local"  # "local": a new cluster, never one already running here
+        ray.init(address=address, num_gpus=args.gpu_actors or None, include_dashboard=False, log_to_driver=False)
     ray.data.DataContext.get_current().enable_progress_bars = False
     specs = ocr_specs(args.backend, "normal", args.threads)
     tmp = Path(tempfile.mkdtemp(prefix="bench_ray_"))

@@ -182,9 +182,8 @@ class Interpreter:
 
     def _compilation_cache(self, cache_dir, cache_token):
         """The ``CompilationCache`` of ``create_session``'s options, or None without ``cache_dir``."""
+        check_cache_options(cache_dir, cache_token)
         if cache_dir is None:
-            if cache_token is not None:
-                raise InputError("cache_token needs a cache_dir")
             return None
         from mnnpy.compilation_cache import CompilationCache
 
@@ -249,6 +248,12 @@ def resolve_backends(backend: str | Sequence[str]) -> list[str]:
 def load(source: str | os.PathLike | bytes, **session_options) -> Session:
     """Short path: ``mnnpy.load(path).run({...})`` — an Interpreter and one Session."""
     return Interpreter(source).create_session(**session_options)
+
+
+def check_cache_options(cache_dir, cache_token) -> None:
+    """``InputError`` for ``create_session``'s ``cache_token`` without a ``cache_dir`` (a token names entries of a folder)."""
+    if cache_dir is None and cache_token is not None:
+        raise InputError("cache_token needs a cache_dir")
 
 
 def checked_config(precision: str, num_threads: int | None, tuning: str) -> BackendConfig:

@@ -24,6 +24,7 @@ model pass through.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -48,6 +49,38 @@ def column_array(values: list[np.ndarray], dtype=None) -> np.ndarray:
     return out
 
 
+def _check_options(spec, inputs, outputs, max_batch, rows) -> None:
+    """``InputError`` for RowMapper's arguments of the wrong kind or out of range."""
+    from mnnpy.session_spec import SessionSpec
+
+    if not isinstance(spec, SessionSpec):
+        raise InputError(f"RowMapper takes a mnnpy.SessionSpec (e.g. SessionSpec('model.mnnpy')), got {spec!r:.80}")
+    if isinstance(max_batch, bool) or not isinstance(max_batch, int) or max_batch < 1:
+        raise InputError(f"max_batch must be a positive int, got {max_batch!r}")
+    if rows not in (SAMPLE, WHOLE):
+        raise InputError(f"rows must be {SAMPLE!r} (a row is one sample) or {WHOLE!r} (a whole input), got {rows!r}")
+    if inputs is not None and not (isinstance(inputs, Mapping) and all(isinstance(x, str) for kv in inputs.items() for x in kv)):
+        raise InputError(f"inputs must map model input names to column names, e.g. {{'x': 'image'}}, got {inputs!r:.80}")
+    if outputs is not None and (isinstance(outputs, str) or not isinstance(outputs, Sequence)):
+        raise InputError(f"outputs must be a list of model output names, e.g. ['y'], got {outputs!r:.80}")
+
+
+def _check_names(interp, inputs, outputs, rows) -> dict[str, str]:
+    """``{model input: column}`` for RowMapper's ``inputs``; ``InputError`` for names the model
+    (``interp``) does not have, a model input without a column, or a scalar input with rows of samples."""
+    names, out_names = [d.name for d in interp.inputs], [d.name for d in interp.outputs]
+    columns = dict(inputs) if inputs is not None else {n: n for n in names}
+    unknown = [n for n in columns if n not in names] + [n for n in (outputs or ()) if n not in out_names]
+    if unknown:
+        raise InputError(f"no model input or output named {unknown[0]!r} (inputs {names}, outputs {out_names})")
+    if set(columns) != set(names):
+        raise InputError(f"inputs must map every model input to a column: {sorted(set(names) - set(columns))} missing")
+    scalars = [d.name for d in interp.inputs if d.shape is not None and not d.shape]
+    if rows == SAMPLE and scalars:
+        raise InputError(f"input {scalars[0]!r} is a scalar: it has no batch axis to stack samples on; give rows='whole'")
+    return columns
+
+
 class RowMapper:
     """``mapper(batch) -> batch``: ``{column: (B, ...) array}`` rows through one session.
 
@@ -59,9 +92,9 @@ class RowMapper:
     whole input); ``max_batch``: rows per run where the batch dimension is dynamic. Output
     batch: the pass-through columns, one column per output (``(B, ...)``, or ``(B,)`` object
     where rows' shapes differ; one rank and dtype per column) and ``error`` (``(B,)`` str,
-    ``""`` for rows that ran). ``InputError`` here for unknown names or options, and from a
-    call for a batch that lacks an input column (every row would fail: a job's
-    configuration, not a row's error).
+    ``""`` for rows that ran). ``InputError`` here for a ``spec`` that is not a
+    ``SessionSpec``, unknown names or options (``check``: the same without a Session); a batch
+    that lacks an input column gets that error in every row.
     """
 
     def __init__(
@@ -73,34 +106,38 @@ class RowMapper:
         gpu_ids: Sequence[int] = (),
         rows: str = SAMPLE,
     ):
-        if not isinstance(max_batch, int) or max_batch < 1:
-            raise InputError(f"max_batch must be a positive int, got {max_batch!r}")
-        if rows not in (SAMPLE, WHOLE):
-            raise InputError(f"rows must be {SAMPLE!r} (a row is one sample) or {WHOLE!r} (a whole input), got {rows!r}")
+        _check_options(spec, inputs, outputs, max_batch, rows)
         self.spec = spec.on_gpus(gpu_ids)
         interp = self.spec.interpreter()
         self.session = self.spec.create_session(interp)
         self.inputs = {d.name: d for d in interp.inputs}
-        self.columns = dict(inputs) if inputs is not None else {n: n for n in self.inputs}
         self.output_descs = {d.name: d for d in interp.outputs}
+        self.columns = _check_names(interp, inputs, outputs, rows)
         self.outputs = list(outputs) if outputs is not None else list(self.output_descs)
-        unknown = [n for n in self.columns if n not in self.inputs] + [n for n in self.outputs if n not in self.output_descs]
-        if unknown:
-            raise InputError(
-                f"no model input or output named {unknown[0]!r} (inputs {list(self.inputs)}, outputs {list(self.output_descs)})"
-            )
-        if set(self.columns) != set(self.inputs):
-            raise InputError(
-                f"inputs must map every model input to a column: {sorted(set(self.inputs) - set(self.columns))} missing"
-            )
-        scalars = [n for n, d in self.inputs.items() if d.shape is not None and not d.shape]
-        if rows == SAMPLE and scalars:
-            raise InputError(f"input {scalars[0]!r} is a scalar: it has no batch axis to stack samples on; give rows='whole'")
         self.max_batch, self.rows = max_batch, rows
         first = next(iter(self.inputs.values())).shape if self.inputs else None
         # the model's fixed batch dimension (the first input's), padded to; None where dynamic
         self.fixed_batch = first[0] if rows == SAMPLE and first and isinstance(first[0], int) and first[0] > 0 else None
         self.ranks = self._planned_ranks()
+
+    @classmethod
+    def check(
+        cls,
+        spec,
+        inputs: Mapping[str, str] | None = None,
+        outputs: Sequence[str] | None = None,
+        max_batch: int = 32,
+        rows: str = SAMPLE,
+    ) -> list[str] | None:
+        """What the constructor would refuse (``InputError``), checked without making a Session:
+        a job's driver calls it before its workers start (``mnnpy.ray.map_rows`` does). The
+        model's input and output names are checked where the model can be read here (its bytes,
+        or a path that exists here; on a cluster it may be only on the nodes). Returns the
+        columns a batch must have (the ``inputs`` columns), or None where not known here."""
+        _check_options(spec, inputs, outputs, max_batch, rows)
+        if not isinstance(spec.model, bytes) and not os.path.isfile(spec.model):
+            return None if inputs is None else list(inputs.values())
+        return list(_check_names(spec.interpreter(), inputs, outputs, rows).values())
 
     def _planned_ranks(self) -> dict[str, int | None]:
         """Each kept output's rank per row, from the output shapes the session plans for the
@@ -118,14 +155,15 @@ class RowMapper:
         return {n: max(len(shapes[n]) - less, 0) for n in self.outputs}
 
     def __call__(self, batch: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        missing = [c for c in self.columns.values() if c not in batch]
-        if missing:
-            raise InputError(f"the batch has no column {missing[0]!r} (its columns: {sorted(batch)})")
         n = len(next(iter(batch.values()))) if batch else 0
         results: list[dict[str, np.ndarray] | None] = [None] * n
-        errors = [""] * n
-        for rows in self._runs(batch, n, errors):
-            self._run(batch, rows, results, errors)
+        missing = [c for c in self.columns.values() if c not in batch]
+        if missing:  # every row's error, the job goes on
+            errors = [error_text(InputError(f"the batch has no column {missing[0]!r} (its columns: {sorted(batch)})"))] * n
+        else:
+            errors = [""] * n
+            for rows in self._runs(batch, n, errors):
+                self._run(batch, rows, results, errors)
         out = {c: np.asarray(v) for c, v in batch.items() if c not in self.columns.values()}
         for name in self.outputs:
             out[name] = column_array([r[name] if r is not None else self._empty(name) for r in results])

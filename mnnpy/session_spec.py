@@ -91,7 +91,7 @@ class SessionSpec:
     def __post_init__(self):
         from mnnpy.compilation_cache import checked_token
         from mnnpy.device_queue import priority_level
-        from mnnpy.interpreter import checked_config
+        from mnnpy.interpreter import check_cache_options, checked_config
         from mnnpy.limits import checked_limit
 
         object.__setattr__(self, "model", _checked_model(self.model))
@@ -106,6 +106,7 @@ class SessionSpec:
             object.__setattr__(self, "cache_dir", os.path.abspath(os.fspath(self.cache_dir)))
         if self.cache_token is not None:
             object.__setattr__(self, "cache_token", checked_token(self.cache_token))
+        check_cache_options(self.cache_dir, self.cache_token)  # create_session's rule: a token names entries of a folder
 
     def __repr__(self) -> str:
         model = f"<{len(self.model)} bytes>" if isinstance(self.model, bytes) else repr(self.model)

@@ -153,6 +153,15 @@ def test_inputs_that_cannot_be_read_as_files_stop_the_job_before_any_work(lines_
     assert not (tmp_path / "r.parquet").exists()
 
 
+def test_symlinked_files_are_read_and_symlinked_folders_are_not_followed(lines_dir, tmp_path):
+    from mnnpy.apps.folder_job import list_inputs
+
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "link.png").symlink_to(lines_dir / "line_0000.png")
+    (tmp_path / "in" / "sub").symlink_to(lines_dir, target_is_directory=True)
+    assert list_inputs(tmp_path / "in", (".png",)) == ["link.png"]
+
+
 def test_ctrl_c_is_a_message_and_status_130(capsys):
     from mnnpy.cli import guarded
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -30,7 +32,7 @@ LINES = 12
 
 @pytest.fixture(scope="module")
 def cluster():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)  # never one running here
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # CrashOnce travels by value
     yield
     ray.shutdown()
@@ -68,17 +70,6 @@ def test_session_mapper_in_map_batches_matches_row_mapper(cluster):
     np.testing.assert_array_equal(np.array([r["s"] for r in ran]), local["s"])
 
 
-def test_a_dead_address_is_an_input_error_at_once():
-    import socket
-
-    with socket.socket() as s:  # a port that nothing listens on: bound, never listening
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-        with pytest.raises(mnnpy.InputError, match="no Ray cluster answers"):
-            mnnpy.ray._check_reachable(f"127.0.0.1:{port}")
-    mnnpy.ray._check_reachable("auto")  # left to Ray
-
-
 def test_an_actor_no_node_can_hold_is_an_input_error(cluster):
     ds = ray.data.from_items([{"x": np.zeros(3, np.float32)}])
     spec = mnnpy.SessionSpec(scale_model(4))
@@ -93,6 +84,74 @@ def test_an_actor_no_node_can_hold_is_an_input_error(cluster):
     for cpus in (float("nan"), "1", True):
         with pytest.raises(mnnpy.InputError, match="cpus_per_worker must be"):
             mnnpy.ray.map_rows(ds, RowMapper, spec, cpus_per_worker=cpus)
+
+
+def _within(seconds: float, fn, *args, **kwargs):
+    """``fn(*args, **kwargs)``'s result (or its exception) where it returns within ``seconds``;
+    a failed test, never a hung suite, where it waits longer (as Ray does for what no node has)."""
+    box: dict = {}
+
+    def call():
+        try:
+            box["value"] = fn(*args, **kwargs)
+        except BaseException as e:  # noqa: BLE001 - raised again in the test's thread
+            box["error"] = e
+
+    thread = threading.Thread(target=call, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"{getattr(fn, '__name__', fn)} still waits after {seconds} s"
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def test_a_backend_check_no_node_can_hold_is_refused_before_its_task(cluster, lines_dir, tmp_path, capfd):
+    with pytest.raises(mnnpy.InputError, match="asks for 3 CPUs, but the largest node of the Ray cluster has 2"):
+        _within(30, mnnpy.ray.check_backend, mnnpy.SessionSpec(scale_model(4)), cpus_per_worker=3)
+    out = tmp_path / "r.jsonl"
+    assert _within(60, main, ["ocr", str(lines_dir), "--out", str(out), "--ray", "--threads", "3"]) == 2
+    err = capfd.readouterr().err
+    assert err.startswith("error: an actor asks for 3 CPUs") and err.count("\n") == 1 and not out.exists(), err
+
+
+def test_map_rows_checks_the_mapper_and_the_rows_before_any_actor_starts(cluster):
+    spec = mnnpy.SessionSpec(scale_model(4))
+    ds = ray.data.from_items([{"x": np.zeros(3, np.float32)}])
+    for args, kwargs, words in [
+        ((RowMapper, "model.mnnpy"), {}, "RowMapper takes a mnnpy.SessionSpec"),
+        ((mnnpy.ray.SessionMapper, spec), {"rows": "all"}, "rows must be 'sample'"),
+        ((RowMapper, spec), {"max_batch": 0}, "max_batch must be a positive int"),
+        ((RowMapper, spec), {"inputs": ["x"]}, "inputs must map model input names"),
+        ((mnnpy.ray.SessionMapper, spec), {"colour": 1}, "SessionMapper does not take these arguments: .* 'colour'"),
+        ((RowMapper,), {}, "RowMapper does not take these arguments: missing a required argument: 'spec'"),
+        (("RowMapper", spec), {}, "map_rows takes a row class"),
+        ((RowMapper, spec), {"inputs": {"x": "image"}}, "the dataset has no column 'image'"),
+    ]:
+        with pytest.raises(mnnpy.InputError, match=words):
+            mnnpy.ray.map_rows(ds, *args, **kwargs)
+    for call in (lambda: mnnpy.ray.check_schema([1, 2]), lambda: mnnpy.ray.map_rows([1, 2], RowMapper, spec)):
+        with pytest.raises(mnnpy.InputError, match="expected a ray.data.Dataset .*, got list"):
+            call()
+
+
+def test_map_rows_takes_session_mapper_as_it_takes_row_mapper(cluster):
+    spec = mnnpy.SessionSpec(scale_model(4), num_threads=1)
+    x = np.random.default_rng(2).standard_normal((5, 3)).astype(np.float32)
+    ds = ray.data.from_items([{"id": i, "x": x[i]} for i in range(5)])
+    mapped = mnnpy.ray.map_rows(ds, mnnpy.ray.SessionMapper, spec, batch_size=5)
+    got = sorted(_within(180, mapped.take_all), key=lambda r: r["id"])
+    assert [r["error"] for r in got] == [""] * 5
+    np.testing.assert_array_equal(np.stack([r["y"] for r in got]), RowMapper(spec)({"x": x})["y"])
+
+
+def test_ray_starts_its_own_cluster_even_where_one_runs(cluster):
+    here = ray.get_runtime_context().gcs_address
+    code = "import ray, mnnpy.ray; mnnpy.ray.connect(None, num_cpus=1); print(ray.get_runtime_context().gcs_address)"
+    env = {**os.environ, "RAY_ADDRESS": here}  # what ray.init(address=None) would join
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-1] != here
 
 
 def test_ocr_on_ray_writes_the_local_bytes(cluster, lines_dir, local_run, tmp_path, capsys):

@@ -164,13 +164,47 @@ def test_row_mapper_whole_inputs_and_configuration_errors():
     np.testing.assert_array_equal(out["s"], x.sum(axis=2))
     with pytest.raises(mnnpy.InputError, match="rows must be 'sample'"):
         RowMapper(mnnpy.SessionSpec(scale_model("n")), rows="auto")
-    with pytest.raises(mnnpy.InputError, match="no column 'x'"):
-        mapper({"z": x})
+    lacking = mapper({"id": np.arange(2), "z": x})  # every row's error; the job goes on
+    assert list(lacking["error"]) == ["InputError: the batch has no column 'x' (its columns: ['id', 'z'])"] * 2
+    assert lacking["s"].shape == (2, 0) and list(lacking["id"]) == [0, 1]
     spec = mnnpy.SessionSpec(scale_model("n"))
     with pytest.raises(mnnpy.InputError, match="no model input or output named 'q'"):
         RowMapper(spec, outputs=["q"])
     with pytest.raises(mnnpy.InputError, match="max_batch"):
         RowMapper(spec, max_batch=0)
+
+
+@pytest.mark.parametrize(
+    "args, kwargs, words",
+    [
+        (("model.mnnpy",), {}, "RowMapper takes a mnnpy.SessionSpec"),
+        ((), {"rows": "all"}, "rows must be 'sample'"),
+        ((), {"max_batch": True}, "max_batch must be a positive int"),
+        ((), {"inputs": ["x"]}, "inputs must map model input names to column names"),
+        ((), {"outputs": "y"}, "outputs must be a list"),
+        ((), {"outputs": ["q"]}, "no model input or output named 'q'"),
+        ((), {"inputs": {"x": "image", "w": "weights"}}, "no model input or output named 'w'"),
+    ],
+)
+def test_row_mapper_check_refuses_what_the_constructor_would_without_a_session(args, kwargs, words):
+    args = args or (mnnpy.SessionSpec(scale_model("n")),)
+    with pytest.raises(mnnpy.InputError, match=words):
+        RowMapper.check(*args, **kwargs)
+    with pytest.raises(mnnpy.InputError, match=words):
+        RowMapper(*args, **kwargs)
+
+
+def test_row_mapper_check_gives_the_columns_a_batch_needs(tmp_path):
+    assert RowMapper.check(mnnpy.SessionSpec(scale_model("n"))) == ["x"]
+    assert RowMapper.check(mnnpy.SessionSpec(scale_model("n")), inputs={"x": "image"}) == ["image"]
+    elsewhere = mnnpy.SessionSpec(tmp_path / "on_the_nodes.mnnpy")  # a path only the cluster's nodes have
+    assert RowMapper.check(elsewhere) is None and RowMapper.check(elsewhere, inputs={"x": "image"}) == ["image"]
+
+
+def test_a_cache_token_without_a_cache_folder_is_refused_by_the_spec():
+    with pytest.raises(mnnpy.InputError, match="cache_token needs a cache_dir"):
+        mnnpy.SessionSpec(scale_model("n"), cache_token="ab" * 32, cache_dir=None)
+    mnnpy.SessionSpec(scale_model("n"), cache_token="ab" * 32).create_session()  # the default folder: accepted, runs
 
 
 def _ranks(out) -> dict[str, int]:

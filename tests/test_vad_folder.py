@@ -103,3 +103,16 @@ def test_parquet_columns_have_one_type_whether_or_not_a_file_failed(wav_dir, tmp
     schemas = [pq.read_schema(tmp_path / f"{name}.parquet") for name in ("good", "mixed", "bad")]
     assert schemas[0].equals(schemas[1]) and schemas[0].equals(schemas[2]), schemas
     assert str(schemas[0].field("error").type) == "string" and str(schemas[0].field("rate").type) == "int64"
+
+
+def test_every_per_file_error_starts_with_the_path_and_keeps_what_was_read(wav_dir, tmp_path):
+    folder = tmp_path / "rates"
+    folder.mkdir()
+    wavfile.write(folder / "low.wav", 4000, np.zeros(4000, np.int16))  # a WAV, at a rate the app refuses
+    (folder / "not.wav").write_bytes((wav_dir / "d_bad.wav").read_bytes())
+    out = tmp_path / "v.jsonl"
+    assert main(["vad", str(folder), "--out", str(out)]) == 1
+    low, bad = (json.loads(line) for line in out.read_text().splitlines())
+    assert low["error"] == f"InputError: {folder / 'low.wav'}: sample rate must be an integer from 8000 to 384000 Hz, got 4000"
+    assert low["rate"] == 4000 and low["seconds"] == 1.0 and low["segments"] == []
+    assert bad["error"].startswith(f"InputError: {folder / 'not.wav'}: not a WAV") and bad["rate"] is None

@@ -2,9 +2,10 @@
 where it runs and where results go, a progress bar, the summary and the exit status.
 
 The job itself is ``mnnpy.apps.folder_job``'s: a row class over the folder's files, here (one
-process, or ``--workers`` spawned processes) or on Ray (``--ray``: a local cluster started for
-the job; ``--ray-address``: a running one; ``--workers`` actors, by default one per GPU for a
-GPU backend on a cluster with GPUs, else one per ``--threads`` CPUs).
+process, or ``--workers`` spawned processes) or on Ray (``--ray``: a new local cluster started
+for the job, never one already running; ``--ray-address``: a running one; ``--workers``
+actors, by default one per GPU for a GPU backend on a cluster with GPUs, else one per
+``--threads`` CPUs).
 """
 
 from __future__ import annotations
@@ -39,8 +40,10 @@ def add_job_arguments(p: argparse.ArgumentParser, unit: str, required_out: bool 
         "--workers", type=int, default=None, help="worker processes or Ray actors (default: 1 here; on Ray a GPU or CPUs each)"
     )
     where = p.add_mutually_exclusive_group()
-    where.add_argument("--ray", action="store_true", help="run on a local Ray cluster started for the job")
-    where.add_argument("--ray-address", metavar="ADDR", help="run on the Ray cluster at ADDR ('auto', 'ray://host:10001')")
+    where.add_argument("--ray", action="store_true", help="run on a new local Ray cluster started for the job")
+    where.add_argument(
+        "--ray-address", metavar="ADDR", help="run on the running Ray cluster at ADDR (host:6379, 'auto', 'ray://host:10001')"
+    )
 
 
 def check_job_arguments(args: argparse.Namespace) -> None:
@@ -56,7 +59,7 @@ def check_job_arguments(args: argparse.Namespace) -> None:
 
     check_writable("--out", str(args.out))
     if args.ray_address is not None and not args.ray_address.strip():
-        raise InputError("--ray-address is empty: give host:port, ray://host:port or auto")
+        raise InputError("--ray-address is empty: give host:6379, ray://host:10001 or auto")
 
 
 def _progress(total: int, unit: str):

@@ -6,7 +6,7 @@ input). Where it runs:
 
 - here, in this process (``workers=1``), or in ``workers`` processes started by ``spawn``
   (never ``fork``: GPU drivers do not survive it);
-- on Ray (``mnnpy.ray.map_rows``): a local cluster or the one at ``address``, ``workers``
+- on Ray (``mnnpy.ray.map_rows``): a new local cluster or the running one at ``address``, ``workers``
   actors, one GPU each where the backend is a GPU API and the cluster has GPUs.
 
 Results are sorted by path before they are written, so the same inputs give the same file,
@@ -88,7 +88,7 @@ def run_local(cls, args: tuple, kwargs: dict, paths: list[str], batch_size: int,
 def run_ray(
     cls, args, kwargs, paths, batch_size: int, workers: int, gpus_per_worker: float, step, address=None, cpus_per_worker=1
 ) -> dict:
-    """As ``run_local``, on Ray (``mnnpy.ray``): the cluster at ``address``, else a local one;
+    """As ``run_local``, on Ray (``mnnpy.ray``): the cluster at ``address``, else a new local one;
     ``workers`` actors (at most one per batch, ``workers_used``), each reserving
     ``cpus_per_worker`` CPUs and ``gpus_per_worker`` GPUs."""
     import importlib

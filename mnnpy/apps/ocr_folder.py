@@ -2,7 +2,7 @@
 
     mnnpy ocr scans/ --out text.jsonl                   # here, one process, 1 CPU thread
     mnnpy ocr scans/ --out text.jsonl --workers 2       # here, 2 processes (spawn)
-    mnnpy ocr scans/ --out text.parquet --ray           # a local Ray cluster, one actor per CPU
+    mnnpy ocr scans/ --out text.parquet --ray           # a new local Ray cluster, one actor per CPU
     mnnpy ocr scans/ --out text.jsonl --ray-address auto --backend vulkan   # a cluster; a GPU per actor
 
 Images: ``.png .jpg .jpeg .bmp .tif .tiff .webp`` under DIR, recursively. One result per

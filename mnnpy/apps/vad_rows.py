@@ -71,13 +71,17 @@ class VadRows:
         return self.detectors[rate]
 
     def read(self, path: str) -> str:
-        """One file's JSON line (``result_json``); its error, if any, inside."""
+        """One file's JSON line (``result_json``); its error, if any, inside, starting with the
+        file's path, with the file's length and rate where it was read (a rate the app refuses)."""
+        full, seconds, sr = os.path.join(self.root, path), None, None
         try:
-            audio, sr = read_wav(os.path.join(self.root, path))
+            audio, sr = read_wav(full)
+            seconds = len(audio) / sr if sr > 0 else None
             found = vad.speech_timestamps(audio, sr, vad=self._detector(sr), return_seconds=False, **self.options)
-            return result_json(path, len(audio) / sr, sr, [(s / sr, e / sr) for s, e in found])
+            return result_json(path, seconds, sr, [(s / sr, e / sr) for s, e in found])
         except Exception as e:  # noqa: BLE001 - a bad file is reported in its row; the job goes on
-            return result_json(path, None, None, [], f"{type(e).__name__}: {e}")
+            text = str(e) if str(e).startswith(f"{full}: ") else f"{full}: {e}"  # read_wav's errors name it already
+            return result_json(path, seconds, sr, [], f"{type(e).__name__}: {text}")
 
     def __call__(self, batch: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         paths = [str(p) for p in batch["path"]]
