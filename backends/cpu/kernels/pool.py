@@ -15,7 +15,10 @@ row by tap row: every column tap one loop over the row, or, for the undilated fo
 ``x`` in one loop taking every tap, compiled for each literal form so that it vectorises over
 the row, with the edges beside it a loop per tap. That MaxPool loop takes no NaN test (a
 plane holding NaN, checked first, takes the loops per tap): measured on ResNet-18's 3x3
-stride-2 pool, one thread, 0.38 ms against 0.64 with the test and 1.1 per tap. AveragePool
+stride-2 pool, one thread, 0.38 ms against 0.64 with the test and 1.1 per tap. That 3x3
+stride-2 MaxPool on a NaN-free plane now takes the max of its three input rows first (one
+contiguous pass each) and then of three columns (``_separable``): 0.50-0.55 -> 0.23 ms on one
+thread (2026-12-02, same machine, alternating processes). AveragePool
 adds the edge taps before the interior ones: its sum differs from the NumPy path's by
 rounding only. Work is cut in output rows ``lo <= p*Ho + oy < hi``; the kernels release the
 GIL, so callers split rows over threads.
@@ -47,6 +50,48 @@ def _interior(xf, acc, row, i0, i1, sw, dw, pl, kw, avg):  # pragma: no cover - 
         acc[ox] = a
 
 
+def _separable(xf, yf, vrow, p, oy, r, h, w, wo, pt, pl, i0, i1):  # pragma: no cover - compiled, inlined
+    """Output row ``r`` (plane ``p``, row ``oy``) of a 3x3 stride-2 MaxPool on a NaN-free plane:
+    ``vrow`` = the max of the (up to 3) input rows it covers, one contiguous pass each, then
+    each output the max of its (up to 3) columns of ``vrow``; outputs ``i0 <= ox < i1`` take
+    all three without a test. The same maxima as the taps in any order (max is exact)."""
+    u = np.uint64
+    first = True
+    for ky in range(3):
+        iy = oy * 2 - pt + ky
+        if iy < 0 or iy >= h:
+            continue
+        row = u((p * h + iy) * w)
+        if first:
+            for j in range(w):
+                vrow[j] = xf[row + u(j)]
+            first = False
+        else:
+            for j in range(w):
+                v = xf[row + u(j)]
+                vrow[j] = v if v > vrow[j] else vrow[j]
+    dst = u(r * wo)
+    if first:  # no input row inside (padding only)
+        for ox in range(wo):
+            yf[dst + u(ox)] = -np.inf
+        return
+    for ox in range(i0, i1):
+        s = u(ox * 2 - pl)
+        a, b, c = vrow[s], vrow[s + u(1)], vrow[s + u(2)]
+        m = a if a > b else b
+        yf[dst + u(ox)] = m if m > c else c
+    for part in range(2):  # the edge outputs, each tap tested
+        o0, o1 = (0, i0) if part == 0 else (i1, wo)
+        for ox in range(o0, o1):
+            m = np.float32(-np.inf)
+            for kx in range(3):
+                ix = ox * 2 - pl + kx
+                if ix >= 0 and ix < w:
+                    v = vrow[ix]
+                    m = v if v > m else m
+            yf[dst + u(ox)] = m
+
+
 def _window(x, y, recip, cols, kh, kw, sh, sw, dh, dw, pt, pl, avg, lo, hi):  # pragma: no cover - compiled
     """Output rows ``lo <= p*Ho + oy < hi`` of a 2-D pool (see the module doc)."""
     u = np.uint64
@@ -63,6 +108,8 @@ def _window(x, y, recip, cols, kh, kw, sh, sw, dh, dw, pt, pl, avg, lo, hi):  # 
     if dw == 1 and i1 > i0 and (sw, kw) in ((1, 3), (1, 5), (2, 2), (2, 3)):
         fast = sw * 8 + kw
     form, plane = fast, -1
+    sep = not avg and kh == 3 and kw == 3 and sh == 2 and sw == 2 and dh == 1 and fast != 0
+    vrow = np.empty(w, np.float32)
     for r in range(lo, hi):
         p, oy = r // ho, r % ho
         if p != plane and fast and not avg:  # a plane with NaN takes the loops per tap
@@ -70,6 +117,9 @@ def _window(x, y, recip, cols, kh, kw, sh, sw, dh, dw, pt, pl, avg, lo, hi):  # 
             for j in range(u(p * h * w), u((p + 1) * h * w)):
                 bad = bad | (xf[j] != xf[j])
             form = 0 if bad else fast
+        if sep and form:  # 3x3 stride-2 max, NaN-free plane: rows first, then columns
+            _separable_jit(xf, yf, vrow, p, oy, r, h, w, wo, pt, pl, i0, i1)  # noqa: F821
+            continue
         for j in range(wo):
             acc[j] = start
         for ky in range(kh):
@@ -137,6 +187,7 @@ def _build(numba):
     f3, i8 = numba.float32[:, :, ::1], numba.int64
     sig = numba.void(f3, f3, numba.float32[:, ::1], numba.int64[:, ::1], *(i8,) * 11)
     globals()["_interior_jit"] = numba.njit(inline="always", cache=True, nogil=True)(_interior)
+    globals()["_separable_jit"] = numba.njit(cache=True, nogil=True)(_separable)
     return numba.njit(sig, cache=True, nogil=True)(_window)
 
 
