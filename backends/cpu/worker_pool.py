@@ -83,7 +83,7 @@ class WorkerPool:
         self._spin = None  # the compiled spin kernel; ``_polls``: bound to each worker's row
         self._serve = None  # the compiled serve kernel (native tasks), where it compiled
         self.dispatches = 0  # calls of ``run`` that handed tasks to workers
-        self._spin_polls = self._wait_polls = self._settle_polls = 0
+        self._spin_polls = self._wait_polls = self._settle_polls = self._grace_polls = 0
         self._start()
         atexit.register(self.park)
 
