@@ -177,15 +177,11 @@ def _blocks(a: np.ndarray, b: np.ndarray, out: np.ndarray, parts: int) -> list[t
     """``(a_i, b_i, out_i)`` views whose products fill ``out``: column blocks when each gets at
     least ``MIN_SPLIT_COLS`` columns, else row blocks of 2-D ``a`` (few columns: 7x7 maps)."""
 
-    def cuts(n):
-        edges = [n * i // parts for i in range(parts + 1)]
-        return list(zip(edges, edges[1:]))
-
     rows, cols = out.shape[-2], out.shape[-1]
-    if b.ndim == out.ndim and (cols >= MIN_SPLIT_COLS * parts or a.ndim != 2 or rows < 32 * parts):
-        return [(a, b[..., lo:hi], out[..., lo:hi]) for lo, hi in cuts(cols)]
+    if b.ndim == out.ndim and (cols >= MIN_SPLIT_COLS * parts or a.ndim != 2 or rows < MIN_SPLIT_ROWS * parts):
+        return [(a, b[..., lo:hi], out[..., lo:hi]) for lo, hi in split(cols, parts)]
     if a.ndim == 2 and out.ndim == 2:
-        return [(a[lo:hi], b, out[lo:hi]) for lo, hi in cuts(rows)]
+        return [(a[lo:hi], b, out[lo:hi]) for lo, hi in split(rows, parts)]
     return [(a, b, out)]
 
 
