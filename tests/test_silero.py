@@ -83,7 +83,7 @@ def test_bad_wheel_checksum_keeps_nothing(tmp_path, monkeypatch):
         Path(cmd[cmd.index("-d") + 1], models.SILERO_WHEEL.filename).write_bytes(b"not the wheel")
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
-    monkeypatch.setattr(models.subprocess, "run", fake_pip)
+    monkeypatch.setattr(subprocess, "run", fake_pip)
     with pytest.raises(models.ModelFetchError, match="sha256"):
         models.silero_model_path("silero_vad.onnx")
     assert not list(tmp_path.rglob("*.whl")) and not list(tmp_path.rglob("*.onnx"))

@@ -19,11 +19,10 @@ from mnnpy.backend import Backend, BackendConfig, Execution, OpInfo, Runtime, Te
 from mnnpy.backends.cpu.blas import BlasThreads
 from mnnpy.backends.cpu.fusion import fuse
 from mnnpy.backends.cpu.registry import executions
-from mnnpy.backends.cpu.scratch import SharedBuffer, Workspace, _aligned, filled
+from mnnpy.backends.cpu.scratch import SharedBuffer, Workspace, mapped
 from mnnpy.backends.cpu.worker_pool import WorkerPool
 from mnnpy.errors import UnsupportedOperatorError
 from mnnpy.heap import give_back_freed
-from mnnpy.memory_planner import ALIGN
 
 
 class CPUBackend(Backend):
@@ -64,7 +63,7 @@ class CPUBackend(Backend):
             self.pool.use_spin(kernel(), serve_kernel())
 
     def allocate_arena(self, nbytes: int) -> None:
-        self.arena = _aligned(filled(nbytes + ALIGN, np.uint8), nbytes)  # pages mapped now (charged by the planner)
+        self.arena = mapped(nbytes)  # pages mapped now (charged by the planner)
 
     def on_plans_evicted(self) -> None:
         """The temporaries' buffer is kept only while kept plans use it; freed heap pages go

