@@ -1,6 +1,12 @@
 """Compiled kernels as cached machine code (backends/cpu/kernels/native.py): exported once,
 loaded without numba, checked before use, and rebuilt where a file is bad."""
 
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -11,6 +17,27 @@ pytest.importorskip("llvmlite")
 
 from mnnpy.backends.cpu import kernels as kernels_mod  # noqa: E402
 from mnnpy.backends.cpu.kernels import epilogue, native  # noqa: E402
+
+SHARED = sys.platform.startswith("linux") and hasattr(os, "memfd_create") and shutil.which("ld") is not None
+
+
+@pytest.fixture(autouse=True, params=["so", "object"])
+def form(request, monkeypatch):
+    """Every test for both forms of a kernel file: a shared library (where ``ld`` is found)
+    and object code loaded by MCJIT (``MNNPY_NATIVE_SHARED=0``)."""
+    if request.param == "so" and not SHARED:
+        pytest.skip("no shared libraries here: needs Linux's memfd_create and ld on PATH")
+    monkeypatch.setenv(native.SHARED_ENV, "1" if request.param == "so" else "0")
+    return request.param
+
+
+def _form_of(path) -> str:
+    """The ``form`` a kernel file's payload says it holds."""
+    from mnnpy import cache_file
+
+    payload = cache_file.unpack(path.read_bytes(), native.MAGIC, native.FORMAT, path.stem)
+    (n,) = struct.unpack_from("<I", payload)
+    return json.loads(payload[4 : 4 + n])["form"]
 
 
 def _rows_kernel(tmp_path, monkeypatch):
@@ -30,11 +57,12 @@ def _check_rows(kernel):
     np.testing.assert_array_equal(y, want)
 
 
-def test_exported_then_loaded_from_the_file(tmp_path, monkeypatch):
+def test_exported_then_loaded_from_the_file(tmp_path, monkeypatch, form):
     kernel = _rows_kernel(tmp_path, monkeypatch)
     assert isinstance(kernel, native.NativeKernel)
     files = list((tmp_path / "kernels").glob("epilogue_rows-*.bin"))
     assert len(files) == 1
+    assert _form_of(files[0]) == form
     _check_rows(kernel)
     monkeypatch.setattr(kernels_mod, "_BUILT", {})
     monkeypatch.setattr(kernels_mod, "_import_numba", lambda: pytest.fail("numba asked for although the file exists"))
@@ -151,3 +179,42 @@ def test_files_of_other_environments_are_pruned(tmp_path, monkeypatch):
     epilogue.kernel()
     names = sorted(p.name for p in folder.glob("epilogue_rows*"))
     assert names == sorted([f"epilogue_rows-{native.key()}.bin", "epilogue_rows_extra-0123456789abcdef.bin"])
+
+
+def test_several_shared_libraries_in_one_process(tmp_path, monkeypatch, form):
+    """Each kernel's library is its own: loading a second one (a memory file whose descriptor
+    number the first one's could have had) gives the second kernel, not the first again."""
+    from mnnpy.backends.cpu.kernels import pool
+
+    _rows_kernel(tmp_path, monkeypatch)
+    pool.kernel()
+    monkeypatch.setattr(kernels_mod, "_BUILT", {})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rows, window = epilogue.kernel(), pool.kernel()
+    assert rows.address != window.address
+    _check_rows(rows)
+    x = np.arange(2 * 4 * 4, dtype=np.float32).reshape(2, 4, 4)
+    y = np.zeros((2, 2, 2), np.float32)
+    window(x, y, np.ones((1, 1), np.float32), np.array([[0, 2], [0, 2]], np.int64), 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, 4)
+    np.testing.assert_array_equal(y, x.reshape(2, 2, 2, 2, 2).max(axis=(2, 4)))
+    for path in (tmp_path / "kernels").glob("*.bin"):
+        assert _form_of(path) == form
+
+
+def test_a_new_process_loads_kernels_without_numba_or_llvmlite(tmp_path, monkeypatch, form):
+    """What the shared libraries are for: a process whose kernels are on disk imports neither
+    numba nor (with shared libraries) llvmlite, whose imports cost 30-700 ms."""
+    _rows_kernel(tmp_path, monkeypatch)
+    code = (
+        "import sys, numpy as np\n"
+        "from mnnpy.backends.cpu.kernels import epilogue, native\n"
+        "k = epilogue.kernel()\n"
+        "y = np.zeros((2, 4), np.float32)\n"
+        "k(y, np.ones(2, np.float32), 0, 2, 0, 4, 0, np.float32(0), np.float32(0))\n"
+        "print(isinstance(k, native.NativeKernel), float(y.sum()), 'numba' in sys.modules, 'llvmlite.binding' in sys.modules)\n"
+    )
+    env = {**os.environ, "MNNPY_CACHE": str(tmp_path), native.SHARED_ENV: "1" if form == "so" else "0"}
+    done = subprocess.run([sys.executable, "-W", "error", "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "8.0", "False", "True" if form == "object" else "False"]

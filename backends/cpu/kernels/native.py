@@ -3,10 +3,15 @@
 numba compiles a kernel once per machine (``kernels.compiled``), but every process that
 uses one pays for numba itself: its import and its typing and target contexts, about
 0.5-0.8 s before the first cached kernel runs. Here each kernel is exported once as C-ABI
-functions (one numba ``cfunc`` per signature, over raw pointers) whose object code is kept in
-a hash-checked file; later processes load that code with llvmlite's MCJIT (llvmlite's import
-about 20-35 ms, each file 1-3 ms) and call it through ctypes, which releases the GIL as the
-numba dispatcher did. numba is imported only where a file is missing or stale.
+functions (one numba ``cfunc`` per signature, over raw pointers) kept in a hash-checked file,
+in one of two forms. Where the system can (Linux, ``ld`` on the PATH, ``MNNPY_NATIVE_SHARED``
+not ``0``): a shared library, the ``cfunc``s' LLVM modules compiled again as
+position-independent code and linked with ``_RUNTIME_IR``; a later process writes the bytes
+it verified into an anonymous memory file (``memfd_create``) and loads that with the dynamic
+linker, without importing llvmlite (whose import was 30-45 ms of a new process's first
+session). Elsewhere: object code, loaded with llvmlite's MCJIT (llvmlite's import about 20-35
+ms, each file 1-3 ms). Either way the functions are called through ctypes, which releases the
+GIL as the numba dispatcher did; numba is imported only where a file is missing or stale.
 
 C ABI of an exported signature: ``ret f(const int64 *ints, const double *floats)``, two
 argument blocks: each C-contiguous array argument takes its data address and its ``ndim``
@@ -17,11 +22,12 @@ dispatcher: 0.65). ``NativeKernel`` builds the blocks at the call (``__call__``)
 (``bind``: the arrays fixed at resize, as ``functools.partial``; every hot call is bound).
 
 File (``<mnnpy cache>/kernels/<name>-<key>.bin``, ``mnnpy.cache_file`` format: magic, key,
-length, SHA-256, payload): payload = u32 JSON length | JSON (per signature: symbol, argument
-kinds, return type, object length, the external symbols it needs) | the object files. The
-key hashes the kernel sources (every ``kernels/*.py``), mnnpy's version, the numba and
-llvmlite installed, Python's version and the host CPU's name and features (the code is
-compiled for this CPU). A bad or foreign file is rebuilt with a warning, never loaded.
+length, SHA-256, payload): payload = u32 JSON length | JSON (``form``: ``"so"`` or
+``"object"``; per signature: symbol, argument kinds, return type, object length, the external
+symbols it needs) | the shared library, or the object files one after another. The key hashes
+the kernel sources (every ``kernels/*.py``), mnnpy's version, the numba and llvmlite
+installed, Python's version and the host CPU (``_host_cpu``: the code is compiled for this
+CPU). A bad or foreign file is rebuilt with a warning, never loaded.
 
 What the object code needs from outside: the Python C API (error paths of the ``cfunc``
 wrapper), the C library (``sched_yield``, ``memset``, ...) and numba's runtime for arrays a
@@ -50,8 +56,11 @@ from pathlib import Path
 import numpy as np
 
 from mnnpy import cache_file
+from mnnpy.log import get_logger
 
-MAGIC, FORMAT = b"MNNPYNK1", 1
+_log = get_logger("cache")
+
+MAGIC, FORMAT = b"MNNPYNK1", 2
 _JSON_LEN = struct.Struct("<I")
 _SCALARS = {"int64": ctypes.c_int64, "float32": ctypes.c_float, "float64": ctypes.c_double, "bool": ctypes.c_bool}
 _RETURNS = {"none": None, **_SCALARS}
@@ -162,6 +171,9 @@ out:
 }
 """
 _ERROR_STUBS = ("numba_do_raise", "numba_unpickle", "numba_runtime_build_excinfo_struct")
+# the error stubs as code, for a shared library: each returns NULL/0 (the caller's arguments are ignored)
+_STUBS_IR = "".join(f"define i8* @{name}() {{\n  ret i8* null\n}}\n" for name in _ERROR_STUBS)
+SHARED_ENV = "MNNPY_NATIVE_SHARED"  # "0": keep object code for MCJIT even where a linker is found
 _RUNTIME_SYMBOLS = ("NRT_MemInfo_alloc_aligned", "NRT_MemInfo_alloc_safe_aligned", "NRT_MemInfo_call_dtor", "NRT_Free")
 _RUNTIME_SYMBOLS += ("numba_gil_ensure", "numba_gil_release", "numba_attempt_nocopy_reshape")
 
@@ -232,9 +244,36 @@ def _llvm():
 
 
 @functools.lru_cache(maxsize=1)
+def _pic_machine():
+    """A target machine for this CPU emitting position-independent code (``reloc="pic"``),
+    whose objects a linker can put into a shared library."""
+    llvm, _ = _llvm()
+    target = llvm.Target.from_default_triple()
+    return target.create_target_machine(
+        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=3, reloc="pic", codemodel="default"
+    )
+
+
+def _host_cpu() -> list[str]:
+    """What identifies this CPU for the code compiled for it: on Linux the first processor's
+    vendor, family, model, name and feature flags from ``/proc/cpuinfo`` (no llvmlite, whose
+    import is 30 ms of a new process's first session); elsewhere LLVM's host CPU name and features."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            block = f.read(1 << 20).split("\n\n", 1)[0]
+    except OSError:
+        block = ""
+    wanted = ("vendor_id", "cpu family", "model", "model name", "flags", "Features", "CPU implementer", "CPU part")
+    lines = [ln.strip() for ln in block.splitlines() if ln.split(":", 1)[0].strip() in wanted]
+    if any(ln.startswith(("flags", "Features")) for ln in lines):
+        return lines
+    llvm, _ = _llvm()
+    return [llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()]
+
+
+@functools.lru_cache(maxsize=1)
 def key() -> str:
     """The environment part of every file name (module doc), 16 hex digits."""
-    llvm, _ = _llvm()
     h = hashlib.sha256()
     for f in sorted(Path(__file__).parent.glob("*.py")):
         h.update(f.name.encode() + f.read_bytes())
@@ -245,8 +284,7 @@ def key() -> str:
 
     from mnnpy import __version__
 
-    parts = [__version__, *numba_dist, llvmlite.__version__, sys.version, platform.machine()]
-    parts += [llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()]
+    parts = [__version__, *numba_dist, llvmlite.__version__, sys.version, platform.machine(), *_host_cpu()]
     h.update("\n".join(map(str, parts)).encode())
     return h.hexdigest()[:16]
 
@@ -333,7 +371,7 @@ def _cfunc(dispatcher, numba) -> tuple[dict, bytes]:
     mod = lib._final_module
     needs = sorted({f.name for f in mod.functions if f.is_declaration and not f.name.startswith("llvm.")})
     needs += sorted({g.name for g in mod.global_variables if g.is_declaration})
-    return {"symbol": cf.native_name, "args": kinds, "ret": rname, "size": len(obj), "needs": needs}, obj
+    return {"symbol": cf.native_name, "args": kinds, "ret": rname, "size": len(obj), "needs": needs}, obj, mod
 
 
 def export(folder: Path, name: str, built, numba):
@@ -341,14 +379,27 @@ def export(folder: Path, name: str, built, numba):
     object code into ``folder``'s file for ``name``, then load it back: the same structure
     of ``NativeKernel``. Raises (ValueError, numba's errors) where a kernel cannot be exported."""
     single = not isinstance(built, tuple)
-    entries, objects = [], []
+    entries, objects, modules = [], [], []
     for d in [built] if single else built:
-        entry, obj = _cfunc(d, numba)
+        entry, obj, mod = _cfunc(d, numba)
         entries.append(entry)
         objects.append(obj)
-    meta = json.dumps({"name": name, "single": single, "entries": entries}).encode()
-    payload = _JSON_LEN.pack(len(meta)) + meta + b"".join(objects)
-    kernels = _load_payload(name, payload)  # loads here before it is written for the next process
+        modules.append(mod)
+    kernels = None
+    ld = _linker()
+    if ld is not None:
+        try:
+            library = _shared_library(modules, ld)
+            meta = json.dumps({"name": name, "single": single, "form": "so", "entries": entries}).encode()
+            payload = _JSON_LEN.pack(len(meta)) + meta + library
+            kernels = _load_payload(name, payload)  # loads here before it is written for the next process
+        except Exception as e:  # noqa: BLE001 - no shared library here: object code for MCJIT below
+            _log.info("kernel %s kept as object code (shared library: %s: %s)", name, type(e).__name__, e)
+            kernels = None
+    if kernels is None:
+        meta = json.dumps({"name": name, "single": single, "form": "object", "entries": entries}).encode()
+        payload = _JSON_LEN.pack(len(meta)) + meta + b"".join(objects)
+        kernels = _load_payload(name, payload)
     path = _path(folder, name)
     path.parent.mkdir(parents=True, exist_ok=True)
     cache_file.atomic_write(path, cache_file.pack(MAGIC, FORMAT, f"{name}-{key()}", payload))
@@ -389,6 +440,15 @@ def _load_payload(name: str, payload: bytes):
     if meta.get("name") != name:
         raise ValueError(f"file of kernel {meta.get('name')!r}")
     pos, kernels = _JSON_LEN.size + n, []
+    if meta.get("form") == "so":
+        library = _open_shared(payload[pos:])
+        for entry in meta["entries"]:
+            address = ctypes.cast(library[entry["symbol"]], ctypes.c_void_p).value
+            fn = ctypes.CFUNCTYPE(_RETURNS[entry["ret"]], ctypes.c_void_p, ctypes.c_void_p)(address)
+            kernels.append(NativeKernel(name, fn, entry["args"], address, entry["ret"]))
+        return kernels[0] if meta["single"] else tuple(kernels)
+    if meta.get("form") != "object":
+        raise ValueError(f"unknown form {meta.get('form')!r}")
     for entry in meta["entries"]:
         obj = payload[pos : pos + entry["size"]]
         if len(obj) != entry["size"]:
@@ -400,6 +460,65 @@ def _load_payload(name: str, payload: bytes):
     if pos != len(payload):
         raise ValueError("trailing bytes after the object code")
     return kernels[0] if meta["single"] else tuple(kernels)
+
+
+def _linker() -> str | None:
+    """The linker (``ld`` on PATH) where kernels are kept as shared libraries: Linux, whose
+    ``memfd_create`` lets the verified bytes be loaded as they are, and ``MNNPY_NATIVE_SHARED``
+    not ``0``; None elsewhere (object code for MCJIT)."""
+    if os.environ.get(SHARED_ENV, "1") == "0" or not sys.platform.startswith("linux") or not hasattr(os, "memfd_create"):
+        return None
+    import shutil
+
+    return shutil.which("ld")
+
+
+def _shared_library(modules, ld: str) -> bytes:
+    """One shared library of the LLVM ``modules`` (numba's final modules of a kernel's
+    ``cfunc``s) compiled again as position-independent code, with ``_RUNTIME_IR`` and the
+    error stubs: what the object code needs from outside is then the Python C API and the C
+    library, which the dynamic linker finds in this process. Raises (``ValueError``,
+    ``OSError``, llvmlite's errors) where it cannot be made."""
+    import subprocess
+    import tempfile
+
+    llvm, _ = _llvm()
+    tm = _pic_machine()
+    runtime = llvm.parse_assembly(_RUNTIME_IR + _STUBS_IR)
+    runtime.verify()
+    objects = [tm.emit_object(llvm.parse_bitcode(m.as_bitcode())) for m in modules] + [tm.emit_object(runtime)]
+    with tempfile.TemporaryDirectory(prefix="mnnpy-kernel-") as d:
+        paths = []
+        for i, obj in enumerate(objects):
+            paths.append(os.path.join(d, f"{i}.o"))
+            with open(paths[-1], "wb") as f:
+                f.write(obj)
+        out = os.path.join(d, "kernel.so")
+        cmd = [ld, "-shared", "-Bsymbolic", "-z", "noexecstack", "-o", out, *paths]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+        if done.returncode != 0:
+            raise ValueError(f"ld exited with {done.returncode}: {done.stderr.strip()[-400:]}")
+        with open(out, "rb") as f:
+            return f.read()
+
+
+def _open_shared(data: bytes) -> ctypes.CDLL:
+    """``data`` (a shared library's bytes, verified already) loaded from an anonymous memory
+    file of this process (``memfd_create``): what is loaded is the bytes that were checked,
+    never the file on disk again (time of check = time of use). The library and its file stay
+    open for the process: the dynamic linker knows a library by its path, and a path
+    ``/proc/self/fd/N`` used again (a closed descriptor's number reused) would give back the
+    library loaded first."""
+    fd = os.memfd_create("mnnpy-kernel", os.MFD_CLOEXEC)
+    try:
+        with open(fd, "wb", closefd=False) as f:
+            f.write(data)
+        library = ctypes.CDLL(f"/proc/self/fd/{fd}")
+    except BaseException:
+        os.close(fd)
+        raise
+    _ENGINES.append((library, fd))
+    return library
 
 
 _DEFINED: set[str] = set()  # external symbols given to MCJIT so far
