@@ -20,8 +20,13 @@ from mnnpy import limits
 def filled(shape, dtype, fill=0) -> np.ndarray:
     """A new ``shape``/``dtype`` array filled with ``fill`` (pages mapped now), not charged:
     for memory the planner charged already (the arena). ``fill=None``: left as it is, for a
-    buffer the caller writes whole at once (its write maps the pages)."""
-    a = np.empty(shape, dtype)
+    buffer the caller writes whole at once (its write maps the pages). From ``HUGE_MIN_BYTES``
+    an anonymous mapping of its own with huge pages asked for (``_anonymous``)."""
+    dtype = np.dtype(dtype)
+    dims = tuple(int(d) for d in shape) if isinstance(shape, (tuple, list, np.ndarray)) else (int(shape),)
+    nbytes = math.prod(dims) * dtype.itemsize
+    raw = _anonymous(nbytes) if nbytes >= HUGE_MIN_BYTES else None
+    a = raw.view(dtype).reshape(dims) if raw is not None else np.empty(dims, dtype)
     if fill is not None:
         a.fill(fill)
     return a
@@ -145,25 +150,25 @@ HUGE_MIN_BYTES = 4 << 20  # buffers from this size are mapped on their own, in h
 
 
 def mapped(nbytes: int) -> np.ndarray:
-    """``nbytes`` zero bytes (``uint8``, page-aligned, pages mapped now) for a buffer the
-    planner charged already (the arena). From ``HUGE_MIN_BYTES`` an anonymous mapping of its
-    own with huge pages asked for (``_huge``): Linux maps a 40 MiB arena's 2 MiB pages in
-    about 3 ms where writing 4 KiB pages took 15 ms in a new process, runs take fewer TLB
-    misses, and the memory goes back to the system when the arena is dropped. Smaller, or
-    where the mapping fails: ``filled``."""
-    if nbytes >= HUGE_MIN_BYTES:
-        import mmap
-
-        try:
-            m = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-        except (OSError, ValueError, AttributeError):
-            m = None
-        if m is not None:
-            _huge(m)
-            a = np.frombuffer(m, np.uint8)
-            a.fill(0)  # fresh anonymous pages read as zero; the write maps them
-            return a
+    """``nbytes`` zero bytes (``uint8``, 64-byte aligned, pages mapped now) for a buffer the
+    planner charged already (the arena): ``filled``, whose large buffers are mappings of their
+    own in huge pages (Linux maps a 40 MiB arena's 2 MiB pages in about 3 ms where writing
+    4 KiB pages took 4-15 ms, runs take fewer TLB misses, and the memory goes back to the
+    system when the arena is dropped)."""
     return _aligned(filled(nbytes + ALIGN, np.uint8), nbytes)
+
+
+def _anonymous(nbytes: int) -> np.ndarray | None:
+    """An anonymous private mapping of ``nbytes`` as ``uint8`` (page-aligned, huge pages asked
+    for: ``_huge``; its pages read as zero and are mapped when written); None where it fails."""
+    import mmap
+
+    try:
+        m = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    except (OSError, ValueError, AttributeError):
+        return None
+    _huge(m)
+    return np.frombuffer(m, np.uint8)
 
 
 def _huge(m) -> None:
