@@ -173,6 +173,7 @@ out:
 _ERROR_STUBS = ("numba_do_raise", "numba_unpickle", "numba_runtime_build_excinfo_struct")
 # the error stubs as code, for a shared library: each returns NULL/0 (the caller's arguments are ignored)
 _STUBS_IR = "".join(f"define i8* @{name}() {{\n  ret i8* null\n}}\n" for name in _ERROR_STUBS)
+_MFD_EXEC = getattr(os, "MFD_EXEC", 0x10)  # linux/memfd.h; Python < 3.12 lacks the name
 SHARED_ENV = "MNNPY_NATIVE_SHARED"  # "0": keep object code for MCJIT even where a linker is found
 _RUNTIME_SYMBOLS = ("NRT_MemInfo_alloc_aligned", "NRT_MemInfo_alloc_safe_aligned", "NRT_MemInfo_call_dtor", "NRT_Free")
 _RUNTIME_SYMBOLS += ("numba_gil_ensure", "numba_gil_release", "numba_attempt_nocopy_reshape")
@@ -509,7 +510,10 @@ def _open_shared(data: bytes) -> ctypes.CDLL:
     open for the process: the dynamic linker knows a library by its path, and a path
     ``/proc/self/fd/N`` used again (a closed descriptor's number reused) would give back the
     library loaded first."""
-    fd = os.memfd_create("mnnpy-kernel", os.MFD_CLOEXEC)
+    try:  # MFD_EXEC (Linux 6.3): executable even where vm.memfd_noexec makes memory files non-executable by default
+        fd = os.memfd_create("mnnpy-kernel", os.MFD_CLOEXEC | _MFD_EXEC)
+    except OSError:  # an older kernel refuses the flag it does not know
+        fd = os.memfd_create("mnnpy-kernel", os.MFD_CLOEXEC)
     try:
         with open(fd, "wb", closefd=False) as f:
             f.write(data)
