@@ -218,12 +218,14 @@ def peak_rss_child(engine: str, model: str, threads: int) -> tuple[float, float,
     ``RSS_RUNS`` runs) in MiB, then (the engine's import, its first session's creation) in ms,
     then the cores it keeps busy over ``ALONE_RUNS`` more runs and ``ALONE_S`` seconds at least
     (process CPU time / wall time),
-    of ``engine`` alone on ``model`` (a name of ``MODELS``), measured in a fresh process (this
-    file with ``--rss-child``; ``VmHWM``, ``mnnpy.tools.profile.peak_rss_mib``): what a process that starts,
+    of ``engine`` alone on ``model`` (a name of ``MODELS``), measured in a fresh process
+    (``_RSS_BOOT``: the engine imported and timed first, then this file's ``_rss_child_main``;
+    ``VmHWM``, ``mnnpy.tools.profile.peak_rss_mib``): what a process that starts,
     loads one model and runs it pays; no other engine's threads count in its CPU time (in the
     shared process, MNN's spinning workers add theirs to everyone's). Raises
     ``RuntimeError`` with the child's last line when it fails."""
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--rss-child", engine, model, str(threads)]
+    here = str(Path(__file__).resolve().parent)
+    cmd = [sys.executable, "-c", _RSS_BOOT, IMPORT_NAME[engine], here, engine, model, str(threads)]
     # as on a user's machine: modules imported from their cached bytecode (this VM sets
     # PYTHONDONTWRITEBYTECODE, which makes every process compile mnnpy's sources: about 0.1 s)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -236,11 +238,22 @@ def peak_rss_child(engine: str, model: str, threads: int) -> tuple[float, float,
     return float(base), float(peak), float(imported), float(created), float(cores)
 
 
-def _rss_child_main(engine: str, model: str, threads: int) -> int:
-    """The child of ``peak_rss_child``: prints ``rss <base MiB> <peak MiB> <import ms> <create ms> <cores>``."""
-    t0 = time.perf_counter()
-    importlib.import_module(IMPORT_NAME[engine])
-    imported = _ms(t0)
+# the child's start: the engine's import timed before anything else is imported (this file
+# imports mnnpy's tools, which would make mnnpy's import look free)
+_RSS_BOOT = (
+    "import importlib, sys, time\n"
+    "t0 = time.perf_counter()\n"
+    "importlib.import_module(sys.argv[1])\n"
+    "imported = (time.perf_counter() - t0) * 1e3\n"
+    "sys.path.insert(0, sys.argv[2])\n"
+    "import bench\n"
+    "sys.exit(bench._rss_child_main(sys.argv[3], sys.argv[4], int(sys.argv[5]), imported))\n"
+)
+
+
+def _rss_child_main(engine: str, model: str, threads: int, imported: float) -> int:
+    """The child of ``peak_rss_child`` (the engine imported already, in ``imported`` ms):
+    prints ``rss <base MiB> <peak MiB> <import ms> <create ms> <cores>``."""
     data, feeds = load_models([model])[model]
     base = peak_rss_mib()
     with tempfile.TemporaryDirectory() as d:
@@ -446,8 +459,6 @@ def write_section(path: Path, text: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["--rss-child"]:
-        return _rss_child_main(argv[1], argv[2], int(argv[3]))
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--models", nargs="+", default=list(MODELS))
     p.add_argument("--engines", nargs="+", default=list(ENGINES), choices=ENGINES)

@@ -78,15 +78,18 @@ def read_regular(path: str | os.PathLike, limit: int) -> bytes | None:
 def atomic_write(path: str | os.PathLike, data: bytes, *, private: bool = True, devices_in_place: bool = False) -> None:
     """Replace ``path`` with a file holding ``data``: written to a temporary file beside it,
     then renamed over it (module docstring). A symbolic link is followed (its target is
-    replaced, the link kept). Permissions: ``private`` gives a new file mode 0600 (caches);
+    replaced, the link kept) for a file the user names (``private=False``: a model saved over
+    a linked model file); a cache's file (``private``) replaces the link itself, so that
+    whoever can write into a cache folder cannot point mnnpy's writes at another file (a link
+    to ``/dev/zero`` or to a user's file). Permissions: ``private`` gives a new file mode 0600 (caches);
     otherwise a new file gets 0666 less the umask, as ``open`` would, and a replaced regular
     file keeps its mode. ``devices_in_place``: where ``path`` exists and is not a regular file
     (``/dev/stdout``, a named pipe a reader waits on), ``data`` is written into it instead
     (nothing can map those); a named pipe without a reader raises ``OSError`` (ENXIO) at once.
     Raises ``OSError`` (the temporary file is removed)."""
-    target = Path(os.path.realpath(path))
+    target = Path(os.path.abspath(path) if private else os.path.realpath(path))
     try:
-        st = os.stat(target)
+        st = os.lstat(target) if private else os.stat(target)
     except FileNotFoundError:
         st = None
     if st is not None and not stat.S_ISREG(st.st_mode) and devices_in_place:

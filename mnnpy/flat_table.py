@@ -81,15 +81,17 @@ class FlatTable:
         to = self._target(field)
         return None if to is None else FlatTable(self.buf, self.n, to)
 
-    def string(self, field: int) -> bytes | None:
-        """String ``field``'s bytes (``None`` when absent)."""
+    def string(self, field: int) -> tuple[int, int] | None:
+        """``(start, length)`` of string ``field``'s bytes (``None`` when absent); the caller
+        copies them (``bytes(buf[start:start + length])``) once it has checked its budget."""
         to = self._target(field)
-        if to is None:
-            return None
+        return None if to is None else self._span(to)
+
+    def _span(self, to: int) -> tuple[int, int]:
         length = _U32.unpack_from(self.buf, to)[0]
         if to + 4 + length > self.n:
             raise IndexError(f"string at {to} of {length} bytes runs past the buffer ({self.n} bytes)")
-        return bytes(self.buf[to + 4 : to + 4 + length])
+        return to + 4, length
 
     def vector(self, field: int) -> tuple[int, int]:
         """``(start, length)`` of vector ``field``: its elements' position and count (``(0, 0)``
@@ -114,16 +116,13 @@ class FlatTable:
         rel = s.unpack_from(self.buf, start)
         return [FlatTable(self.buf, self.n, start + 4 * k + r) for k, r in enumerate(rel)]
 
-    def strings(self, start: int, length: int) -> list[bytes]:
-        """The ``length`` strings of a vector of strings whose elements start at ``start``."""
+    def strings(self, start: int, length: int) -> list[tuple[int, int]]:
+        """``(start, length)`` of each of the ``length`` strings of a vector of strings whose
+        elements start at ``start``."""
         out = []
         for k in range(length):
             at = start + 4 * k
-            to = at + _U32.unpack_from(self.buf, at)[0]
-            size = _U32.unpack_from(self.buf, to)[0]
-            if to + 4 + size > self.n:
-                raise IndexError(f"string at {to} of {size} bytes runs past the buffer ({self.n} bytes)")
-            out.append(bytes(self.buf[to + 4 : to + 4 + size]))
+            out.append(self._span(at + _U32.unpack_from(self.buf, at)[0]))
         return out
 
 

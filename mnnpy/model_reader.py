@@ -43,6 +43,7 @@ _INT32, _INT64, _FLOAT32 = np.dtype("<i4"), np.dtype("<i8"), np.dtype("<f4")
 
 # what the flatbuffers runtime raises on offsets that point outside the buffer
 MAX_RANK = 64  # dims of a tensor: NumPy 2's NPY_MAXDIMS (a larger rank cannot be an array)
+SHARING = 4  # times the file's size that its strings and vectors may add up to when read
 MAX_ATTR_LIST = 1 << 16  # elements of an ints/floats/strings attribute (every schema's lists are rank- or input-sized)
 _MALFORMED = (IndexError, struct.error, ValueError, TypeError, OverflowError, AttributeError, RecursionError)
 
@@ -62,6 +63,10 @@ class ModelReader:
         self.identifier, self.version, self.align = identifier, version, align
         self.buffers: list[tuple[int, int]] = []  # (file offset, size in bytes) per Buffer
         self.n_graphs = 0
+        # bytes of strings and vectors read so far, and how many a file may make us read: a
+        # flatbuffer may point many fields at one string or vector (a 1 MB file naming 20,000
+        # tensors with one 1 MB string asked for 20 GB); a file mnnpy writes reads each once
+        self.spent, self.budget = 0, SHARING * self.n + (1 << 20)
 
     def fail(self, msg: str) -> NoReturn:
         """Raise ``ModelFormatError`` for this file."""
@@ -73,7 +78,18 @@ class ModelReader:
         start, n = t.vector(field)
         if n * elem_bytes > self.n:
             self.fail(f"{what}: vector '{name}' claims {n} elements, more than the file can hold")
+        self.spend(4 + n * elem_bytes, what)
         return start, n
+
+    def spend(self, nbytes: int, what: str) -> None:
+        """Count ``nbytes`` more read from strings and vectors; past ``SHARING`` times the
+        file's size (fields pointing at the same data again and again) the file is refused."""
+        self.spent += nbytes
+        if self.spent > self.budget:
+            self.fail(
+                f"{_short(what)}: its strings and vectors add up to more than {SHARING}x the file's {self.n} bytes "
+                "(fields point at the same data again and again)"
+            )
 
     def numbers(self, t: FlatTable, field: int, name: str, what: str, dtype: np.dtype = _INT32) -> np.ndarray:
         """Scalar vector ``field`` of ``t`` as a read-only NumPy view of the file (no Python
@@ -87,14 +103,17 @@ class ModelReader:
         except ValueError:  # np.frombuffer: the vector runs past the end of the file
             self.fail(f"{what}: vector '{name}' runs past the end of the file")
 
-    def string(self, value: bytes | None, what: str) -> str:
-        """A string field as ``str`` ("" when absent); raises when it is not UTF-8."""
-        if value is None:
+    def string(self, span: tuple[int, int] | None, what: str) -> str:
+        """A string field (``FlatTable.string``'s span) as ``str`` ("" when absent), counted
+        against the budget before it is copied; raises when it is not UTF-8."""
+        if span is None:
             return ""
+        start, length = span
+        self.spend(4 + length, what)
         try:
-            return value.decode("utf-8")
+            return bytes(self.buf[start : start + length]).decode("utf-8")
         except UnicodeDecodeError:
-            self.fail(f"{what}: string is not valid UTF-8")
+            self.fail(f"{_short(what)}: string is not valid UTF-8")
 
     # ---------------------------------------------------------------------- model
     def read(self) -> Net:
@@ -105,8 +124,10 @@ class ModelReader:
             self.fail(f"file identifier is {bytes(self.buf[4:8])!r}, expected {self.identifier!r} (not an mnnpy model)")
         try:
             return self._model()
-        except ModelFormatError:
-            raise
+        except ModelFormatError as e:
+            if str(e).startswith(f"{self.where}: "):
+                raise
+            raise ModelFormatError(f"{self.where}: {e}") from None  # a schema's or dtype's check names the op only
         except _MALFORMED as e:
             raise ModelFormatError(f"{self.where}: malformed flatbuffer ({type(e).__name__}: {e})") from None
 
@@ -163,7 +184,7 @@ class ModelReader:
     # ---------------------------------------------------------------------- graph
     def _graph(self, g: FlatTable, gi: int) -> Graph:
         gname = self.string(g.string(_GRAPH_NAME), f"graph {gi}")
-        where = f"graph {gi} ('{gname}')"
+        where = f"graph {gi} ('{_short(gname)}')"
         tensor_tables = g.tables(*self.vec(g, _GRAPH_TENSORS, "Tensors", where))
         tensors = [self._tensor(t, f"{where} tensor {ti}") for ti, t in enumerate(tensor_tables)]
         op_tables = g.tables(*self.vec(g, _GRAPH_OPS, "Ops", where))
@@ -184,7 +205,7 @@ class ModelReader:
 
     def _tensor(self, t: FlatTable, at: str) -> TensorDesc:
         name = self.string(t.string(_TENSOR_NAME), at)
-        what = f"{at} ('{name}')"
+        what = f"{at} ('{_short(name)}')"
         dtype = dtypes.from_code(t.scalar(_TENSOR_DTYPE, _I8, 0), what)
         shape = self._shape(t, what) if t.scalar(_TENSOR_HAS_SHAPE, _U8, 0) else None
         kind = t.scalar(_TENSOR_KIND, _I8, 0)
@@ -217,7 +238,7 @@ class ModelReader:
     def _op(self, o: FlatTable, at: str, n_tensors: int, gi: int) -> Op:
         op_type = self.string(o.string(_OP_TYPE), at)
         name = self.string(o.string(_OP_NAME), at)
-        what = f"{at} ({op_type} '{name}')"
+        what = f"{at} ({_short(op_type)} '{_short(name)}')"
         schema = get_schema(op_type)
         if schema is None:
             self.fail(f"{what}: unknown op type '{op_type}'")
@@ -226,7 +247,7 @@ class ModelReader:
         attrs = {}
         for a in o.tables(*self.vec(o, _OP_ATTRIBUTES, "Attributes", what)):
             key = self.string(a.string(_ATTR_NAME), what)
-            attrs[key] = self._attribute(a, f"{what} attribute '{key}'", gi)
+            attrs[key] = self._attribute(a, f"{what} attribute '{_short(key)}'", gi)
         schema.check_arity(len(inputs), len(outputs), what)
         for k, t in enumerate(inputs):
             spec = schema.input_spec(k)
@@ -272,6 +293,11 @@ class ModelReader:
         if not 0 < g < self.n_graphs or g == gi:
             self.fail(f"{what}: graph index {g} out of range or self-referencing")
         return GraphRef(g)
+
+
+def _short(text: str, most: int = 120) -> str:
+    """``text`` for an error message: at most ``most`` characters (a name may be megabytes)."""
+    return text if len(text) <= most else f"{text[:most]}... ({len(text)} characters)"
 
 
 # --------------------------------------------------------------------- graph structure

@@ -108,6 +108,24 @@ def test_atomic_write_modes_and_links(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["entry", "link.mnnpy", "new.mnnpy"]  # no temporary left
 
 
+def test_a_cache_write_replaces_a_link_not_its_target(tmp_path):
+    """A cache's file that is a symbolic link (someone with write access to the cache folder
+    planted it) is replaced as a link: its target, a user's file or a device, is untouched."""
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(b"mine")
+    victim.chmod(0o644)
+    entry = tmp_path / "cache" / "entry.bin"
+    entry.parent.mkdir()
+    entry.symlink_to(victim)
+    files.atomic_write(entry, b"cache bytes")
+    assert victim.read_bytes() == b"mine" and stat.S_IMODE(victim.stat().st_mode) == 0o644
+    assert not entry.is_symlink() and entry.read_bytes() == b"cache bytes"
+    dangling = tmp_path / "cache" / "other.bin"
+    dangling.symlink_to(tmp_path / "nowhere" / "x")
+    files.atomic_write(dangling, b"y")
+    assert dangling.read_bytes() == b"y" and not (tmp_path / "nowhere").exists()
+
+
 def test_atomic_write_failure_leaves_target(tmp_path, monkeypatch):
     target = tmp_path / "m.mnnpy"
     target.write_bytes(b"old")

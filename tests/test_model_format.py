@@ -369,3 +369,79 @@ def test_edited_vector_length_loads_in_bounded_time(field):
     t0 = time.perf_counter()
     loads_or_format_error(bytes(data))
     assert time.perf_counter() - t0 < 1.0
+
+
+def _shared_references(count: int, name_bytes: int, rank: int) -> bytes:
+    """A model whose graph lists one tensor table ``count`` times: its name (``name_bytes``
+    long) and its ``rank`` dims stored once, read once per reference (flatbuffers allows it)."""
+    import flatbuffers
+
+    from mnnpy.schema import model_generated as fb
+
+    b = flatbuffers.Builder(1024)
+    name = b.CreateString("n" * name_bytes)
+    fb.DimStart(b)
+    fb.DimAddValue(b, 1)
+    dim = fb.DimEnd(b)
+    fb.TensorStartShapeVector(b, rank)
+    for _ in range(rank):
+        b.PrependUOffsetTRelative(dim)
+    shape = b.EndVector()
+    fb.TensorStart(b)
+    fb.TensorAddName(b, name)
+    fb.TensorAddDtype(b, 1)
+    fb.TensorAddShape(b, shape)
+    fb.TensorAddHasShape(b, True)
+    tensor = fb.TensorEnd(b)
+    fb.GraphStartTensorsVector(b, count)
+    for _ in range(count):
+        b.PrependUOffsetTRelative(tensor)
+    tensors = b.EndVector()
+    ends = []
+    for start in (fb.GraphStartInputsVector, fb.GraphStartOutputsVector):
+        start(b, 1)
+        b.PrependInt32(0)
+        ends.append(b.EndVector())
+    gname = b.CreateString("g")
+    fb.GraphStart(b)
+    fb.GraphAddName(b, gname)
+    fb.GraphAddTensors(b, tensors)
+    fb.GraphAddInputs(b, ends[0])
+    fb.GraphAddOutputs(b, ends[1])
+    graph = fb.GraphEnd(b)
+    fb.ModelStartGraphsVector(b, 1)
+    b.PrependUOffsetTRelative(graph)
+    graphs = b.EndVector()
+    fb.ModelStart(b)
+    fb.ModelAddFormatVersion(b, model_file.FORMAT_VERSION)
+    fb.ModelAddGraphs(b, graphs)
+    b.Finish(fb.ModelEnd(b), file_identifier=model_file.FILE_IDENTIFIER)
+    return bytes(b.Output())
+
+
+@pytest.mark.parametrize("count, name_bytes, rank", [(20000, 1 << 20, 1), (100000, 1, 64)])
+def test_data_read_again_and_again_is_refused_in_bounded_memory(count, name_bytes, rank):
+    """One tensor referenced many times (a 1 MB name 20,000 times: 20 GB to read; rank-64 dims
+    100,000 times): refused as soon as the reads pass a few times the file's size, quickly
+    and without taking memory beyond that."""
+    import resource
+    import time
+
+    data = _shared_references(count, name_bytes, rank)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0 = time.perf_counter()
+    with pytest.raises(mnnpy.ModelFormatError, match=r"model bytes: .*point at the same data again and again"):
+        model_file.load(data)
+    assert time.perf_counter() - t0 < 20
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200_000  # KiB
+
+
+def test_errors_of_schema_checks_name_the_file(tmp_path):
+    """An op's own checks (arity, attributes, dtype codes) raise with the op only; reading
+    the file adds the file's name in front."""
+    net = small_net()
+    net.main.ops[1].attrs.update(bogus=1)
+    path = tmp_path / "m.mnnpy"
+    path.write_bytes(model_file.serialize(net))
+    with pytest.raises(mnnpy.ModelFormatError, match=rf"^{path}: graph 0 .*no attribute 'bogus'"):
+        model_file.load(path)

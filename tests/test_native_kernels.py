@@ -218,3 +218,98 @@ def test_a_new_process_loads_kernels_without_numba_or_llvmlite(tmp_path, monkeyp
     done = subprocess.run([sys.executable, "-W", "error", "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "8.0", "False", "True" if form == "object" else "False"]
+
+
+def _pointwise_model():
+    """A 1x1 Conv (bias, Relu) as mnnpy bytes, its input and NumPy's result."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from mnnpy.converter import convert
+
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal((64, 32, 1, 1)).astype(np.float32)
+    b = rng.standard_normal(64).astype(np.float32)
+    x = rng.standard_normal((1, 32, 16, 16)).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"]), helper.make_node("Relu", ["y"], ["z"])]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape))],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(w, "w"), numpy_helper.from_array(b, "b")],
+    )
+    data = convert(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString())
+    want = np.maximum(np.einsum("mc,chw->mhw", w[:, :, 0, 0], x[0]) + b[:, None, None], 0)[None]
+    return data, x, want
+
+
+def test_turned_off_a_model_runs_on_numbas_dispatchers(tmp_path, monkeypatch):
+    """``MNNPY_NATIVE_KERNELS=0``: the products take NumPy's path (numba's dispatcher types
+    its arrays writable; a model's weights are read-only views of the file), the model runs."""
+    import mnnpy
+
+    monkeypatch.setenv("MNNPY_NATIVE_KERNELS", "0")
+    monkeypatch.setenv("MNNPY_CACHE", str(tmp_path))
+    monkeypatch.setattr(kernels_mod, "_BUILT", {})
+    data, x, want = _pointwise_model()
+    for threads in (1, 2):
+        s = mnnpy.Interpreter(data).create_session(backend="cpu", num_threads=threads)
+        np.testing.assert_allclose(s.run({"x": x})["z"], want, rtol=1e-4, atol=1e-4)
+
+
+def test_kernels_that_cannot_be_saved_are_still_used(tmp_path, monkeypatch):
+    """Export loads the kernels, then fails to write the file (a read-only folder): this
+    process uses the loaded kernels, with a warning, and the next one builds them again."""
+
+    def refuse(path, data, **kw):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setenv("MNNPY_CACHE", str(tmp_path))
+    monkeypatch.setattr(kernels_mod, "_BUILT", {})
+    monkeypatch.setattr(native.cache_file, "atomic_write", refuse)
+    with pytest.warns(RuntimeWarning, match="not saved"):
+        kernel = epilogue.kernel()
+    assert isinstance(kernel, native.NativeKernel)
+    _check_rows(kernel)
+    assert not list((tmp_path / "kernels").glob("epilogue_rows-*.bin"))
+
+
+def test_a_hanging_linker_is_stopped_once_and_not_asked_again(tmp_path, monkeypatch, form):
+    """A linker that never finishes is killed with what it started after ``LINK_TIMEOUT_S``;
+    the kernel is kept as object code (correct), and the process links no other kernel."""
+    if form != "so":
+        pytest.skip("the linker is only asked for shared libraries")
+    fake = tmp_path / "bin" / "ld"
+    fake.parent.mkdir()
+    fake.write_text(f"#!/bin/sh\necho $$ > {tmp_path}/ld.pid\nsleep 600\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setattr(native, "LINK_TIMEOUT_S", 1)
+    monkeypatch.setattr(native, "_LINK_FAILED", [])
+    kernel = _rows_kernel(tmp_path, monkeypatch)
+    _check_rows(kernel)
+    (path,) = (tmp_path / "kernels").glob("epilogue_rows-*.bin")
+    assert _form_of(path) == "object"
+    pid = int((tmp_path / "ld.pid").read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # the script and its sleep were killed, not left behind
+    assert native._linker() is None  # not asked again in this process
+
+
+def test_object_code_kept_for_want_of_a_linker_is_built_again_where_one_is_found(tmp_path, monkeypatch, form):
+    """Kernels built once without ``ld`` (object code, llvmlite at every load) are built as a
+    shared library by the first process that finds a linker."""
+    if form != "so":
+        pytest.skip("needs a linker")
+    monkeypatch.setattr(native, "_LINK_FAILED", [])
+    monkeypatch.setenv(native.SHARED_ENV, "0")  # as if no linker was found
+    _rows_kernel(tmp_path, monkeypatch)
+    (path,) = (tmp_path / "kernels").glob("epilogue_rows-*.bin")
+    assert _form_of(path) == "object"
+    monkeypatch.setenv(native.SHARED_ENV, "1")
+    monkeypatch.setattr(kernels_mod, "_BUILT", {})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        kernel = epilogue.kernel()
+    _check_rows(kernel)
+    assert _form_of(path) == "so"

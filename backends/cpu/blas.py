@@ -160,11 +160,11 @@ def native_product(w, x, y, r0, r1, xc0, yc0, cols, bias=None, act=(0, 0.0, 0.0)
     if r1 - r0 == 1 or cols == 1:  # a matrix-vector product: np.matmul calls BLAS's gemv (sgemm: 2-5x slower)
         return None
     from mnnpy.backends.cpu.kernels import gemm
-    from mnnpy.backends.cpu.kernels.native import bind
+    from mnnpy.backends.cpu.kernels.native import NativeKernel, bind
 
     kernel, where = gemm.kernel(), sgemm_address()
-    if kernel is None or where is None:
-        return None
+    if not isinstance(kernel, NativeKernel) or where is None:  # numba's own dispatcher (MNNPY_NATIVE_KERNELS=0) types
+        return None  # its arrays writable: the weights are read-only views of the model
     w3, x3, y3 = (a if a.ndim == 3 else a.reshape(1, *a.shape) for a in (w, x, y))
     if w3.shape[0] not in (1, x3.shape[0]) or x3.shape[0] != y3.shape[0]:
         return None

@@ -174,7 +174,9 @@ _ERROR_STUBS = ("numba_do_raise", "numba_unpickle", "numba_runtime_build_excinfo
 # the error stubs as code, for a shared library: each returns NULL/0 (the caller's arguments are ignored)
 _STUBS_IR = "".join(f"define i8* @{name}() {{\n  ret i8* null\n}}\n" for name in _ERROR_STUBS)
 _MFD_EXEC = getattr(os, "MFD_EXEC", 0x10)  # linux/memfd.h; Python < 3.12 lacks the name
-SHARED_ENV = "MNNPY_NATIVE_SHARED"  # "0": keep object code for MCJIT even where a linker is found
+SHARED_ENV = "MNNPY_NATIVE_SHARED"  # "0": build object code for MCJIT even where a linker is found
+LINK_TIMEOUT_S = 30  # one kernel's link (here 10-40 ms); a linker that fails or hangs once is not asked again
+_LINK_FAILED: list[str] = []  # why the linker failed in this process, if it did
 _RUNTIME_SYMBOLS = ("NRT_MemInfo_alloc_aligned", "NRT_MemInfo_alloc_safe_aligned", "NRT_MemInfo_call_dtor", "NRT_Free")
 _RUNTIME_SYMBOLS += ("numba_gil_ensure", "numba_gil_release", "numba_attempt_nocopy_reshape")
 
@@ -387,7 +389,7 @@ def export(folder: Path, name: str, built, numba):
         objects.append(obj)
         modules.append(mod)
     kernels = None
-    ld = _linker()
+    ld, why = _linker(), "no linker"
     if ld is not None:
         try:
             library = _shared_library(modules, ld)
@@ -395,16 +397,22 @@ def export(folder: Path, name: str, built, numba):
             payload = _JSON_LEN.pack(len(meta)) + meta + library
             kernels = _load_payload(name, payload)  # loads here before it is written for the next process
         except Exception as e:  # noqa: BLE001 - no shared library here: object code for MCJIT below
-            _log.info("kernel %s kept as object code (shared library: %s: %s)", name, type(e).__name__, e)
+            why = f"{type(e).__name__}: {e}"
+            _LINK_FAILED.append(why)
+            _log.info("kernel %s kept as object code (shared library: %s)", name, why)
             kernels = None
     if kernels is None:
-        meta = json.dumps({"name": name, "single": single, "form": "object", "entries": entries}).encode()
+        # "why" "no linker": a later process that finds one builds the shared library instead
+        meta = json.dumps({"name": name, "single": single, "form": "object", "why": why, "entries": entries}).encode()
         payload = _JSON_LEN.pack(len(meta)) + meta + b"".join(objects)
         kernels = _load_payload(name, payload)
     path = _path(folder, name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    cache_file.atomic_write(path, cache_file.pack(MAGIC, FORMAT, f"{name}-{key()}", payload))
-    _prune(path.parent, name)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        cache_file.atomic_write(path, cache_file.pack(MAGIC, FORMAT, f"{name}-{key()}", payload))
+        _prune(path.parent, name)
+    except OSError as e:  # the kernels loaded: this process uses them; the next builds them again
+        warnings.warn(f"mnnpy CPU backend: compiled kernel {name!r} not saved to {path} ({e})", RuntimeWarning, stacklevel=3)
     return kernels
 
 
@@ -427,7 +435,7 @@ def load(folder: Path, name: str):
         data = cache_file.read_limited(path)
         if data is None:
             return None
-        return _load_payload(name, cache_file.unpack(data, MAGIC, FORMAT, f"{name}-{key()}"))
+        return _load_payload(name, cache_file.unpack(data, MAGIC, FORMAT, f"{name}-{key()}"), upgrade=True)
     except Exception as e:  # noqa: BLE001 - any bad file means a rebuild
         warnings.warn(
             f"mnnpy CPU backend: compiled kernel file {path} not used ({e}); rebuilding it", RuntimeWarning, stacklevel=3
@@ -435,11 +443,15 @@ def load(folder: Path, name: str):
         return None
 
 
-def _load_payload(name: str, payload: bytes):
+def _load_payload(name: str, payload: bytes, upgrade: bool = False):
+    """The kernels of a verified payload. ``upgrade``: None (build again) for object code
+    that was kept because no linker was found, where one is found now."""
     (n,) = _JSON_LEN.unpack_from(payload)
     meta = json.loads(payload[_JSON_LEN.size : _JSON_LEN.size + n])
     if meta.get("name") != name:
         raise ValueError(f"file of kernel {meta.get('name')!r}")
+    if upgrade and meta.get("form") == "object" and meta.get("why") == "no linker" and _linker() is not None:
+        return None
     pos, kernels = _JSON_LEN.size + n, []
     if meta.get("form") == "so":
         library = _open_shared(payload[pos:])
@@ -469,6 +481,8 @@ def _linker() -> str | None:
     not ``0``; None elsewhere (object code for MCJIT)."""
     if os.environ.get(SHARED_ENV, "1") == "0" or not sys.platform.startswith("linux") or not hasattr(os, "memfd_create"):
         return None
+    if _LINK_FAILED:  # failed (or hung) once in this process: the other kernels are not linked either
+        return None
     import shutil
 
     return shutil.which("ld")
@@ -496,9 +510,15 @@ def _shared_library(modules, ld: str) -> bytes:
                 f.write(obj)
         out = os.path.join(d, "kernel.so")
         cmd = [ld, "-shared", "-Bsymbolic", "-z", "noexecstack", "-o", out, *paths]
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
-        if done.returncode != 0:
-            raise ValueError(f"ld exited with {done.returncode}: {done.stderr.strip()[-400:]}")
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        try:
+            _, err = proc.communicate(timeout=LINK_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)  # ld and whatever it started
+            proc.communicate()
+            raise ValueError(f"ld did not finish in {LINK_TIMEOUT_S} s") from None
+        if proc.returncode != 0:
+            raise ValueError(f"ld exited with {proc.returncode}: {err.strip()[-400:]}")
         with open(out, "rb") as f:
             return f.read()
 
