@@ -106,15 +106,19 @@ class FlatTable:
         ``ValueError`` when they run past its end."""
         return np.frombuffer(self.buf, dtype=dtype, count=length, offset=start)
 
-    def tables(self, start: int, length: int) -> list[FlatTable]:
-        """The ``length`` tables of a vector of tables whose elements start at ``start``."""
+    def positions(self, start: int, length: int) -> list[int]:
+        """Where the ``length`` tables of a vector of tables whose elements start at ``start`` are."""
         s = _OFFSETS.get(length)
         if s is None:
             s = struct.Struct(f"<{length}I")
             if length <= 4096:
                 _OFFSETS[length] = s
         rel = s.unpack_from(self.buf, start)
-        return [FlatTable(self.buf, self.n, start + 4 * k + r) for k, r in enumerate(rel)]
+        return [start + 4 * k + r for k, r in enumerate(rel)]
+
+    def at(self, pos: int) -> FlatTable:
+        """The table at ``pos`` of the same buffer."""
+        return FlatTable(self.buf, self.n, pos)
 
     def strings(self, start: int, length: int) -> list[tuple[int, int]]:
         """``(start, length)`` of each of the ``length`` strings of a vector of strings whose

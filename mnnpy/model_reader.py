@@ -67,6 +67,7 @@ class ModelReader:
         # flatbuffer may point many fields at one string or vector (a 1 MB file naming 20,000
         # tensors with one 1 MB string asked for 20 GB); a file mnnpy writes reads each once
         self.spent, self.budget = 0, SHARING * self.n + (1 << 20)
+        self.seen: set[int] = set()  # positions of the tables read
 
     def fail(self, msg: str) -> NoReturn:
         """Raise ``ModelFormatError`` for this file."""
@@ -80,6 +81,19 @@ class ModelReader:
             self.fail(f"{what}: vector '{name}' claims {n} elements, more than the file can hold")
         self.spend(4 + n * elem_bytes, what)
         return start, n
+
+    def tables(self, t: FlatTable, field: int, name: str, what: str) -> list[FlatTable]:
+        """The tables of vector ``field`` (named ``name``) of ``t``. Each table of a file is
+        referenced once (flatbuffers lets many references share one: a 10 MB file listing one
+        graph 2.5 million times took 21 s and 1 GB before the budget refused it); a table
+        referenced again is refused at once."""
+        positions = t.positions(*self.vec(t, field, name, what))
+        seen = self.seen
+        for pos in positions:
+            if pos in seen:
+                self.fail(f"{_short(what)}: vector '{name}' refers to the table at byte {pos} again (tables are not shared)")
+            seen.add(pos)
+        return [t.at(pos) for pos in positions]
 
     def spend(self, nbytes: int, what: str) -> None:
         """Count ``nbytes`` more read from strings and vectors; past ``SHARING`` times the
@@ -139,9 +153,9 @@ class ModelReader:
         version = model.scalar(_MODEL_VERSION, _U32, 0)
         if version != self.version:
             self.fail(f"format version {version} is not supported (this mnnpy reads version {self.version})")
-        buffer_tables = model.tables(*self.vec(model, _MODEL_BUFFERS, "Buffers", "model"))
+        buffer_tables = self.tables(model, _MODEL_BUFFERS, "Buffers", "model")
         self.buffers = [self._buffer(b, i) for i, b in enumerate(buffer_tables)]
-        graph_tables = model.tables(*self.vec(model, _MODEL_GRAPHS, "Graphs", "model"))
+        graph_tables = self.tables(model, _MODEL_GRAPHS, "Graphs", "model")
         self.n_graphs = len(graph_tables)
         if self.n_graphs == 0:
             self.fail("model has no graph")
@@ -165,7 +179,7 @@ class ModelReader:
 
     def _metadata(self, model: FlatTable) -> dict[str, str]:
         metadata = {}
-        for i, kv in enumerate(model.tables(*self.vec(model, _MODEL_METADATA, "Metadata", "model"))):
+        for i, kv in enumerate(self.tables(model, _MODEL_METADATA, "Metadata", "model")):
             metadata[self.string(kv.string(_KV_KEY), f"metadata {i}")] = self.string(kv.string(_KV_VALUE), f"metadata {i}")
         return metadata
 
@@ -185,9 +199,9 @@ class ModelReader:
     def _graph(self, g: FlatTable, gi: int) -> Graph:
         gname = self.string(g.string(_GRAPH_NAME), f"graph {gi}")
         where = f"graph {gi} ('{_short(gname)}')"
-        tensor_tables = g.tables(*self.vec(g, _GRAPH_TENSORS, "Tensors", where))
+        tensor_tables = self.tables(g, _GRAPH_TENSORS, "Tensors", where)
         tensors = [self._tensor(t, f"{where} tensor {ti}") for ti, t in enumerate(tensor_tables)]
-        op_tables = g.tables(*self.vec(g, _GRAPH_OPS, "Ops", where))
+        op_tables = self.tables(g, _GRAPH_OPS, "Ops", where)
         ops = [self._op(o, f"{where} op {oi}", len(tensors), gi) for oi, o in enumerate(op_tables)]
         inputs = self._indices(g, _GRAPH_INPUTS, "Inputs", where, len(tensors))
         outputs = self._indices(g, _GRAPH_OUTPUTS, "Outputs", where, len(tensors))
@@ -224,10 +238,10 @@ class ModelReader:
     def _shape(self, t: FlatTable, what: str) -> tuple:
         """Dims: sizes >= 0, names (str) or None for an unnamed dynamic dim (stored as -1)."""
         shape = []
-        start, rank = self.vec(t, _TENSOR_SHAPE, "Shape", what)
+        rank = t.vector(_TENSOR_SHAPE)[1]
         if rank > MAX_RANK:
             self.fail(f"{what}: rank {rank} exceeds {MAX_RANK}, NumPy's most dimensions")
-        for di, d in enumerate(t.tables(start, rank)):
+        for di, d in enumerate(self.tables(t, _TENSOR_SHAPE, "Shape", what)):
             v = d.scalar(_DIM_VALUE, _I64, -1)
             if v < -1:
                 self.fail(f"{what}: dim {di} is {v}")
@@ -245,8 +259,10 @@ class ModelReader:
         inputs = self._indices(o, _OP_INPUTS, "Inputs", what, n_tensors, allow_absent=True)
         outputs = self._indices(o, _OP_OUTPUTS, "Outputs", what, n_tensors, allow_absent=True)
         attrs = {}
-        for a in o.tables(*self.vec(o, _OP_ATTRIBUTES, "Attributes", what)):
+        for a in self.tables(o, _OP_ATTRIBUTES, "Attributes", what):
             key = self.string(a.string(_ATTR_NAME), what)
+            if key in attrs:
+                self.fail(f"{what}: attribute '{_short(key)}' given twice")
             attrs[key] = self._attribute(a, f"{what} attribute '{_short(key)}'", gi)
         schema.check_arity(len(inputs), len(outputs), what)
         for k, t in enumerate(inputs):
@@ -354,10 +370,16 @@ def _why_unreached(gi: int, owner: dict[int, tuple[int, str]]) -> str:
 
 
 def check_graph(g: Graph, where: str) -> None:
-    """One producer per tensor, every tensor read defined, acyclic; sorts ``g.ops`` topologically.
+    """Graph inputs and outputs named apart, one producer per tensor, every tensor read
+    defined, acyclic; sorts ``g.ops`` topologically.
 
     ``where`` (file and graph) prefixes the ``ModelFormatError`` raised.
     """
+    for kind, indices in (("inputs", g.inputs), ("outputs", g.outputs)):
+        names: dict[str, int] = {}
+        for t in indices:
+            if names.setdefault(g.tensors[t].name, t) != t:  # run() takes and returns them by name
+                raise ModelFormatError(f"{where}: two graph {kind} are named '{_short(g.tensors[t].name)}'")
     producer = _producers(g, where)
     _check_defined(g, producer, where)
     g.ops = [g.ops[i] for i in _topological_order(g, producer, where)]

@@ -371,9 +371,10 @@ def test_edited_vector_length_loads_in_bounded_time(field):
     assert time.perf_counter() - t0 < 1.0
 
 
-def _shared_references(count: int, name_bytes: int, rank: int) -> bytes:
-    """A model whose graph lists one tensor table ``count`` times: its name (``name_bytes``
-    long) and its ``rank`` dims stored once, read once per reference (flatbuffers allows it)."""
+def _shared_references(count: int, name_bytes: int, rank: int, one_table: bool) -> bytes:
+    """A model whose graph lists ``count`` tensors that all point at one name (``name_bytes``
+    long) and one vector of ``rank`` dims, each stored once (flatbuffers allows it); with
+    ``one_table`` the graph lists one tensor table ``count`` times instead."""
     import flatbuffers
 
     from mnnpy.schema import model_generated as fb
@@ -387,15 +388,19 @@ def _shared_references(count: int, name_bytes: int, rank: int) -> bytes:
     for _ in range(rank):
         b.PrependUOffsetTRelative(dim)
     shape = b.EndVector()
-    fb.TensorStart(b)
-    fb.TensorAddName(b, name)
-    fb.TensorAddDtype(b, 1)
-    fb.TensorAddShape(b, shape)
-    fb.TensorAddHasShape(b, True)
-    tensor = fb.TensorEnd(b)
+
+    def tensor():
+        fb.TensorStart(b)
+        fb.TensorAddName(b, name)
+        fb.TensorAddDtype(b, 1)
+        fb.TensorAddShape(b, shape)
+        fb.TensorAddHasShape(b, True)
+        return fb.TensorEnd(b)
+
+    tensors = [tensor()] * count if one_table else [tensor() for _ in range(count)]
     fb.GraphStartTensorsVector(b, count)
-    for _ in range(count):
-        b.PrependUOffsetTRelative(tensor)
+    for t in reversed(tensors):
+        b.PrependUOffsetTRelative(t)
     tensors = b.EndVector()
     ends = []
     for start in (fb.GraphStartInputsVector, fb.GraphStartOutputsVector):
@@ -419,21 +424,53 @@ def _shared_references(count: int, name_bytes: int, rank: int) -> bytes:
     return bytes(b.Output())
 
 
-@pytest.mark.parametrize("count, name_bytes, rank", [(20000, 1 << 20, 1), (100000, 1, 64)])
-def test_data_read_again_and_again_is_refused_in_bounded_memory(count, name_bytes, rank):
-    """One tensor referenced many times (a 1 MB name 20,000 times: 20 GB to read; rank-64 dims
-    100,000 times): refused as soon as the reads pass a few times the file's size, quickly
-    and without taking memory beyond that."""
+@pytest.mark.parametrize(
+    "count, name_bytes, rank, one_table, match",
+    [
+        (20000, 1 << 20, 0, False, "point at the same data again and again"),  # a 1 MB name read 20,000 times: 20 GB
+        (100000, 1, 64, False, r"refers to the table at byte \d+ again"),  # 100,000 tensors share rank-64 dims
+        (400000, 1, 1, True, r"refers to the table at byte \d+ again"),  # one tensor table listed 400,000 times
+    ],
+)
+def test_data_read_again_and_again_is_refused_in_bounded_memory(count, name_bytes, rank, one_table, match):
+    """Fields pointing at one string, one vector or one table many times: refused quickly and
+    without taking memory beyond a few times the file's size."""
     import resource
     import time
 
-    data = _shared_references(count, name_bytes, rank)
+    data = _shared_references(count, name_bytes, rank, one_table)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()
-    with pytest.raises(mnnpy.ModelFormatError, match=r"model bytes: .*point at the same data again and again"):
+    with pytest.raises(mnnpy.ModelFormatError, match=rf"model bytes: .*{match}"):
         model_file.load(data)
     assert time.perf_counter() - t0 < 20
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200_000  # KiB
+
+
+def test_two_graph_outputs_of_one_name_are_refused():
+    """run() returns outputs by name: two outputs named alike would lose one of them."""
+
+    def mutate(n):
+        n.main.tensors[2] = TensorDesc("y", F32, None)  # the Add's output, named as the Relu's
+        n.main.outputs = [2, 3]
+
+    _bad(mutate, "two graph outputs are named 'y'")
+    _bad(lambda n: (n.main.tensors.append(TensorDesc("x", F32, None)), setattr(n.main, "inputs", [0, 5])), "two graph inputs")
+
+
+def test_an_attribute_given_twice_is_refused():
+    """One op carrying two attributes of one name (a file's bytes can; the last would have won)."""
+    b = np.ones((3, 4), np.float32)
+    g = Graph(
+        name="main",
+        tensors=[TensorDesc("a", F32, (2, 3)), TensorDesc("b", F32, (3, 4), b), TensorDesc("y", F32, None)],
+        ops=[Op("Gemm", "gemm", [0, 1], [2], {"transA": 0, "transB": 0})],
+        inputs=[0],
+        outputs=[2],
+    )
+    blob = model_file.serialize(Net(graphs=[g]))
+    assert blob.count(b"transB") == 1
+    expect_error(blob.replace(b"transB", b"transA"), "attribute 'transA' given twice")
 
 
 def test_errors_of_schema_checks_name_the_file(tmp_path):

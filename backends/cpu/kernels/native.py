@@ -389,7 +389,8 @@ def export(folder: Path, name: str, built, numba):
         objects.append(obj)
         modules.append(mod)
     kernels = None
-    ld, why = _linker(), "no linker"
+    ld = _linker()
+    why = f"the linker failed before in this process ({_LINK_FAILED[0]})" if _LINK_FAILED else "no linker"
     if ld is not None:
         try:
             library = _shared_library(modules, ld)
@@ -412,7 +413,13 @@ def export(folder: Path, name: str, built, numba):
         cache_file.atomic_write(path, cache_file.pack(MAGIC, FORMAT, f"{name}-{key()}", payload))
         _prune(path.parent, name)
     except OSError as e:  # the kernels loaded: this process uses them; the next builds them again
-        warnings.warn(f"mnnpy CPU backend: compiled kernel {name!r} not saved to {path} ({e})", RuntimeWarning, stacklevel=3)
+        # one message per folder and reason (Python shows a warning once per text): not one per kernel
+        why = f"{type(e).__name__}: {e.strerror or e}"
+        warnings.warn(
+            f"mnnpy CPU backend: compiled kernels not saved to {path.parent} ({why}); later processes build them again",
+            RuntimeWarning,
+            stacklevel=3,
+        )
     return kernels
 
 
@@ -432,7 +439,10 @@ def load(folder: Path, name: str):
     where there is none; a damaged, foreign or unloadable file gives a ``RuntimeWarning`` and None."""
     path = _path(folder, name)
     try:
-        data = cache_file.read_limited(path)
+        try:
+            data = cache_file.read_limited(path)
+        except (FileNotFoundError, NotADirectoryError):  # no folder (or a file in its place): nothing built yet
+            return None
         if data is None:
             return None
         return _load_payload(name, cache_file.unpack(data, MAGIC, FORMAT, f"{name}-{key()}"), upgrade=True)
