@@ -56,10 +56,6 @@ class FlatTable:
         self.buf, self.n, self.pos = buf, n, pos
         self.slots = _words(words).unpack_from(buf, vt)[2:]
 
-    def has(self, field: int) -> bool:
-        """Whether ``field`` is present."""
-        return field < len(self.slots) and self.slots[field] != 0
-
     def scalar(self, field: int, fmt: struct.Struct, default):
         """Scalar ``field`` read with ``fmt`` (a ``struct.Struct`` of one value), else ``default``."""
         if field >= len(self.slots) or not self.slots[field]:
@@ -75,11 +71,6 @@ class FlatTable:
         if to > self.n - 4:
             raise IndexError(f"offset at {at} points outside the buffer ({self.n} bytes)")
         return to
-
-    def table(self, field: int) -> FlatTable | None:
-        """Sub-table ``field`` (``None`` when absent)."""
-        to = self._target(field)
-        return None if to is None else FlatTable(self.buf, self.n, to)
 
     def string(self, field: int) -> tuple[int, int] | None:
         """``(start, length)`` of string ``field``'s bytes (``None`` when absent); the caller

@@ -337,9 +337,9 @@ def _pointer(numba, dtype: str):
     return as_pointer
 
 
-def _cfunc(dispatcher, numba) -> tuple[dict, bytes]:
+def _cfunc(dispatcher, numba) -> tuple[dict, bytes, object]:
     """The ``cfunc`` of ``dispatcher``'s one signature over the two argument blocks (module
-    doc): its entry and object code."""
+    doc): its entry, its object code (for MCJIT) and its final LLVM module (for a shared library)."""
     sig = dispatcher.nopython_signatures[0]
     kinds = [_kind(t, numba) for t in sig.args]
     namespace = {"carray": numba.carray, "kernel": dispatcher, "np": np}
@@ -378,9 +378,11 @@ def _cfunc(dispatcher, numba) -> tuple[dict, bytes]:
 
 
 def export(folder: Path, name: str, built, numba):
-    """Export numba's ``built`` (a dispatcher or a tuple of them, one signature each) as
-    object code into ``folder``'s file for ``name``, then load it back: the same structure
-    of ``NativeKernel``. Raises (ValueError, numba's errors) where a kernel cannot be exported."""
+    """Export numba's ``built`` (a dispatcher or a tuple of them, one signature each) into
+    ``folder``'s file for ``name``, as a shared library where a linker is found (``_linker``),
+    else as object code, loaded back before it is written: the same structure of
+    ``NativeKernel``. A file that cannot be written gives a warning (the loaded kernels are
+    still returned). Raises (ValueError, numba's errors) where a kernel cannot be exported."""
     single = not isinstance(built, tuple)
     entries, objects, modules = [], [], []
     for d in [built] if single else built:
