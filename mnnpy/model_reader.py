@@ -298,11 +298,11 @@ class ModelReader:
         self.fail(f"{what}: unknown attribute type code {kind}")
 
     def _list(self, a: FlatTable, field: int, name: str, what: str, dtype: np.dtype) -> np.ndarray:
-        """An ints/floats attribute's values, at most ``MAX_ATTR_LIST`` of them."""
-        n = self.vec(a, field, name, what, dtype.itemsize)[1]
-        if n > MAX_ATTR_LIST:
-            self.fail(f"{what}: {n} elements, more than an attribute list may hold ({MAX_ATTR_LIST})")
-        return self.numbers(a, field, name, what, dtype)
+        """An ints/floats attribute's values (a view of the file), at most ``MAX_ATTR_LIST`` of them."""
+        values = self.numbers(a, field, name, what, dtype)
+        if values.size > MAX_ATTR_LIST:
+            self.fail(f"{what}: {values.size} elements, more than an attribute list may hold ({MAX_ATTR_LIST})")
+        return values
 
     def _graph_ref(self, g: int, what: str, gi: int) -> GraphRef:
         """A body graph: another graph than ``gi``, never the main graph (0)."""
