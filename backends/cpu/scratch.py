@@ -47,10 +47,8 @@ def scratch(shape, dtype, fill=0) -> np.ndarray:
     ``filled``), charged to the plan being made. Raises ``ShapeError`` naming its bytes when it would pass the memory
     limit (writing it could get the process killed rather than fail cleanly)."""
     dims = tuple(int(d) for d in shape) if isinstance(shape, (tuple, list, np.ndarray)) else (int(shape),)
-    limits.charge(
-        math.prod(int(d) for d in dims) * np.dtype(dtype).itemsize, f"a CPU scratch buffer {tuple(dims)} {np.dtype(dtype)}"
-    )
-    return filled(shape, dtype, fill)
+    limits.charge(math.prod(dims) * np.dtype(dtype).itemsize, f"a CPU scratch buffer {dims} {np.dtype(dtype)}")
+    return filled(dims, dtype, fill)
 
 
 ALIGN = 64

@@ -395,19 +395,16 @@ def export(folder: Path, name: str, built, numba):
     why = f"the linker failed before in this process ({_LINK_FAILED[0]})" if _LINK_FAILED else "no linker"
     if ld is not None:
         try:
-            library = _shared_library(modules, ld)
-            meta = json.dumps({"name": name, "single": single, "form": "so", "entries": entries}).encode()
-            payload = _JSON_LEN.pack(len(meta)) + meta + library
+            payload = _payload({"name": name, "single": single, "form": "so", "entries": entries}, _shared_library(modules, ld))
             kernels = _load_payload(name, payload)  # loads here before it is written for the next process
         except Exception as e:  # noqa: BLE001 - no shared library here: object code for MCJIT below
             why = f"{type(e).__name__}: {e}"
             _LINK_FAILED.append(why)
             _log.info("kernel %s kept as object code (shared library: %s)", name, why)
-            kernels = None
     if kernels is None:
         # "why" "no linker": a later process that finds one builds the shared library instead
-        meta = json.dumps({"name": name, "single": single, "form": "object", "why": why, "entries": entries}).encode()
-        payload = _JSON_LEN.pack(len(meta)) + meta + b"".join(objects)
+        meta = {"name": name, "single": single, "form": "object", "why": why, "entries": entries}
+        payload = _payload(meta, b"".join(objects))
         kernels = _load_payload(name, payload)
     path = _path(folder, name)
     try:
@@ -468,9 +465,7 @@ def _load_payload(name: str, payload: bytes, upgrade: bool = False):
     if meta.get("form") == "so":
         library = _open_shared(payload[pos:])
         for entry in meta["entries"]:
-            address = ctypes.cast(library[entry["symbol"]], ctypes.c_void_p).value
-            fn = ctypes.CFUNCTYPE(_RETURNS[entry["ret"]], ctypes.c_void_p, ctypes.c_void_p)(address)
-            kernels.append(NativeKernel(name, fn, entry["args"], address, entry["ret"]))
+            kernels.append(_kernel(name, entry, ctypes.cast(library[entry["symbol"]], ctypes.c_void_p).value))
         return kernels[0] if meta["single"] else tuple(kernels)
     if meta.get("form") != "object":
         raise ValueError(f"unknown form {meta.get('form')!r}")
@@ -479,12 +474,22 @@ def _load_payload(name: str, payload: bytes, upgrade: bool = False):
         if len(obj) != entry["size"]:
             raise ValueError("truncated object code")
         pos += entry["size"]
-        address = _link(obj, entry["symbol"], entry["needs"])
-        fn = ctypes.CFUNCTYPE(_RETURNS[entry["ret"]], ctypes.c_void_p, ctypes.c_void_p)(address)
-        kernels.append(NativeKernel(name, fn, entry["args"], address, entry["ret"]))
+        kernels.append(_kernel(name, entry, _link(obj, entry["symbol"], entry["needs"])))
     if pos != len(payload):
         raise ValueError("trailing bytes after the object code")
     return kernels[0] if meta["single"] else tuple(kernels)
+
+
+def _kernel(name: str, entry: dict, address: int) -> NativeKernel:
+    """The ``NativeKernel`` of one exported signature (``entry`` of a file's JSON) at ``address``."""
+    fn = ctypes.CFUNCTYPE(_RETURNS[entry["ret"]], ctypes.c_void_p, ctypes.c_void_p)(address)
+    return NativeKernel(name, fn, entry["args"], address, entry["ret"])
+
+
+def _payload(meta: dict, body: bytes) -> bytes:
+    """A file's payload: ``meta`` as JSON after its u32 length, then ``body`` (module doc)."""
+    text = json.dumps(meta).encode()
+    return _JSON_LEN.pack(len(text)) + text + body
 
 
 def _linker() -> str | None:
@@ -558,7 +563,7 @@ def _open_shared(data: bytes) -> ctypes.CDLL:
 
 
 _DEFINED: set[str] = set()  # external symbols given to MCJIT so far
-_ENGINES: list = []  # the MCJIT engines of loaded files and the runtime, alive for the process
+_ENGINES: list = []  # what loaded code lives in, alive for the process: MCJIT engines, (shared library, memory file) pairs
 
 
 @functools.lru_cache(maxsize=1)
