@@ -34,6 +34,8 @@ GEOMETRY = [
     ((1, 4, 5, 6), 7, {"pads": [4, 5, 3, 6]}),  # taps entirely in the padding
     ((1, 4, 30, 30), 17, {"pads": [2, 3, 1, 2]}),  # more taps than conv.MAX_TAP_LOOP
     ((3, 32, 30, 30), 3, {"pads": [1, 1, 1, 1], "strides": [2, 2]}),  # large enough to run parallel
+    ((1, 4, 20, 70), 3, {"pads": [1, 1, 1, 1]}),  # 3x3 on long rows: whole blocks of 64 and a partial one
+    ((1, 3, 16, 70), 5, {"pads": [2, 2, 2, 2]}),  # 5x5 on long rows: passes of eight taps, the last in the crop
 ]
 
 

@@ -1,0 +1,70 @@
+"""A float32 matrix product on weights packed at resize, with bias and the fused activation
+applied before the output leaves the registers (numba, ``simd.py``'s vectors): the product
+of the pointwise Conv (``ops/pointwise.py``) where it is faster than BLAS.
+
+``wp: (Bw, P, K, MR)`` the weights ``w: (Bw, M, K)`` packed by ``pack`` (``P = ceil(M / MR)``
+panels of ``MR`` rows, row ``r`` of panel ``p`` is ``w[p*MR + r]``, zero rows past ``M``),
+``x: (B, K, Lx)``, ``y: (B, M, Ly)``, ``b: (Mb,)`` (``Mb`` 0: no bias), all float32
+C-contiguous; ``Bw`` is 1 or ``B``. For each ``j < B``, rows ``r0 <= r < r1`` (``r0`` a
+multiple of ``MR``) and ``c < cols``::
+
+    y[j, r, yc0 + c] = act(b[r % Mb] + sum_k w[j or 0, r, k] * x[j, k, xc0 + c])
+
+with the activations of ``kernels/epilogue.py`` (``ACT``). Each inner step multiplies one
+panel's ``MR`` weights (broadcast) by 32 columns of one row of X (two vectors) into ``MR x 32``
+sums held in 16 vector registers, one fused multiply-add each; the sums run over ``KC`` rows
+of X at a time (partial sums are stored and read back between passes). A pass copies its 32
+columns of X into a contiguous strip first where X's rows are far apart and several panels
+read them. The last strip of columns uses masked loads and stores: nothing outside the block
+is read or written. Sums are formed in the order of ``k`` with one rounding per step, so they
+can differ from BLAS's in the last bits (within DESIGN.md's accumulating-op tolerance).
+
+This is MLAS's and MNN's scheme (a register tile over packed weights, the epilogue fused),
+not a BLAS call: OpenBLAS packs the weights again in every call and has no fused epilogue.
+It serves the Conv executions (pointwise, im2col); MatMul and Gemm stay on BLAS (DESIGN.md,
+"CPU kernels"). Measured on the 2-core Zen 5 machine, one thread, medians of 200 calls, GFLOP/s
+of this kernel (with bias) against NumPy's OpenBLAS ``cblas_sgemm`` (without), M x K x
+columns: 80x960x49 159 / 126, 160x960x49 162 / 142, 256x4608x49 166 / 151, 480x160x49
+175 / 167, 32x384x196 148 / 123, 48x576x196 158 / 160, 128x1152x784 193 / 178,
+32x147x12544 139 / 131; slower: 64x576x3136 117 / 138, 16x32x12544 113 / 136. A variant with
+the vectors along the output rows (32-row panels, tiles of 7 columns, stores transposed
+through a small buffer) was faster on 160x960x49 (+8%) and 64x576x3136 (+30%), slower on
+480x160x49 (-40%) and 16x32x12544 (-75%), and is not kept.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mnnpy.backends.cpu.kernels import compiled
+
+MR = 8  # rows of one weight panel of ``packed``
+KC = 256  # rows of X (inner dimension) summed in one pass over the output by ``packed``
+
+
+def pack(w: np.ndarray, out: np.ndarray | None = None, mr: int = MR) -> np.ndarray:
+    """``w: (Bw, M, K)`` float32 -> ``(Bw, ceil(M/mr), K, mr)`` float32, a kernel's panels
+    (zero rows past ``M``); written into ``out`` where given (that shape, C-contiguous)."""
+    bw, m, k = w.shape
+    p = -(-m // mr)
+    if out is None:
+        out = np.empty((bw, p, k, mr), np.float32)
+    full = m // mr
+    out[:, :full] = w[:, : full * mr].reshape(bw, full, mr, k).transpose(0, 1, 3, 2)
+    if full < p:
+        out[:, full:] = 0
+        out[:, full, :, : m - full * mr] = w[:, full * mr :].transpose(0, 2, 1)
+    return out
+
+
+def _build(numba):
+    from mnnpy.backends.cpu.kernels import packed_gemm_jit
+
+    return packed_gemm_jit.build(numba)
+
+
+def kernel():
+    """The compiled ``(wp, x, y, b, r0, r1, xc0, yc0, cols, act, a0, a1)`` (module doc; the
+    integers int64, ``a0, a1`` float32), releasing the GIL; ``None`` where numba cannot
+    compile here (a warning was given)."""
+    return compiled("packed_gemm", _build)
