@@ -60,6 +60,54 @@ def test_conv_picks_the_compiled_kernel(monkeypatch):
     assert len(picked) == 1 and picked[0].fused_activation and picked[0].code == dw_kernel.ACT["Clip"]
 
 
+# (x shape, kernel, strides, dilations, pads top/left): both kernels of kernels/depthwise.py
+BLOCK_CASES = [
+    ((2, 37, 9, 11), 3, (1, 1), (1, 1), (1, 1)),  # channels past two blocks, rows under 16
+    ((1, 16, 20, 23), 3, (2, 2), (1, 1), (1, 0)),  # rows over 16: one transpose per 16 columns
+    ((1, 5, 8, 8), 5, (2, 1), (1, 2), (2, 3)),  # one partial block, mixed strides and dilations
+    ((3, 33, 7, 7), 3, (1, 1), (1, 1), (1, 1)),
+]
+
+
+@pytest.mark.parametrize("case", range(len(BLOCK_CASES)))
+@pytest.mark.parametrize("act", ["", "Clip", "HardSwish"])
+def test_channel_blocks_match_planes(case, act):
+    """The channel-block kernel against the plane kernel on the same arguments, its units
+    (blocks of 16 channels) split in two calls; nothing outside each call's channels written."""
+    xs, k, (sh, sw), (dh, dw), (pt, pl) = BLOCK_CASES[case]
+    n, c, h, wd = xs
+    rng = np.random.default_rng(case)
+    x = rng.standard_normal(xs, dtype=np.float32)
+    w, b = rng.standard_normal((c, k, k), dtype=np.float32), rng.standard_normal(c).astype(np.float32)
+    ho = (h + 2 * pt - (k - 1) * dh - 1) // sh + 1
+    wo = (wd + 2 * pl - (k - 1) * dw - 1) // sw + 1
+    tail = (sh, sw, dh, dw, pt, pl, dw_kernel.ACT[act], np.float32(0.0), np.float32(6.0))
+    want = np.zeros((n, c, ho, wo), np.float32)
+    dw_kernel.kernel()(x, w, b, want, 0, n * c, *tail)
+    got = np.full_like(want, 7.0)
+    units = n * -(-c // 16)
+    blocks = dw_kernel.channel_blocks()
+    blocks(x, w, b, got, 0, 1, *tail)
+    assert (got[0, 16:] == 7.0).all() and (got[1:] == 7.0).all()  # only the first block's channels
+    blocks(x, w, b, got, 1, units, *tail)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("xs", "strides", "blocked"),
+    [((1, 40, 7, 7), [1, 1], True), ((1, 40, 24, 24), [2, 2], True), ((1, 40, 24, 24), [1, 1], False)],
+)
+def test_small_maps_take_channel_blocks(monkeypatch, xs, strides, blocked):
+    """Output maps up to BLOCKS_MAX_MAP (BLOCKS_MAX_STRIDED_MAP for strides over 1) take the
+    channel-block kernel, larger ones the plane kernel."""
+    asked = []
+    real = dw_ops.channel_blocks
+    monkeypatch.setattr(dw_ops, "channel_blocks", lambda: asked.append(1) or real())
+    model, feeds = _model(xs, 3, {"pads": [1, 1, 1, 1], "strides": strides}, True, "relu6", seed=7)
+    check(model, feeds, **ACCUMULATE)
+    assert bool(asked) == blocked
+
+
 def test_hard_swish_is_fused(monkeypatch):
     picked = spy_inits(monkeypatch, dw_ops._DepthwiseNumba)
     model, feeds = _model((1, 16, 7, 7), 3, {"pads": [1, 1, 1, 1]}, True, "hardswish", seed=6)

@@ -29,13 +29,21 @@ and 32x112x112 unchanged within 3%; PP-OCRv4 rec's 5x5 240x12x80 191 -> 199; all
 ``parallel=True``, measured worse: their OpenMP workers spin after each launch and slowed the
 BLAS product after it, MobileNetV2 53.7 ms against 14.5 with NumPy).
 
-A channels-innermost variant (blocks of 16 channels transposed into a zero-padded
-``(Hp, Wp, 16)`` buffer, taps vectorised over the channels, the output transposed back) was
-measured slower on every depthwise layer of MobileNetV2, PP-OCRv4 rec/cls and det's first
-(12.8 ms against 5.5 for the 30 shapes, 960x7x7: 0.148 against 0.111 ms): numba leaves a
-16-lane channel loop scalar (its stores may alias its loads), long loops over channels need
-weights repeated along the row, and the two transposes cost about as much as the taps on
-small maps. So this kernel serves every size.
+Channel blocks (``channel_blocks``, ``depthwise_jit.blocks``): for small output maps (the
+Conv takes it up to ``ops/depthwise.BLOCKS_MAX_MAP`` positions, up to
+``BLOCKS_MAX_STRIDED_MAP`` with strides over 1) the 16 lanes of a vector hold 16 channels
+instead of 16 positions: a block's planes are transposed (``simd.transpose16``: masked loads,
+four stages of two-source shuffles, masked stores) into a zero-padded ``(Hp, Wp, 16)``
+buffer, eight outputs at a time are summed over the taps (one fused multiply-add per tap
+for 16 channels, any stride and dilation), the activation applied, and the ``(Ho, Wo, 16)``
+result transposed back into the planes. Measured against the plane kernel, one thread, µs:
+960x7x7 54 -> 30-33, 576x14x14/2 52-58 -> 28-30, 192x28x28/2 53-55 -> 27-29, 144x56x56/2
+92-108 -> 92-104; on larger maps it loses (576x14x14 55 -> 62-66, 192x28x28 61-65 -> 58-78).
+An earlier channels-innermost variant, before ``simd.py``, was slower on every layer: numba
+left its 16-lane channel loop scalar (its stores may alias its loads) and the scalar
+transposes cost as much as the taps. In MobileNetV2, two threads, one process, alternated:
+4.86 / 4.82 -> 4.76 / 4.74 ms (the depthwise layers on 7x7 and strided maps are a small part
+of the run); PP-OCRv4 rec and cls unchanged.
 
 Fused activation codes (``ACT``): those of the epilogue (``kernels/epilogue.py``: none, Relu,
 Clip, LeakyRelu, HardSigmoid, HardSwish; ``simd.activate``), applied in the crop; NaN passes
@@ -55,6 +63,19 @@ def _build(numba):
     from mnnpy.backends.cpu.kernels import depthwise_jit
 
     return depthwise_jit.build(numba)
+
+
+def _build_blocks(numba):
+    from mnnpy.backends.cpu.kernels import depthwise_jit
+
+    return depthwise_jit.build_blocks(numba)
+
+
+def channel_blocks():
+    """The compiled channel-block kernel (module doc, "Channel blocks"), the arguments of
+    ``kernel`` but ``lo, hi`` counting blocks of 16 channels (``n*ceil(C/16) + block``);
+    ``None`` where numba cannot compile here (a warning was given)."""
+    return compiled("depthwise_blocks", _build_blocks)
 
 
 def kernel():

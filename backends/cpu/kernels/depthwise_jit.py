@@ -7,7 +7,18 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from mnnpy.backends.cpu.kernels.simd import activate, vadd, vbcast, vfma, vload, vload_all, vsplat, vstore, vstore_all
+from mnnpy.backends.cpu.kernels.simd import (
+    activate,
+    transpose16,
+    vadd,
+    vbcast,
+    vfma,
+    vload,
+    vload_all,
+    vsplat,
+    vstore,
+    vstore_all,
+)
 
 V = 16  # lanes of a vector
 
@@ -206,6 +217,117 @@ def planes(x, w, b, y, lo, hi, sh, sw, dh, dw, pt, pl, act, a0, a1):  # pragma: 
                 if last:
                     r = vfma(vl, vload(buf, tl + src + ox, n), r)
                 vstore(yf, dst + ox, activate(r, act, a0, a1), n)
+
+
+PR = 8  # output positions of one step of ``blocks`` (eight chains of fused multiply-adds)
+
+
+@numba.njit(inline="always", cache=True)
+def _step(bufc, wblk, bias, kk, toff, o, st, outc, oo, n, act, a0, a1):  # pragma: no cover - compiled
+    """``PR`` output positions (``n`` of them stored) of one channel block: position ``i``'s taps
+    start at ``o + i*st`` in ``bufc``, its 16 channels go to ``outc`` at ``oo + 16*i``."""
+    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = bias
+    for t in range(kk):
+        wt = vload_all(wblk, 16 * t)
+        q = o + toff[t]
+        s0 = vfma(wt, vload_all(bufc, q), s0)
+        s1 = vfma(wt, vload_all(bufc, q + st), s1)
+        s2 = vfma(wt, vload_all(bufc, q + 2 * st), s2)
+        s3 = vfma(wt, vload_all(bufc, q + 3 * st), s3)
+        s4 = vfma(wt, vload_all(bufc, q + 4 * st), s4)
+        s5 = vfma(wt, vload_all(bufc, q + 5 * st), s5)
+        s6 = vfma(wt, vload_all(bufc, q + 6 * st), s6)
+        s7 = vfma(wt, vload_all(bufc, q + 7 * st), s7)
+    vstore_all(outc, oo, activate(s0, act, a0, a1))
+    if n > 1:
+        vstore_all(outc, oo + 16, activate(s1, act, a0, a1))
+    if n > 2:
+        vstore_all(outc, oo + 32, activate(s2, act, a0, a1))
+    if n > 3:
+        vstore_all(outc, oo + 48, activate(s3, act, a0, a1))
+    if n > 4:
+        vstore_all(outc, oo + 64, activate(s4, act, a0, a1))
+    if n > 5:
+        vstore_all(outc, oo + 80, activate(s5, act, a0, a1))
+    if n > 6:
+        vstore_all(outc, oo + 96, activate(s6, act, a0, a1))
+    if n > 7:
+        vstore_all(outc, oo + 112, activate(s7, act, a0, a1))
+
+
+def blocks(x, w, b, y, lo, hi, sh, sw, dh, dw, pt, pl, act, a0, a1):  # pragma: no cover - compiled
+    """Blocks of 16 channels ``lo <= n*ceil(C/16) + cb < hi`` of ``y`` with the channels in the
+    vector lanes (``depthwise.py``'s module doc): the block's planes transposed into a
+    zero-padded ``(Hp, Wp, 16)`` buffer, ``PR`` outputs at a time summed over the taps (one
+    fused multiply-add per tap and 16 channels), the activation applied, and the ``(Ho, Wo, 16)``
+    result transposed back into the planes of ``y`` (``simd.transpose16``)."""
+    c_, h, wd = x.shape[1], x.shape[2], x.shape[3]
+    ho, wo = y.shape[2], y.shape[3]
+    kh, kw = w.shape[1], w.shape[2]
+    kk = kh * kw
+    hp = max(h + pt, (ho - 1) * sh + (kh - 1) * dh + 1)
+    wp = max(wd + pl, (wo - 1) * sw + (kw - 1) * dw + 1)
+    # the last step of a row reads up to PR - 1 positions past it: slack after the last row
+    bufc = np.zeros((hp * wp + PR * sw) * 16, np.float32)
+    outc = np.empty((ho * wo + PR) * 16, np.float32)
+    stage = np.empty((h * wd + 16) * 16, np.float32)  # short rows' positions before their rows are placed
+    wblk = np.zeros(kk * 16, np.float32)
+    bblk = np.zeros(16, np.float32)
+    toff = np.zeros(kk, np.int64)
+    for ky in range(kh):
+        for kx in range(kw):
+            toff[ky * kw + kx] = (ky * dh * wp + kx * dw) * 16
+    xf, yf, wf = x.reshape(-1), y.reshape(-1), w.reshape(-1)
+    cb_ = (c_ + 15) // 16
+    for unit in range(lo, hi):
+        n, cb = unit // cb_, unit % cb_
+        c0 = cb * 16
+        nc = min(16, c_ - c0)
+        for lane in range(16):
+            bblk[lane] = b[c0 + lane] if lane < nc else np.float32(0.0)
+            for t in range(kk):
+                wblk[t * 16 + lane] = wf[(c0 + lane) * kk + t] if lane < nc else np.float32(0.0)
+        xbase, hwi = (n * c_ + c0) * h * wd, h * wd
+        if wd < 16:  # short rows: 16 positions at a time across rows, then each row into place
+            for q0 in range(0, hwi, 16):
+                transpose16(xf, xbase + q0, hwi, nc, min(16, hwi - q0), stage, q0 * 16, 16)
+            for iy in range(h):
+                d0, s0 = ((iy + pt) * wp + pl) * 16, iy * wd * 16
+                for j in range(wd):
+                    vstore_all(bufc, d0 + 16 * j, vload_all(stage, s0 + 16 * j))
+        else:
+            for iy in range(h):
+                for ix0 in range(0, wd, 16):
+                    transpose16(xf, xbase + iy * wd + ix0, hwi, nc, min(16, wd - ix0), bufc, ((iy + pt) * wp + ix0 + pl) * 16, 16)
+        bias = vload_all(bblk, 0)
+        for oy in range(ho):
+            for ox in range(0, wo, PR):
+                _step(
+                    bufc,
+                    wblk,
+                    bias,
+                    kk,
+                    toff,
+                    (oy * sh * wp + ox * sw) * 16,
+                    sw * 16,
+                    outc,
+                    (oy * wo + ox) * 16,
+                    min(PR, wo - ox),
+                    act,
+                    a0,
+                    a1,
+                )
+        ybase, hw = (n * c_ + c0) * ho * wo, ho * wo
+        for q0 in range(0, hw, 16):  # the planes are contiguous: 16 positions at a time across rows
+            transpose16(outc, q0 * 16, 16, min(16, hw - q0), nc, yf, ybase + q0, hw)
+
+
+def build_blocks(numba_module):
+    """``blocks`` compiled with ``planes``'s signature, releasing the GIL, cached."""
+    nb = numba_module
+    f4, i8, f = nb.float32[:, :, :, ::1], nb.int64, nb.float32
+    sig = nb.void(f4, nb.float32[:, :, ::1], nb.float32[::1], f4, *(i8,) * 9, f, f)
+    return nb.njit(sig, cache=True, nogil=True)(blocks)
 
 
 def build(numba_module):

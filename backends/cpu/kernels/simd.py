@@ -188,3 +188,53 @@ def activate(v, act, a0, a1):  # pragma: no cover - compiled
         return vless_sel(t, zero, zero, vless_sel(one, t, one, t))
     t = vadd(vmul(v, vsplat(np.float32(1.0 / 6.0))), vsplat(np.float32(0.5)))
     return vmul(v, vless_sel(t, zero, zero, vless_sel(one, t, one, t)))
+
+
+def _select_mask(builder, cond, mask):
+    return builder.select(cond, mask, ir.Constant(_MASK, [0] * LANES))
+
+
+@intrinsic
+def transpose16(typingctx, src, so, ss, nrows, nlanes, dst, do, ds):
+    """Transpose an ``nrows x nlanes`` block (``<= 16`` each): row ``i`` of ``src`` starts at
+    ``so + i*ss``; row ``j < nlanes`` of the result, ``nrows`` lanes (``dst[do + j*ds + i] =
+    src[so + i*ss + j]``), is stored at ``do + j*ds``. Nothing outside the block is read or
+    written (masked loads and stores). Four stages of two-source shuffles, each swapping the
+    off-diagonal sub-blocks of one size (8, 4, 2, 1)."""
+
+    def codegen(context, builder, sig, args):
+        sa, so_, ss_, nr, nl, da, do_, ds_ = args
+        i64 = ir.IntType(64)
+        load = _function(builder, "llvm.masked.load.v16f32.p0", _VT, [_VT.as_pointer(), _I32, _MASK, _VT])
+        store = _function(builder, "llvm.masked.store.v16f32.p0", ir.VoidType(), [_VT, _VT.as_pointer(), _I32, _MASK])
+        sarr = context.make_array(sig.args[0])(context, builder, sa)
+        darr = context.make_array(sig.args[5])(context, builder, da)
+        lanes_in, lanes_out = _mask(builder, nl), _mask(builder, nr)
+        zero = ir.Constant(_VT, [0.0] * LANES)
+        rows = []
+        for i in range(LANES):
+            idx = builder.add(so_, builder.mul(ss_, ir.Constant(i64, i)))
+            ptr = builder.bitcast(
+                cgutils.get_item_pointer(context, builder, sig.args[0], sarr, [idx], wraparound=False), _VT.as_pointer()
+            )
+            m = _select_mask(builder, builder.icmp_signed("<", ir.Constant(i64, i), nr), lanes_in)
+            rows.append(builder.call(load, [ptr, ir.Constant(_I32, 4), m, zero]))
+        for b in (8, 4, 2, 1):
+            lo = [j if not (j & b) else LANES + j - b for j in range(LANES)]
+            hi = [j + b if not (j & b) else LANES + j for j in range(LANES)]
+            for i in range(LANES):
+                if i & b:
+                    continue
+                r0, r1 = rows[i], rows[i + b]
+                rows[i] = builder.shuffle_vector(r0, r1, ir.Constant(_IV, lo))
+                rows[i + b] = builder.shuffle_vector(r0, r1, ir.Constant(_IV, hi))
+        for j in range(LANES):
+            idx = builder.add(do_, builder.mul(ds_, ir.Constant(i64, j)))
+            ptr = builder.bitcast(
+                cgutils.get_item_pointer(context, builder, sig.args[5], darr, [idx], wraparound=False), _VT.as_pointer()
+            )
+            m = _select_mask(builder, builder.icmp_signed("<", ir.Constant(i64, j), nl), lanes_out)
+            builder.call(store, [rows[j], ptr, ir.Constant(_I32, 4), m])
+        return context.get_dummy_value()
+
+    return types.void(src, so, ss, nrows, nlanes, dst, do, ds), codegen

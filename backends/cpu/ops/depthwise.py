@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mnnpy.backends.cpu.kernels.depthwise import ACT
+from mnnpy.backends.cpu.kernels.depthwise import ACT, channel_blocks
 from mnnpy.backends.cpu.kernels.depthwise import kernel as depthwise_kernels
 from mnnpy.backends.cpu.kernels.native import bind
 from mnnpy.backends.cpu.ops.activation import apply_activation
@@ -23,6 +23,10 @@ from mnnpy.backends.cpu.scratch import scratch
 # elements of a depthwise output split over the threads (measured with native tasks,
 # worker_pool.py: MobileNetV2 5.99 -> 5.42 ms, 2 threads, against 1 << 17)
 DEPTHWISE_PARALLEL_MIN = 1 << 14
+# output maps (Ho*Wo) up to which the compiled kernel puts 16 channels in the vector lanes
+# (kernels/depthwise.py, "channel blocks"), and up to which it does so for strides over 1
+BLOCKS_MAX_MAP = 64
+BLOCKS_MAX_STRIDED_MAP = 256
 SHORT_MAPS = 0.8  # depthwise maps whose output rows are under this share of the padded rows: _DepthwiseRows
 SMALL_GRID = 400  # depthwise grids up to this many positions per channel use a batched matmul (measured)
 
@@ -195,9 +199,14 @@ class _DepthwiseNumba:
         self.fused_activation = act in ACT
         a0, a1 = (params[0], params[1]) if self.code else (0.0, 0.0)
         self.args = (*strides, *dil, pads[0], pads[1], self.code, np.float32(a0), np.float32(a1))
-        kernel = depthwise_kernels()
         parts = exe.backend.num_threads if y.size >= DEPTHWISE_PARALLEL_MIN else 1
-        self.tasks = [bind(kernel, x, self.w, self.b, y, lo, hi, *self.args) for lo, hi in split(x.shape[0] * c, parts)]
+        hw = y.shape[2] * y.shape[3]
+        blocked = channel_blocks() if hw <= BLOCKS_MAX_MAP or (max(strides) > 1 and hw <= BLOCKS_MAX_STRIDED_MAP) else None
+        if blocked is not None:  # channels in the vector lanes: units are blocks of 16 channels
+            units, kernel = x.shape[0] * -(-c // 16), blocked
+        else:
+            units, kernel = x.shape[0] * c, depthwise_kernels()
+        self.tasks = [bind(kernel, x, self.w, self.b, y, lo, hi, *self.args) for lo, hi in split(units, parts)]
 
     def prepare(self, w, b):
         np.copyto(self.w, w.reshape(self.w.shape))
