@@ -121,3 +121,13 @@ def test_numpy_path_without_numba(monkeypatch):
         model, feeds = _model(xs, m, g, True, act, seed=7)
         check(model, feeds, **ACCUMULATE)
         assert not picked[-1].fused_activation
+
+
+@pytest.mark.parametrize(("xs", "packed"), [((1, 32, 3, 5), False), ((1, 32, 4, 4), True), ((2, 32, 4, 4), False)])
+def test_packed_kernel_from_min_cols(monkeypatch, xs, packed):
+    """Single images with at least ``packed_gemm.MIN_COLS`` positions take the packed-weight
+    kernel (its weights packed at prepare), fewer positions and batches stay on BLAS."""
+    picked = _picked(monkeypatch)
+    model, feeds = _model(xs, 24, 1, True, "relu6", seed=3)
+    check(model, feeds, **ACCUMULATE)
+    assert (picked[-1].wp is not None) == packed

@@ -76,7 +76,7 @@ class _Im2colNumba:
         y3 = view_as(y, (n, m, ho * wo))
         geo = (kh, kw, *strides, *dil, pads[0], pads[1])
         finish = bias is not None or code != 0
-        pk = packed_gemm.kernel() if PACKED else None
+        pk = packed_gemm.kernel() if PACKED and ho * wo >= packed_gemm.MIN_COLS else None
         mr = packed_gemm.MR
         # the products on weights packed at prepare, bias and activation in the same call
         self.wp = None if pk is None else scratch((g, -(-mg // mr), rowsz, mr), np.float32, fill=None)

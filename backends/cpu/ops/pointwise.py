@@ -74,7 +74,7 @@ class _Pointwise:
             return
         code, a0, a1 = epilogue.codes(exe.attrs["activation"], exe.attrs["activation_params"])
         self.b = scratch((m,), np.float32)
-        if two_d and PACKED and (pk := packed_gemm.kernel()) is not None:
+        if two_d and PACKED and hw >= packed_gemm.MIN_COLS and (pk := packed_gemm.kernel()) is not None:
             self._packed(exe, pk, x, y, m, c, hw, (code, a0, a1))
             return
         rows = view_as(y, (n * m, hw))
