@@ -224,8 +224,9 @@ PR = 8  # output positions of one step of ``blocks`` (eight chains of fused mult
 
 @numba.njit(inline="always", cache=True)
 def _step(bufc, wblk, bias, kk, toff, o, st, outc, oo, n, act, a0, a1):  # pragma: no cover - compiled
-    """``PR`` output positions (``n`` of them stored) of one channel block: position ``i``'s taps
-    start at ``o + i*st`` in ``bufc``, its 16 channels go to ``outc`` at ``oo + 16*i``."""
+    """``PR`` output positions of one channel block (``n`` of them kept: ``outc`` has room for
+    ``PR`` past its last position): position ``i``'s taps start at ``o + i*st`` in ``bufc``, its
+    16 channels go to ``outc`` at ``oo + 16*i``."""
     s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = bias
     for t in range(kk):
         wt = vload_all(wblk, 16 * t)
@@ -238,21 +239,17 @@ def _step(bufc, wblk, bias, kk, toff, o, st, outc, oo, n, act, a0, a1):  # pragm
         s5 = vfma(wt, vload_all(bufc, q + 5 * st), s5)
         s6 = vfma(wt, vload_all(bufc, q + 6 * st), s6)
         s7 = vfma(wt, vload_all(bufc, q + 7 * st), s7)
-    vstore_all(outc, oo, activate(s0, act, a0, a1))
-    if n > 1:
-        vstore_all(outc, oo + 16, activate(s1, act, a0, a1))
-    if n > 2:
-        vstore_all(outc, oo + 32, activate(s2, act, a0, a1))
-    if n > 3:
-        vstore_all(outc, oo + 48, activate(s3, act, a0, a1))
-    if n > 4:
-        vstore_all(outc, oo + 64, activate(s4, act, a0, a1))
-    if n > 5:
-        vstore_all(outc, oo + 80, activate(s5, act, a0, a1))
-    if n > 6:
-        vstore_all(outc, oo + 96, activate(s6, act, a0, a1))
-    if n > 7:
-        vstore_all(outc, oo + 112, activate(s7, act, a0, a1))
+    vstore_all(outc, oo, s0)
+    vstore_all(outc, oo + 16, s1)
+    vstore_all(outc, oo + 32, s2)
+    vstore_all(outc, oo + 48, s3)
+    vstore_all(outc, oo + 64, s4)
+    vstore_all(outc, oo + 80, s5)
+    vstore_all(outc, oo + 96, s6)
+    vstore_all(outc, oo + 112, s7)
+    if act:  # one loop over the stored sums: the activation's branches compiled once
+        for i in range(n):
+            vstore_all(outc, oo + 16 * i, activate(vload_all(outc, oo + 16 * i), act, a0, a1))
 
 
 def blocks(x, w, b, y, lo, hi, sh, sw, dh, dw, pt, pl, act, a0, a1):  # pragma: no cover - compiled

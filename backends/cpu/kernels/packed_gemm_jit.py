@@ -15,18 +15,28 @@ NR = 32  # output columns of one pass of the inner loop: two vectors
 
 
 @numba.njit(inline="always", cache=True)
-def _row(yf, yo, lo, hi, n0, n1, first, last, bias, act, a0, a1):  # pragma: no cover - compiled
-    """Store one output row's two vectors (``n0``, ``n1`` lanes): added to what is there unless
-    ``first``, with bias and activation when ``last``."""
+def _row(yf, yo, lo, hi, n0, n1, first):  # pragma: no cover - compiled
+    """Store one output row's two vectors of sums (``n0``, ``n1`` lanes), added to what is there
+    unless ``first``."""
     if not first:
         lo = vadd(lo, vload(yf, yo, n0))
         hi = vadd(hi, vload(yf, yo + 16, n1))
-    if last:
-        lo = activate(vadd(lo, vsplat(bias)), act, a0, a1)
-        hi = activate(vadd(hi, vsplat(bias)), act, a0, a1)
     vstore(yf, yo, lo, n0)
     if n1 > 0:
         vstore(yf, yo + 16, hi, n1)
+
+
+@numba.njit(cache=True)
+def _finish(yf, yo, ly, rows, b, r, n0, n1, act, a0, a1):  # pragma: no cover - compiled
+    """Bias and activation on the tile just stored (``rows`` rows from output row ``r``, still in
+    cache): one loop, so the activation's branches are compiled once, not once per register."""
+    nb = b.shape[0]
+    for i in range(rows):
+        bias = vsplat(b[(r + i) % nb] if nb else np.float32(0.0))
+        o = yo + i * ly
+        vstore(yf, o, activate(vadd(vload(yf, o, n0), bias), act, a0, a1), n0)
+        if n1 > 0:
+            vstore(yf, o + 16, activate(vadd(vload(yf, o + 16, n1), bias), act, a0, a1), n1)
 
 
 def packed(wp, x, y, b, r0, r1, xc0, yc0, cols, act, a0, a1):  # pragma: no cover - compiled
@@ -97,23 +107,24 @@ def packed(wp, x, y, b, r0, r1, xc0, yc0, cols, act, a0, a1):  # pragma: no cove
                         wo += MR
                     r = p * MR
                     yo = (j * m + r) * ly + yc0 + s
-                    zero = np.float32(0.0)
                     if r < r1:
-                        _row(yf, yo, c0, d0, n0, n1, first, last, b[r % nb] if nb else zero, act, a0, a1)
+                        _row(yf, yo, c0, d0, n0, n1, first)
                     if r + 1 < r1:
-                        _row(yf, yo + ly, c1, d1, n0, n1, first, last, b[(r + 1) % nb] if nb else zero, act, a0, a1)
+                        _row(yf, yo + ly, c1, d1, n0, n1, first)
                     if r + 2 < r1:
-                        _row(yf, yo + 2 * ly, c2, d2, n0, n1, first, last, b[(r + 2) % nb] if nb else zero, act, a0, a1)
+                        _row(yf, yo + 2 * ly, c2, d2, n0, n1, first)
                     if r + 3 < r1:
-                        _row(yf, yo + 3 * ly, c3, d3, n0, n1, first, last, b[(r + 3) % nb] if nb else zero, act, a0, a1)
+                        _row(yf, yo + 3 * ly, c3, d3, n0, n1, first)
                     if r + 4 < r1:
-                        _row(yf, yo + 4 * ly, c4, d4, n0, n1, first, last, b[(r + 4) % nb] if nb else zero, act, a0, a1)
+                        _row(yf, yo + 4 * ly, c4, d4, n0, n1, first)
                     if r + 5 < r1:
-                        _row(yf, yo + 5 * ly, c5, d5, n0, n1, first, last, b[(r + 5) % nb] if nb else zero, act, a0, a1)
+                        _row(yf, yo + 5 * ly, c5, d5, n0, n1, first)
                     if r + 6 < r1:
-                        _row(yf, yo + 6 * ly, c6, d6, n0, n1, first, last, b[(r + 6) % nb] if nb else zero, act, a0, a1)
+                        _row(yf, yo + 6 * ly, c6, d6, n0, n1, first)
                     if r + 7 < r1:
-                        _row(yf, yo + 7 * ly, c7, d7, n0, n1, first, last, b[(r + 7) % nb] if nb else zero, act, a0, a1)
+                        _row(yf, yo + 7 * ly, c7, d7, n0, n1, first)
+                    if last and (nb or act):
+                        _finish(yf, yo, ly, min(MR, r1 - r), b, r, n0, n1, act, a0, a1)
 
 
 def build(numba_module):

@@ -66,7 +66,6 @@ class _Im2colNumba:
         ho, wo = out
         rowsz = cg * kh * kw
         threads = exe.backend.num_threads
-        self.w = scratch((g, mg, rowsz), np.float32, fill=None)  # written whole by prepare
         self.b = scratch((m,), np.float32)
         self.has_bias = bias is not None
         fused = codes(exe.attrs["activation"], exe.attrs["activation_params"])
@@ -80,6 +79,7 @@ class _Im2colNumba:
         mr = packed_gemm.MR
         # the products on weights packed at prepare, bias and activation in the same call
         self.wp = None if pk is None else scratch((g, -(-mg // mr), rowsz, mr), np.float32, fill=None)
+        self.w = scratch((g, mg, rowsz), np.float32, fill=None) if pk is None else None  # both written whole by prepare
 
         def epilogue(i, m0, m1, p0, p1):
             return [bind(epi, y3, self.b, i, m0, m1, p0, p1, code, a0, a1)] if finish and pk is None else []
@@ -136,9 +136,10 @@ class _Im2colNumba:
             self.phases.append(_spread([s for p in prods for s in p], parts, groups=[len(p) for p in prods]))
 
     def prepare(self, w, b):
-        np.copyto(self.w, np.asarray(w).reshape(self.w.shape))
-        if self.wp is not None:
-            packed_gemm.pack(self.w, self.wp)
+        if self.wp is not None:  # (G, M/G, C/G*KH*KW) packed straight from the weight tensor
+            packed_gemm.pack(np.asarray(w).reshape(self.wp.shape[0], -1, self.wp.shape[2]), self.wp)
+        else:
+            np.copyto(self.w, np.asarray(w).reshape(self.w.shape))
         if b is not None:
             np.copyto(self.b, b)
 
