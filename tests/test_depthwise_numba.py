@@ -95,11 +95,17 @@ def test_channel_blocks_match_planes(case, act):
 
 @pytest.mark.parametrize(
     ("xs", "strides", "blocked"),
-    [((1, 40, 7, 7), [1, 1], True), ((1, 40, 24, 24), [2, 2], True), ((1, 40, 24, 24), [1, 1], False)],
+    [
+        ((1, 40, 7, 7), [1, 1], True),
+        ((1, 40, 24, 24), [2, 2], True),
+        ((1, 40, 24, 24), [1, 1], False),
+        ((1, 4, 70, 70), [9, 9], False),
+    ],
 )
 def test_small_maps_take_channel_blocks(monkeypatch, xs, strides, blocked):
     """Output maps up to BLOCKS_MAX_MAP (BLOCKS_MAX_STRIDED_MAP for strides over 1) take the
-    channel-block kernel, larger ones the plane kernel."""
+    channel-block kernel, larger ones the plane kernel, and so do small outputs of inputs past
+    BLOCKS_MAX_INPUT_MAP (the block's padded buffer would hold all of it, 16 times)."""
     asked = []
     real = dw_ops.channel_blocks
     monkeypatch.setattr(dw_ops, "channel_blocks", lambda: asked.append(1) or real())

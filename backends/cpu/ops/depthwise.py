@@ -27,6 +27,9 @@ DEPTHWISE_PARALLEL_MIN = 1 << 14
 # (kernels/depthwise.py, "channel blocks"), and up to which it does so for strides over 1
 BLOCKS_MAX_MAP = 64
 BLOCKS_MAX_STRIDED_MAP = 256
+# ... and input maps (H*W) up to which it does: its padded buffer holds a whole block of 16
+# channels (4096 positions: 256 KiB), where a large stride could make a huge input's output small
+BLOCKS_MAX_INPUT_MAP = 4096
 SHORT_MAPS = 0.8  # depthwise maps whose output rows are under this share of the padded rows: _DepthwiseRows
 SMALL_GRID = 400  # depthwise grids up to this many positions per channel use a batched matmul (measured)
 
@@ -201,7 +204,8 @@ class _DepthwiseNumba:
         self.args = (*strides, *dil, pads[0], pads[1], self.code, np.float32(a0), np.float32(a1))
         parts = exe.backend.num_threads if y.size >= DEPTHWISE_PARALLEL_MIN else 1
         hw = y.shape[2] * y.shape[3]
-        blocked = channel_blocks() if hw <= BLOCKS_MAX_MAP or (max(strides) > 1 and hw <= BLOCKS_MAX_STRIDED_MAP) else None
+        small = hw <= BLOCKS_MAX_MAP or (max(strides) > 1 and hw <= BLOCKS_MAX_STRIDED_MAP)
+        blocked = channel_blocks() if small and x.shape[2] * x.shape[3] <= BLOCKS_MAX_INPUT_MAP else None
         if blocked is not None:  # channels in the vector lanes: units are blocks of 16 channels
             units, kernel = x.shape[0] * -(-c // 16), blocked
         else:
