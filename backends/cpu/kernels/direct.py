@@ -1,0 +1,53 @@
+"""Direct 2-D convolution for few input channels (a network's first layer), output channels in
+the vector lanes (numba, ``simd.py``): no column buffer.
+
+``x: (N, C, H, W) float32``, ``wq: (B, C*KH*KW, 16) float32`` (``pack``: the weights
+``(M, C, KH, KW)`` as ``B`` blocks of 16 output channels, an even count, zero past ``M``),
+``b: (M,)`` -> ``y: (N, M, Ho, Wo)``::
+
+    y[n, m, oy, ox] = act(b[m] + sum_{c, ky, kx} w[m, c, ky, kx] * x[n, c, oy*sh - pt + ky*dh, ox*sw - pl + kx*dw])
+
+(ONNX Conv, ``group`` 1; positions outside ``x`` read zero). Per output row: the ``C*KH``
+input rows it reads are copied into zero-padded rows; eight outputs at a time and two blocks
+of 16 channels are summed over the ``C*KH*KW`` taps in sixteen vector registers (each tap's
+input broadcast, its weights one vector load per block: any stride and dilation); the row's
+sums (positions x channels) get the activation (``kernels/epilogue.py``'s codes) and are
+transposed into ``y``'s planes (``simd.transpose16``). Work is cut in output rows
+``lo <= n*Ho + oy < hi``; the kernel releases the GIL, so callers split rows over threads.
+
+The im2col path it replaces for these layers writes and reads back a column buffer ``KH*KW``
+times the input (a 3-channel 3x3 stride-2 stem at 224x224: 1.35 MB a run) and runs a product
+whose inner dimension is only ``C*KH*KW`` (27 or 147).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mnnpy.backends.cpu.kernels import compiled
+
+
+def pack(w: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """``w: (M, C, KH, KW)`` float32 -> ``(B, C*KH*KW, 16)``: blocks of 16 output channels (an
+    even count ``B``), zero past ``M``; into ``out`` where given."""
+    m, taps = w.shape[0], int(np.prod(w.shape[1:]))
+    blocks = 2 * -(-m // 32)
+    if out is None:
+        out = np.empty((blocks, taps, 16), np.float32)
+    full = np.zeros((blocks * 16, taps), np.float32)
+    full[:m] = w.reshape(m, taps)
+    out[...] = full.reshape(blocks, 16, taps).transpose(0, 2, 1)
+    return out
+
+
+def _build(numba):
+    from mnnpy.backends.cpu.kernels import direct_jit
+
+    return direct_jit.build(numba)
+
+
+def kernel():
+    """The compiled ``(x, wq, b, y, kh, kw, lo, hi, sh, sw, dh, dw, pt, pl, act, a0, a1)``
+    (module doc; integers int64, ``a0, a1`` float32), or ``None`` where numba cannot compile
+    here (a warning was given)."""
+    return compiled("direct_conv", _build)
