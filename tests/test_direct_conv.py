@@ -1,5 +1,5 @@
-"""The direct Conv kernel for few input channels (``backends/cpu/kernels/direct.py``, taken by
-``ops/direct.py``) against onnxruntime (``ACCUMULATE``): 1, 3 and 4 input channels, 32 to 72
+"""The direct Conv kernel (``backends/cpu/kernels/direct.py``, taken by ``ops/direct.py``)
+against onnxruntime (``ACCUMULATE``): 1 to 24 input channels, 32 to 72
 output channels (blocks past ``M`` zero), strides, dilations, asymmetric pads, rows narrower
 and wider than a step of eight outputs, a batch, with and without bias, every fused activation
 and one left to NumPy (Sigmoid); which Convs take it; its row ranges write nothing else."""
@@ -23,6 +23,8 @@ GEOMETRY = [
     ((1, 1, 9, 30), 40, 3, {"pads": [0, 2, 1, 1], "dilations": [2, 1]}),  # 40 channels: a block past M
     ((1, 4, 12, 5), 72, 5, {"strides": [1, 2], "pads": [2, 0, 2, 3]}),  # output rows narrower than a step
     ((1, 3, 6, 6), 32, 3, {"pads": [4, 4, 4, 4]}),  # rows wholly in the padding
+    ((1, 24, 14, 14), 48, 3, {"strides": [2, 2], "pads": [1, 1, 1, 1]}),  # a strided conv deeper in a network
+    ((1, 16, 9, 9), 32, 1, {"strides": [2, 2]}),  # a 1x1 stride-2 downsampling conv
 ]
 
 
@@ -43,10 +45,14 @@ def test_against_onnxruntime(monkeypatch, case, bias, act):
 
 
 @pytest.mark.parametrize(
-    ("c", "m", "group", "taken"), [(3, 32, 1, True), (5, 32, 1, False), (3, 16, 1, False), (4, 32, 2, False)]
+    ("c", "m", "group", "rows_bytes", "taken"),
+    [(3, 32, 1, None, True), (40, 32, 1, None, True), (3, 16, 1, None, False), (4, 32, 2, None, False), (40, 32, 1, 4096, False)],
 )
-def test_which_convs_take_it(monkeypatch, c, m, group, taken):
-    """At most MAX_C input channels, at least MIN_M output channels, group 1."""
+def test_which_convs_take_it(monkeypatch, c, m, group, rows_bytes, taken):
+    """At least MIN_M output channels, group 1, input rows within ROWS_BYTES (40 channels x 3
+    rows of 10 and their padding: over 4 KiB)."""
+    if rows_bytes is not None:
+        monkeypatch.setattr(direct_ops, "ROWS_BYTES", rows_bytes)
     picked = spy_inits(monkeypatch, direct_ops._Direct)
     rng = np.random.default_rng(4)
     attrs = {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "group": group}

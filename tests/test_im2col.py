@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from mnnpy.backends.cpu.kernels import im2col as ik
+from mnnpy.backends.cpu.ops import direct as direct_ops
 from mnnpy.backends.cpu.ops import im2col as io
 from mnnpy.backends.cpu.ops import winograd as wo
 from tests.backend_compare import CONV_ACTIVATIONS, conv_model, spy_inits
@@ -32,6 +33,13 @@ GEOMETRY = [
     ((1, 16, 14, 14), 32, 1, {"strides": [2, 2]}),  # a ResNet downsampling 1x1
     ((1, 5, 1, 1), 3, 3, {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
 ]
+
+
+@pytest.fixture(autouse=True)
+def _no_direct_conv(monkeypatch):
+    """These Convs on the im2col path: the direct kernel (``ops/direct.py``, tested in
+    ``test_direct_conv.py``) would take those of 32 or more output channels."""
+    monkeypatch.setattr(direct_ops, "MIN_M", 1 << 30)
 
 
 def _model(case, bias, act, seed):

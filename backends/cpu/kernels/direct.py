@@ -1,5 +1,5 @@
-"""Direct 2-D convolution for few input channels (a network's first layer), output channels in
-the vector lanes (numba, ``simd.py``): no column buffer.
+"""Direct 2-D convolution with the output channels in the vector lanes (numba, ``simd.py``): no
+column buffer.
 
 ``x: (N, C, H, W) float32``, ``wq: (B, C*KH*KW, 16) float32`` (``pack``: the weights
 ``(M, C, KH, KW)`` as ``B`` blocks of 16 output channels, an even count, zero past ``M``),
@@ -15,9 +15,9 @@ sums (positions x channels) get the activation (``kernels/epilogue.py``'s codes)
 transposed into ``y``'s planes (``simd.transpose16``). Work is cut in output rows
 ``lo <= n*Ho + oy < hi``; the kernel releases the GIL, so callers split rows over threads.
 
-The im2col path it replaces for these layers writes and reads back a column buffer ``KH*KW``
-times the input (a 3-channel 3x3 stride-2 stem at 224x224: 1.35 MB a run) and runs a product
-whose inner dimension is only ``C*KH*KW`` (27 or 147).
+The im2col path it replaces writes and reads back a column buffer ``KH*KW`` times the input
+(a 3-channel 3x3 stride-2 stem at 224x224: 1.35 MB a run), and for a first layer runs a
+product whose inner dimension is only ``C*KH*KW`` (27 or 147).
 """
 
 from __future__ import annotations
@@ -38,6 +38,14 @@ def pack(w: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     full[:m] = w.reshape(m, taps)
     out[...] = full.reshape(blocks, 16, taps).transpose(0, 2, 1)
     return out
+
+
+def row_bytes(c: int, kh: int, kw: int, w: int, wo: int, sw: int, dw: int, pl: int) -> int:
+    """Bytes of the kernel's input-row buffer for ``C`` channels and a ``KH x KW`` kernel on rows
+    of ``W`` (``Wo`` outputs, stride ``sw``, dilation ``dw``, left pad ``pl``): ``C*KH`` padded
+    rows with room for a last step's extra outputs."""
+    wp = max(w + pl, (wo - 1 + 8) * sw + (kw - 1) * dw + 1)
+    return 4 * c * kh * wp
 
 
 def _build(numba):

@@ -46,7 +46,9 @@ def direct(x, wq, b, y, kh, kw, lo, hi, sh, sw, dh, dw, pt, pl, act, a0, a1):  #
     m, ho, wo = y.shape[1], y.shape[2], y.shape[3]
     nb, taps = wq.shape[0], wq.shape[1]  # an even count of 16-channel blocks; C*KH*KW taps
     mp = nb * 16
-    wp = max(wd + pl, (wo - 1 + 8) * sw + (kw - 1) * dw + 1)  # a padded input row, room for a last step's extra positions
+    wp = max(
+        wd + pl, (wo - 1 + PR) * sw + (kw - 1) * dw + 1
+    )  # a padded input row, room for a last step's extra positions (direct.row_bytes)
     rows = np.zeros(c_ * kh * wp, np.float32)  # the C*KH input rows one output row reads, zero-padded
     outc = np.empty((wo + PR) * mp, np.float32)  # one output row: positions x channels
     bias = np.zeros(mp, np.float32)

@@ -14,8 +14,8 @@ chosen at resize:
   with bias and activation in its pass, else a NumPy sum over kernel taps;
 * Winograd (float32 2-D 3x3, stride 1, group 1, maps and channels large enough): ``winograd.py``;
 * kn2row (2-D, stride 1, ``M <= C/2``): one GEMM for every tap, shifted sums of its rows;
-* few input channels (a first layer), float32 2-D: ``direct.py``, output channels in the
-  vector lanes, no column buffer;
+* float32 2-D with at least 32 output channels: ``direct.py``, output channels in the vector
+  lanes, no column buffer;
 * general, float32 2-D: ``im2col.py``, the column buffer written by a compiled kernel, bias and
   activation as an epilogue;
 * general: im2col into the shared workspace (each tap one strided copy plus zero fills
@@ -260,7 +260,7 @@ class Conv(Execution):
             self.kernel = _Winograd(self, x, w, y, b, out, pads, tile)
         elif x.ndim == 4 and g == 1 and all(s == 1 for s in strides) and 2 * m <= c and w.shape[2] * w.shape[3] > 1:
             self.kernel = _Kn2row(self, x, w, y, b, out, strides, dil, pads)
-        elif _Direct.usable(x, w, y, g):
+        elif _Direct.usable(x, w, y, g, out, strides, dil, pads):
             self.kernel = _Direct(self, x, w, y, b, out, strides, dil, pads)
         elif im2col_usable(x, w, y):
             self.kernel = _Im2colNumba(self, x, w, y, b, out, strides, dil, pads)

@@ -1,12 +1,17 @@
-"""Direct Conv for few input channels (a network's first layer) for the CPU Conv execution
-(``conv.py``): ``kernels/direct.py``, output channels in the vector lanes, no column buffer.
+"""Direct Conv for the CPU Conv execution (``conv.py``): ``kernels/direct.py``, output channels
+in the vector lanes, no column buffer.
 
-Taken for float32 2-D Conv with ``group`` 1, at most ``MAX_C`` input channels and at least
-``MIN_M`` output channels (the kernel sums two blocks of 16 channels at a time: fewer would
-leave lanes empty), where numba compiles. Measured against the im2col path (column fill plus
-the packed product), one thread, µs: ResNet-18's stem 3->64 7x7/2 at 224x224 1908 -> 1400,
-MobileNetV2's 3->32 3x3/2 248 -> 228; PP-OCRv4 det's 3->16 3x3/2 at 640x640 1874 against
-2021 (half the lanes empty): left on im2col.
+Taken for float32 2-D Conv with ``group`` 1 that the im2col path would otherwise take (not
+pointwise, Winograd or kn2row), with at least ``MIN_M`` output channels (the kernel sums two
+blocks of 16 channels at a time: fewer would leave lanes empty) and at most ``ROWS_BYTES`` of
+input rows per output row (the kernel's own buffer, in cache), where numba compiles. Measured
+against the im2col path (column fill plus the packed product), one thread, µs: ResNet-18's
+stem 3->64 7x7/2 at 224x224 1908 -> 1400, MobileNetV2's 3->32 3x3/2 248 -> 228; PP-OCRv4
+det's 3->16 3x3/2 at 640x640 1874 against 2021 (half the lanes empty): left on im2col. Whole
+models, one process, alternated, 2 threads: first layers only, ResNet-18 14.73 / 14.85 ->
+13.95 / 14.33 ms, MobileNetV2 3.62 / 3.57 -> 3.42 / 3.37; every im2col Conv of 32 or more
+output channels, ResNet-18 10.37 / 10.41 -> 10.16 / 10.00 (its strided 3x3 and 1x1 convs), det
+27.3 / 26.7 -> 27.1 / 25.2, rec and cls unchanged.
 """
 
 from __future__ import annotations
@@ -19,8 +24,8 @@ from mnnpy.backends.cpu.kernels.native import bind
 from mnnpy.backends.cpu.parallel import parallel, split
 from mnnpy.backends.cpu.scratch import scratch
 
-MAX_C = 4  # input channels up to which the direct kernel is taken
-MIN_M = 32  # output channels from which it is taken
+MIN_M = 32  # output channels from which the direct kernel is taken
+ROWS_BYTES = 1 << 20  # ... and bytes of the input rows one output row reads, up to which it is
 
 
 class _Direct:
@@ -31,9 +36,12 @@ class _Direct:
     fused_bias = True
 
     @staticmethod
-    def usable(x, w, y, group) -> bool:
-        """Whether the direct kernel takes this Conv (module doc)."""
-        if x.ndim != 4 or group != 1 or x.shape[1] > MAX_C or w.shape[0] < MIN_M:
+    def usable(x, w, y, group, out, strides, dil, pads) -> bool:
+        """Whether the direct kernel takes this Conv (module doc); ``out``, ``strides``, ``dil``,
+        ``pads`` the window's (2-D)."""
+        if x.ndim != 4 or group != 1 or w.shape[0] < MIN_M:
+            return False
+        if direct.row_bytes(x.shape[1], w.shape[2], w.shape[3], x.shape[3], out[1], strides[1], dil[1], pads[1]) > ROWS_BYTES:
             return False
         if any(a.dtype != np.float32 for a in (x, w, y)) or not (x.flags.c_contiguous and y.flags.c_contiguous):
             return False
