@@ -319,18 +319,19 @@ def blocks(x, w, b, y, lo, hi, sh, sw, dh, dw, pt, pl, act, a0, a1):  # pragma: 
             transpose16(outc, q0 * 16, 16, min(16, hw - q0), nc, yf, ybase + q0, hw)
 
 
-def build_blocks(numba_module):
-    """``blocks`` compiled with ``planes``'s signature, releasing the GIL, cached."""
-    nb = numba_module
+def _compiled(nb, fn):
+    """``fn`` (``planes`` or ``blocks``: one signature) compiled for ``(float32 4-d, float32 3-d,
+    float32 1-d, float32 4-d, int64 x 9, float32 x 2)``, releasing the GIL, cached."""
     f4, i8, f = nb.float32[:, :, :, ::1], nb.int64, nb.float32
     sig = nb.void(f4, nb.float32[:, :, ::1], nb.float32[::1], f4, *(i8,) * 9, f, f)
-    return nb.njit(sig, cache=True, nogil=True)(blocks)
+    return nb.njit(sig, cache=True, nogil=True)(fn)
+
+
+def build_blocks(numba_module):
+    """``blocks`` compiled (``_compiled``)."""
+    return _compiled(numba_module, blocks)
 
 
 def build(numba_module):
-    """``planes`` compiled for ``(float32 4-d, float32 3-d, float32 1-d, float32 4-d, int64 x 9,
-    float32 x 2)``, releasing the GIL, cached."""
-    nb = numba_module
-    f4, i8, f = nb.float32[:, :, :, ::1], nb.int64, nb.float32
-    sig = nb.void(f4, nb.float32[:, :, ::1], nb.float32[::1], f4, *(i8,) * 9, f, f)
-    return nb.njit(sig, cache=True, nogil=True)(planes)
+    """``planes`` compiled (``_compiled``)."""
+    return _compiled(numba_module, planes)

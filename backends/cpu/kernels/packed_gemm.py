@@ -37,6 +37,7 @@ from __future__ import annotations
 import numpy as np
 
 from mnnpy.backends.cpu.kernels import compiled
+from mnnpy.backends.cpu.parallel import split
 
 MR = 8  # rows of one weight panel of ``packed``
 KC = 256  # rows of X (inner dimension) summed in one pass over the output by ``packed``
@@ -59,6 +60,12 @@ def pack(w: np.ndarray, out: np.ndarray | None = None, mr: int = MR) -> np.ndarr
         out[:, full:] = 0
         out[:, full, :, : m - full * mr] = w[:, full * mr :].transpose(0, 2, 1)
     return out
+
+
+def panel_rows(m: int, parts: int) -> list[tuple[int, int]]:
+    """``[r0, r1)`` row blocks of an ``m``-row output, at most ``parts``, each of whole panels
+    (``r0`` a multiple of ``MR``, as the kernel asks)."""
+    return [(p0 * MR, min(m, p1 * MR)) for p0, p1 in split(-(-m // MR), parts)]
 
 
 def _build(numba):

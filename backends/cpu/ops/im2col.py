@@ -126,7 +126,7 @@ class _Im2colNumba:
             cuts = max(1, parts // g)
             for gi in range(g):
                 if pk is not None:  # whole panels per thread
-                    rows_of = [(p0 * mr, min(mg, p1 * mr)) for p0, p1 in split(-(-mg // mr), cuts)]
+                    rows_of = packed_gemm.panel_rows(mg, cuts)
                 else:
                     rows_of = split(mg, cuts)
                 for m0, m1 in rows_of:

@@ -38,7 +38,7 @@ from mnnpy.backends.cpu.blas import MatMul, blocks, native_product
 from mnnpy.backends.cpu.kernels import epilogue, packed_gemm
 from mnnpy.backends.cpu.kernels.native import bind
 from mnnpy.backends.cpu.ops.windows import view_as
-from mnnpy.backends.cpu.parallel import parallel, split
+from mnnpy.backends.cpu.parallel import parallel
 from mnnpy.backends.cpu.scratch import scratch
 
 PACKED = True  # the 2-D product on packed weights (kernels/packed_gemm.py) where it compiles
@@ -102,7 +102,7 @@ class _Pointwise:
         x3, y3 = view_as(x, (1, c, hw)), view_as(y, (1, m, hw))
         cuts = blocks(m, hw, 2.0 * m * hw * c, c, exe.backend.num_threads, True)
         if len(cuts) > 1 and cuts[0][1] - cuts[0][0] < m:  # row blocks: whole panels each
-            cuts = [(p0 * mr, min(m, p1 * mr), 0, hw) for p0, p1 in split(panels, len(cuts))]
+            cuts = [(r0, r1, 0, hw) for r0, r1 in packed_gemm.panel_rows(m, len(cuts))]
         code, a0, a1 = act
         self.tasks = [bind(kernel, self.wp, x3, y3, self.b, r0, r1, c0, c0, c1 - c0, code, a0, a1) for r0, r1, c0, c1 in cuts]
 
