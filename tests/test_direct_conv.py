@@ -46,11 +46,19 @@ def test_against_onnxruntime(monkeypatch, case, bias, act):
 
 @pytest.mark.parametrize(
     ("c", "m", "group", "rows_bytes", "taken"),
-    [(3, 32, 1, None, True), (40, 32, 1, None, True), (3, 16, 1, None, False), (4, 32, 2, None, False), (40, 32, 1, 4096, False)],
+    [
+        (3, 32, 1, None, True),
+        (40, 32, 1, None, True),
+        (3, 16, 1, None, False),
+        (4, 32, 2, None, False),
+        (40, 32, 1, 4096, False),
+        (2, 160, 1, 4096, False),
+    ],
 )
 def test_which_convs_take_it(monkeypatch, c, m, group, rows_bytes, taken):
-    """At least MIN_M output channels, group 1, input rows within ROWS_BYTES (40 channels x 3
-    rows of 10 and their padding: over 4 KiB)."""
+    """At least MIN_M output channels, group 1, input rows and a row of outputs within
+    ROWS_BYTES (40 channels x 3 rows of 10 and their padding; 160 channels x 13 positions:
+    each over 4 KiB)."""
     if rows_bytes is not None:
         monkeypatch.setattr(direct_ops, "ROWS_BYTES", rows_bytes)
     picked = spy_inits(monkeypatch, direct_ops._Direct)

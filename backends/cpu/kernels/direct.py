@@ -48,6 +48,12 @@ def row_bytes(c: int, kh: int, kw: int, w: int, wo: int, sw: int, dw: int, pl: i
     return 4 * c * kh * wp
 
 
+def out_bytes(m: int, wo: int) -> int:
+    """Bytes of the kernel's buffer for one output row of ``M`` channels and ``Wo`` positions
+    (positions x channels, blocks of 16 in an even count, room for a last step's extra outputs)."""
+    return 4 * (wo + 8) * 32 * -(-m // 32)
+
+
 def _build(numba):
     from mnnpy.backends.cpu.kernels import direct_jit
 

@@ -4,7 +4,8 @@ in the vector lanes, no column buffer.
 Taken for float32 2-D Conv with ``group`` 1 that the im2col path would otherwise take (not
 pointwise, Winograd or kn2row), with at least ``MIN_M`` output channels (the kernel sums two
 blocks of 16 channels at a time: fewer would leave lanes empty) and at most ``ROWS_BYTES`` of
-input rows per output row (the kernel's own buffer, in cache), where numba compiles. Measured
+input rows per output row and of one output row (the kernel's own buffers, in cache), where
+numba compiles. Measured
 against the im2col path (column fill plus the packed product), one thread, µs: ResNet-18's
 stem 3->64 7x7/2 at 224x224 1908 -> 1400, MobileNetV2's 3->32 3x3/2 248 -> 228; PP-OCRv4
 det's 3->16 3x3/2 at 640x640 1874 against 2021 (half the lanes empty): left on im2col. Whole
@@ -25,7 +26,8 @@ from mnnpy.backends.cpu.parallel import parallel, split
 from mnnpy.backends.cpu.scratch import scratch
 
 MIN_M = 32  # output channels from which the direct kernel is taken
-ROWS_BYTES = 1 << 20  # ... and bytes of the input rows one output row reads, up to which it is
+ROWS_BYTES = 1 << 20  # ... and bytes of the input rows one output row reads (and of the row of
+# outputs), up to which it is
 
 
 class _Direct:
@@ -41,7 +43,8 @@ class _Direct:
         ``pads`` the window's (2-D)."""
         if x.ndim != 4 or group != 1 or w.shape[0] < MIN_M:
             return False
-        if direct.row_bytes(x.shape[1], w.shape[2], w.shape[3], x.shape[3], out[1], strides[1], dil[1], pads[1]) > ROWS_BYTES:
+        rows = direct.row_bytes(x.shape[1], w.shape[2], w.shape[3], x.shape[3], out[1], strides[1], dil[1], pads[1])
+        if max(rows, direct.out_bytes(w.shape[0], out[1])) > ROWS_BYTES:  # the kernel's own buffers, not the plan's
             return False
         if any(a.dtype != np.float32 for a in (x, w, y)) or not (x.flags.c_contiguous and y.flags.c_contiguous):
             return False
