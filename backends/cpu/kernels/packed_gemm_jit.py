@@ -45,7 +45,7 @@ def packed(wp, x, y, b, r0, r1, xc0, yc0, cols, act, a0, a1):  # pragma: no cove
     xf, yf, wf = x.reshape(-1), y.reshape(-1), wp.reshape(-1)
     nb = b.shape[0]
     p0, p1 = r0 // MR, (r1 + MR - 1) // MR
-    xs = np.zeros(KC * NR, np.float32)  # the pass's columns of X, contiguous
+    xs = np.empty(KC * NR, np.float32)  # the pass's columns of X, contiguous (written whole before each read)
     for j in range(x.shape[0]):
         wj = j if wp.shape[0] > 1 else 0
         for k0 in range(0, k, KC):
