@@ -47,7 +47,7 @@ def reference(x, w, b, pads):
 
 def winograd(x, w, b, pads, m, act=0, a0=0.0, a1=0.0):
     """Conv through the compiled kernels and ``np.matmul``, one band of all tile rows."""
-    inp, outp = wk.kernels()
+    inp, outp, _ = wk.kernels()
     n, c = x.shape[:2]
     pt, pl, pb, pr = pads
     ho, wd = x.shape[2] + pt + pb - 2, x.shape[3] + pl + pr - 2
@@ -56,10 +56,12 @@ def winograd(x, w, b, pads, m, act=0, a0=0.0, a1=0.0):
     u = wk.weights(w, m)
     v, p = np.empty((a2, c, th * tw), np.float32), np.empty((a2, w.shape[0], th * tw), np.float32)
     y = np.empty((n, w.shape[0], ho, wd), np.float32)
+    flags = np.full(n, 7, np.int64)
     for i in range(n):
-        inp(x, v, i, 0, c, 0, th, tw, pt, pl, m)
+        inp(x, v, i, 0, c, 0, th, tw, pt, pl, m, flags, i)
         np.matmul(u, v, out=p)
         outp(p, y, b, i, 0, w.shape[0], 0, th, tw, m, act, np.float32(a0), np.float32(a1))
+    assert not flags.any()  # finite inputs: every call cleared its flag
     return y
 
 
@@ -206,3 +208,39 @@ def test_weights_fed_at_run_time(monkeypatch, force, m):
     }
     node = helper.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[3, 3], pads=[1, 0, 1, 2])
     assert _picked(monkeypatch, make_model([node], feeds, ["y"]), feeds) == [m]
+
+
+@pytest.mark.parametrize("bad", [np.inf, -np.inf, np.nan])
+@pytest.mark.parametrize(("m", "split"), list(itertools.product((2, 4), (True, False))))
+def test_non_finite_input_reaches_only_its_windows(force, m, split, bad):
+    """One inf or NaN in the input: the transforms would spread it over whole tiles (inf - inf);
+    the exact path gives the outputs whose window reads it, as onnxruntime does."""
+    from tests.oracle import run_ort
+
+    force(m, split)
+    model, feeds = _model((2, 9, 12, 13), 10, [2, 1, 0, 1], True, "relu", seed=11)
+    session = mnnpy.Interpreter(convert(model)).create_session(backend="cpu", num_threads=2)
+    for where in [(0, 4, 5, 6), (1, 0, 0, 0), (1, 8, 11, 12)]:
+        x = feeds["x"].copy()
+        x[where] = bad
+        got, want = next(iter(session.run({"x": x}).values())), run_ort(model, {"x": x})[0]
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+        fin = np.isfinite(want)
+        assert 0 < fin.sum() < fin.size
+        np.testing.assert_allclose(got[fin], want[fin], **ACCUMULATE)
+    got = next(iter(session.run(feeds).values()))  # finite again: the Winograd path's result
+    np.testing.assert_allclose(got, run_ort(model, feeds)[0], **ACCUMULATE)
+
+
+@pytest.mark.parametrize("m", [2, 4])
+def test_input_transform_flags_non_finite(m):
+    inp = wk.kernels()[0]
+    x = np.random.default_rng(12).standard_normal((1, 3, 9, 9)).astype(np.float32)
+    th = tw = -(-9 // m)
+    v = np.empty(((m + 2) ** 2, 3, th * tw), np.float32)
+    flags = np.zeros(2, np.int64)
+    for value, expect in [(1e38, 0), (np.inf, 1), (np.nan, 1), (0.5, 0)]:
+        x[0, 2, 8, 8] = value
+        inp(x, v, 0, 0, 3, 0, th, tw, 1, 1, m, flags, 1)
+        assert flags.tolist() == [0, expect]

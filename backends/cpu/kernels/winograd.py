@@ -24,6 +24,12 @@ vectorise; they release the GIL (callers split channels or bands over their thre
 
 Fused activation codes: those of the shared epilogue (``kernels/epilogue.py``: none, Relu,
 Clip, LeakyRelu, HardSigmoid, HardSwish), applied by it to each finished band of a channel.
+
+Non-finite inputs: the transforms add and subtract neighbouring inputs, so one inf or NaN
+reaches every output of its tiles (inf - inf), where the convolution's definition gives
+non-finite values only to the outputs whose window reads it. ``input_tiles`` therefore
+reports whether every input it read was finite, and the caller recomputes a Conv whose input
+was not with ``exact`` (the definition's sum, tap by tap, IEEE semantics as onnxruntime's).
 """
 
 from __future__ import annotations
@@ -78,12 +84,14 @@ Z = np.float32(0)
 
 
 F2, F4, F5, F8 = (np.float32(k) for k in (2, 4, 5, 8))  # float32 constants keep numba's arithmetic in float32
+FMAX = np.float32(np.finfo(np.float32).max)
 
 
-def _input_tiles(x, v, n, c0, c1, ty0, ty1, tw, pt, pl, m):  # pragma: no cover - compiled
+def _input_tiles(x, v, n, c0, c1, ty0, ty1, tw, pt, pl, m, flags, slot):  # pragma: no cover - compiled
     """``v[k, c, t] = (B^T d B)[k]`` for channels ``c0 <= c < c1`` of image ``n`` and the band
     of tile rows ``ty0 <= ty < ty1`` (``t = (ty - ty0) * tw + tx``); ``x: (N, C, H, W)``,
-    ``v: (a*a, C, >= T)``, ``m`` 2 or 4.
+    ``v: (a*a, C, >= T)``, ``m`` 2 or 4. ``flags[slot]`` (int64) is set to 1 where an input
+    read was inf or NaN, else 0 (module doc).
 
     Per channel, first each of the band's ``m*(ty1-ty0) + 2`` input rows (copied, zero-padded,
     into a row buffer) is transformed along its columns, tile by tile, into ``hb``, laid out by
@@ -106,6 +114,7 @@ def _input_tiles(x, v, n, c0, c1, ty0, ty1, tw, pt, pl, m):  # pragma: no cover 
     ph = np.zeros(m * (tw + 1), np.float32)
     jlo, jhi = min(max(pl, 0), width), min(max(pl + wd, 0), width)  # row columns inside x
     xf, vf = x.reshape(-1), v.reshape(-1)
+    finite = True
     for c in range(c0, c1):
         for rr in range(nrow):
             iy = ty0 * m - pt + rr
@@ -117,7 +126,9 @@ def _input_tiles(x, v, n, c0, c1, ty0, ty1, tw, pt, pl, m):  # pragma: no cover 
                 continue
             src = u(((n * cc + c) * h + iy) * wd + jlo - pl)
             for j in range(jhi - jlo):
-                row[u(jlo + j)] = xf[src + u(j)]
+                e = xf[src + u(j)]
+                row[u(jlo + j)] = e
+                finite &= abs(e) <= FMAX  # False for inf and NaN
             # deinterleave the padded row by column phase: ph[e, q] = row[q*m + e]
             if m == 4:
                 for q in range(tw + 1):
@@ -175,6 +186,36 @@ def _input_tiles(x, v, n, c0, c1, ty0, ty1, tw, pt, pl, m):  # pragma: no cover 
                     vf[e + step] = d1 + d2
                     vf[e + u(2) * step] = d2 - d1
                     vf[e + u(3) * step] = d1 - d3
+    flags[slot] = 0 if finite else 1
+
+
+def _exact(x, w, b, y, n, m0, m1, pt, pl, act, a0, a1):  # pragma: no cover - compiled
+    """``y[n, o] = act(b[o] + sum_{c, i, j} w[o, c, i, j] * x_pad[n, c, oy + i, ox + j])`` for
+    output channels ``m0 <= o < m1``: the 3x3 stride-1 Conv by its definition (ONNX Conv),
+    tap by tap over whole output rows; ``x: (N, C, H, W)``, ``w: (M, C, 3, 3)``, ``b: (M,)``,
+    ``y: (N, M, Ho, Wo)``, padding ``pt`` rows above and ``pl`` columns left, zero. Used where
+    an input is not finite (module doc): every output gets exactly the values its window
+    gives, in IEEE arithmetic."""
+    h, wd, cc = x.shape[2], x.shape[3], x.shape[1]
+    ho, wo = y.shape[2], y.shape[3]
+    for o in range(m0, m1):
+        for oy in range(ho):
+            for ox in range(wo):
+                y[n, o, oy, ox] = b[o]
+        for c in range(cc):
+            for i in range(3):
+                for j in range(3):
+                    k = w[o, c, i, j]
+                    x0, x1 = max(0, pl - j), min(wo, wd + pl - j)  # outputs whose tap column lies in x
+                    for oy in range(ho):
+                        iy = oy + i - pt
+                        if iy < 0 or iy >= h:
+                            continue
+                        for ox in range(x0, x1):
+                            y[n, o, oy, ox] += k * x[n, c, iy, ox + j - pl]
+        if act != 0:
+            r0 = (n * y.shape[1] + o) * ho * wo
+            _span_jit(y.reshape(-1), r0, ho * wo, Z, act, a0, a1)  # noqa: F821
 
 
 def _output_tiles(p, y, b, n, m0, m1, ty0, ty1, tw, m, act, a0, a1):  # pragma: no cover - compiled
@@ -268,13 +309,15 @@ def _output_tiles(p, y, b, n, m0, m1, ty0, ty1, tw, m, act, a0, a1):  # pragma: 
 def _build(numba):
     f3, f4, i8, f = numba.float32[:, :, ::1], numba.float32[:, :, :, ::1], numba.int64, numba.float32
     opts = {"cache": True, "nogil": True, "error_model": "numpy", "boundscheck": False}
-    inp = numba.njit(numba.void(f4, f3, *(i8,) * 9), **opts)(_input_tiles)
+    inp = numba.njit(numba.void(f4, f3, *(i8,) * 9, numba.int64[::1], i8), **opts)(_input_tiles)
     out = numba.njit(numba.void(f3, f4, numba.float32[::1], *(i8,) * 8, f, f), **opts)(_output_tiles)
-    return inp, out
+    exact = numba.njit(numba.void(f4, f4, numba.float32[::1], f4, *(i8,) * 6, f, f), **opts)(_exact)
+    return inp, out, exact
 
 
 def kernels():
-    """``(input_tiles, output_tiles)`` compiled (signatures as ``_input_tiles`` and
-    ``_output_tiles``: arrays float32 C-contiguous, ints int64, ``a0, a1`` float32), or
-    ``None`` where numba cannot compile here (a warning was given)."""
+    """``(input_tiles, output_tiles, exact)`` compiled (signatures as ``_input_tiles``,
+    ``_output_tiles`` and ``_exact``: arrays float32 C-contiguous, ``flags`` int64, ints
+    int64, ``a0, a1`` float32), or ``None`` where numba cannot compile here (a warning was
+    given)."""
     return compiled_with_span("winograd", _build, globals())

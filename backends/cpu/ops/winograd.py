@@ -46,7 +46,7 @@ from mnnpy.backends.cpu.kernels.epilogue import codes
 from mnnpy.backends.cpu.kernels.native import bind
 from mnnpy.backends.cpu.kernels.winograd import kernels as winograd_kernels
 from mnnpy.backends.cpu.kernels.winograd import weights as winograd_weights
-from mnnpy.backends.cpu.parallel import run_phases, sequence, split
+from mnnpy.backends.cpu.parallel import parallel, run_phases, sequence, split
 from mnnpy.backends.cpu.prepared import prepared
 from mnnpy.backends.cpu.scratch import scratch
 
@@ -88,6 +88,11 @@ class _Winograd:
       image, the input transform of all tiles split by input channels, then the products
       and the output transform split by output channels, so each thread reads only its rows
       of ``U``.
+
+    Each input transform reports whether its inputs were finite (one flag per call, written
+    every run); where one was not, the Conv is computed again by the definition (the
+    kernel's ``exact``) over the same threads, so an inf or NaN reaches only the outputs whose
+    window reads it, as in onnxruntime (the transforms would spread it over whole tiles).
     """
 
     fused_bias = True
@@ -102,14 +107,25 @@ class _Winograd:
         fused = codes(exe.attrs["activation"], exe.attrs["activation_params"])
         self.fused_activation = fused is not None  # else Conv applies the activation afterwards
         code, a0, a1 = fused or (0, np.float32(0), np.float32(0))
-        inp, outp = winograd_kernels()
+        inp, outp, self.exact = winograd_kernels()
         self.phases = []  # lists of tasks, run one list after the other
-        if SPLIT_CHANNELS if SPLIT_CHANNELS is not None else mo > th * tw:
+        by_channels = SPLIT_CHANNELS if SPLIT_CHANNELS is not None else mo > th * tw
+        calls = n * c if by_channels else n * th
+        self.flags = np.zeros(calls, np.int64)  # one slot per input-transform call (at most one per channel or tile row)
+        slots = iter(range(calls))
+        self.x, self.y, self.pads, self.code = x, y, pads, (code, a0, a1)
+        self.w = None  # the weights as given (M, C, 3, 3), for the exact path
+        if by_channels:
             # the weights outweigh the tiles: per image, the input transform split by input
             # channels, then products and output transform split by output channels
             v, p = exe.ws.take((a2, c, th * tw), np.float32), exe.ws.take((a2, mo, th * tw), np.float32)
             for i in range(n):
-                self.phases.append([bind(inp, x, v, i, c0, c1, 0, th, tw, pads[0], pads[1], m) for c0, c1 in split(c, threads)])
+                self.phases.append(
+                    [
+                        bind(inp, x, v, i, c0, c1, 0, th, tw, pads[0], pads[1], m, self.flags, next(slots))
+                        for c0, c1 in split(c, threads)
+                    ]
+                )
                 self.phases.append(
                     [
                         sequence(
@@ -132,7 +148,7 @@ class _Winograd:
             steps = []
             for i, t0, t1 in bands[lo:hi]:
                 nt = (t1 - t0) * tw
-                steps.append(bind(inp, x, v, i, 0, c, t0, t1, tw, pads[0], pads[1], m))
+                steps.append(bind(inp, x, v, i, 0, c, t0, t1, tw, pads[0], pads[1], m, self.flags, next(slots)))
                 steps.append(
                     native_product(self.u, v, p, 0, mo, 0, 0, nt)
                     or functools.partial(np.matmul, self.u, v[:, :, :nt], out=p[:, :, :nt])
@@ -143,6 +159,7 @@ class _Winograd:
 
     def prepare(self, w, b):
         w = np.asarray(w)
+        self.w = w
         with self.exe.backend.runtime.blas.single():
             np.copyto(self.u, prepared(self.exe, "winograd", w, lambda: winograd_weights(w, self.m), self.m))
         if b is not None:
@@ -152,3 +169,16 @@ class _Winograd:
 
     def run(self, exe):
         run_phases(exe.backend, self.phases)
+        if self.flags.any():  # an input was inf or NaN: the definition's sums (class doc)
+            self.run_exact(exe)
+
+    def run_exact(self, exe):
+        """``Y`` by the Conv's definition (``kernels.winograd._exact``), split by output channels."""
+        x, y, (pt, pl), (code, a0, a1) = self.x, self.y, self.pads[:2], self.code
+        w = np.ascontiguousarray(self.w, np.float32)
+        tasks = [
+            functools.partial(self.exact, x, w, self.b, y, i, m0, m1, pt, pl, code, a0, a1)
+            for i in range(x.shape[0])
+            for m0, m1 in split(y.shape[1], exe.backend.num_threads)
+        ]
+        parallel(exe.backend, tasks)
