@@ -37,3 +37,40 @@ def test_mapped_arena_is_zero_and_aligned(nbytes):
 def test_left_unfilled_keeps_the_shape():
     a = scratch.filled((2, 3 << 20), np.uint8, None)
     assert a.shape == (2, 3 << 20)
+
+
+def _resident_pages(a: np.ndarray) -> int:
+    """Pages of ``a`` the process has mapped (``mincore``), Linux only."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    lo = a.ctypes.data // mmap.PAGESIZE * mmap.PAGESIZE
+    n = -(-(a.ctypes.data + a.nbytes - lo) // mmap.PAGESIZE)
+    vec = (ctypes.c_ubyte * n)()
+    libc.mincore.argtypes = (ctypes.c_size_t, ctypes.c_size_t, ctypes.c_void_p)
+    assert libc.mincore(lo, n * mmap.PAGESIZE, vec) == 0
+    return sum(v & 1 for v in vec)
+
+
+@pytest.mark.skipif(scratch._madvise() is None, reason="madvise through ctypes needs Linux")
+def test_populate_maps_pages_without_writing():
+    buf = scratch._reserve(8 << 20)
+    part = buf[: 2 << 20]
+    if not scratch.populate(part, 100, part.nbytes):
+        pytest.skip("this kernel has no MADV_POPULATE_WRITE (Linux < 5.14)")
+    assert _resident_pages(part) == -(-part.nbytes // mmap.PAGESIZE)  # every page under the range, now
+    assert not part.any()  # contents as they were: a new mapping's zeros
+
+
+@pytest.mark.parametrize("works", [True, False])
+def test_shared_buffer_zero_with_or_without_populate(monkeypatch, works):
+    """Where populate is refused (another OS, an older Linux) the bytes are written instead."""
+    if not works:
+        monkeypatch.setattr(scratch, "_madvise", lambda: None)
+    shared = scratch.SharedBuffer()
+    a = shared.at_least(5 << 20)
+    a[: 5 << 20] = 3
+    b = shared.at_least(9 << 20)
+    assert b.ctypes.data == a.ctypes.data and shared.touched == 9 << 20
+    assert (b[: 5 << 20] == 3).all() and not b[5 << 20 : 9 << 20].any()
+    assert scratch.filled((6 << 20,), np.uint8).max() == 0

@@ -313,3 +313,12 @@ def test_object_code_kept_for_want_of_a_linker_is_built_again_where_one_is_found
         kernel = epilogue.kernel()
     _check_rows(kernel)
     assert _form_of(path) == "so"
+
+
+def test_addresses_of_writable_read_only_and_empty_arrays():
+    from mnnpy.backends.cpu.kernels.native import _address
+
+    ro = np.arange(12, dtype=np.float32)
+    ro.flags.writeable = False
+    for a in (np.zeros((3, 4), np.float32)[1:], ro, np.frombuffer(b"abcdefgh", np.uint8), np.zeros(0, np.float32)):
+        assert _address(a) == a.__array_interface__["data"][0]

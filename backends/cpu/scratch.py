@@ -10,6 +10,7 @@ past the session's memory limit, ``ShapeError`` naming the op, before anything i
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -27,9 +28,45 @@ def filled(shape, dtype, fill=0) -> np.ndarray:
     nbytes = math.prod(dims) * dtype.itemsize
     raw = _anonymous(nbytes) if nbytes >= HUGE_MIN_BYTES else None
     a = raw.view(dtype).reshape(dims) if raw is not None else np.empty(dims, dtype)
-    if fill is not None:
+    if fill is not None and not (fill == 0 and raw is not None and populate(raw, 0, nbytes)):
         a.fill(fill)
     return a
+
+
+MADV_POPULATE_WRITE = 23  # linux/mman.h (Linux 5.14); Python's mmap module has no name for it
+
+
+def populate(buf: np.ndarray, start: int, end: int) -> bool:
+    """Map the pages under bytes ``[start, end)`` of ``buf`` (a C-contiguous array over an
+    anonymous mapping) now, in one system call (``madvise(MADV_POPULATE_WRITE)``; with huge
+    pages 40 MiB took 1.8-2.3 ms here against 2.8-3.9 ms for writing zeros, 19-20 ms against
+    23-36 ms without), contents left as they are (zero in a new mapping). ``False`` where the
+    system cannot (not Linux, a Linux before 5.14): the caller writes the bytes instead."""
+    madvise = _madvise()
+    if end <= start:
+        return True
+    if madvise is None:
+        return False
+    import mmap
+
+    lo = (buf.ctypes.data + start) // mmap.PAGESIZE * mmap.PAGESIZE
+    return madvise(lo, buf.ctypes.data + end - lo, MADV_POPULATE_WRITE) == 0
+
+
+@functools.lru_cache(maxsize=1)
+def _madvise():
+    """libc's ``madvise`` through ctypes on Linux, else ``None``."""
+    import ctypes
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        f = ctypes.CDLL(None, use_errno=True).madvise
+    except (OSError, AttributeError):
+        return None
+    f.argtypes, f.restype = (ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int), ctypes.c_int
+    return f
 
 
 TAP_BYTES = 1024  # host bytes one kernel tap's views and slices take in a direct kernel (pooling: ~0.9 KB)
@@ -116,7 +153,8 @@ class SharedBuffer:
         if self.touched < nbytes:
             what = f"a CPU scratch buffer for the temporaries Executions share ({nbytes} bytes in all)"
             limits.charge(nbytes - self.touched, what)
-            self.buf[self.touched : nbytes].fill(0)
+            if not populate(self.buf, self.touched, nbytes):  # a new mapping's pages read as zero
+                self.buf[self.touched : nbytes].fill(0)
             self.touched = nbytes
         return self.buf
 

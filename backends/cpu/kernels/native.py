@@ -201,7 +201,7 @@ class NativeKernel:
                 if not isinstance(a, np.ndarray) or a.dtype != _DTYPES[kind[1]] or a.ndim != kind[2] or not a.flags.c_contiguous:
                     got = f"{a.dtype} {a.ndim}-d" if isinstance(a, np.ndarray) else type(a).__name__
                     raise TypeError(f"kernel {self.name}: expected a C-contiguous {kind[2]}-d {kind[1]} array, got {got}")
-                ints += [a.__array_interface__["data"][0], *a.shape]
+                ints += [_address(a), *a.shape]
             elif kind[1] in ("float32", "float64"):
                 floats.append(float(a))
             else:
@@ -223,6 +223,15 @@ class NativeKernel:
         if self.ret == "none" and self.address:
             bound.native = np.array([self.address, ints.ctypes.data, floats.ctypes.data], np.int64)
         return bound
+
+
+def _address(a: np.ndarray) -> int:
+    """The data address of array ``a``: through ctypes for a writable one (0.27 µs), else
+    ``__array_interface__`` (1.2 µs; read-only arrays such as a model's constants)."""
+    try:
+        return ctypes.addressof(ctypes.c_char.from_buffer(a))
+    except (TypeError, ValueError, BufferError):
+        return a.__array_interface__["data"][0]
 
 
 def bind(kernel, *args):
