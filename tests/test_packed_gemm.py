@@ -100,3 +100,16 @@ def test_pack_layout():
     for bw, r, kk in itertools.product(range(2), range(16), range(3)):
         want = w[bw, r, kk] if r < 11 else 0.0
         assert p[bw, r // packed_gemm.MR, kk, r % packed_gemm.MR] == want
+
+
+def test_pack_order_pass_by_pass():
+    """Past one pass of ``KC`` rows, each pass's panels follow each other (one stream a pass)."""
+    mr, kc = packed_gemm.MR, packed_gemm.KC
+    m, k = 20, 2 * kc + 88
+    w = np.random.default_rng(5).standard_normal((2, m, k)).astype(np.float32)
+    flat = packed_gemm.pack(w).reshape(2, -1)
+    p = -(-m // mr)
+    for bw, r, kk in itertools.product(range(2), range(p * mr), range(k)):
+        k0 = kk // kc * kc
+        at = k0 * p * mr + (r // mr) * min(kc, k - k0) * mr + (kk - k0) * mr + r % mr
+        assert flat[bw, at] == (w[bw, r, kk] if r < m else 0.0)

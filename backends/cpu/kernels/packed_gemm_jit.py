@@ -7,11 +7,12 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from mnnpy.backends.cpu.kernels.simd import activate, vadd, vbcast, vfma, vload, vsplat, vstore, vzero
+from mnnpy.backends.cpu.kernels.simd import activate, prefetch, vadd, vbcast, vfma, vload, vsplat, vstore, vzero
 
 MR = 8  # rows of a weight panel (packed_gemm.MR)
 KC = 256  # rows of X in one pass over the output (packed_gemm.KC)
 NR = 32  # output columns of one pass of the inner loop: two vectors
+PREFETCH = 256  # floats of packed weights (1 KiB, 32 steps of k) asked for ahead of their use
 
 
 @numba.njit(inline="always", cache=True)
@@ -83,7 +84,7 @@ def packed(wp, x, y, b, r0, r1, xc0, yc0, cols, act, a0, a1):  # pragma: no cove
                     d6 = vzero()
                     d7 = vzero()
                     xo = xb
-                    wo = ((wj * wp.shape[1] + p) * k + k0) * MR
+                    wo = (wj * wp.shape[1] * k + k0 * wp.shape[1] + p * (k1 - k0)) * MR  # pass k0's panels in a row
                     for _ in range(k1 - k0):
                         lo = vload(src, xo, n0)
                         hi = vload(src, xo + 16, n1)
@@ -103,6 +104,7 @@ def packed(wp, x, y, b, r0, r1, xc0, yc0, cols, act, a0, a1):  # pragma: no cove
                         c6, d6 = vfma(w, lo, c6), vfma(w, hi, d6)
                         w = vbcast(wf, wo + 7)
                         c7, d7 = vfma(w, lo, c7), vfma(w, hi, d7)
+                        prefetch(wf, wo + PREFETCH)  # the weights stream from memory: ask ahead
                         xo += step
                         wo += MR
                     r = p * MR

@@ -112,6 +112,21 @@ def vstore_all(typingctx, arr, idx, v):
 
 
 @intrinsic
+def prefetch(typingctx, arr, idx):
+    """Ask for the cache line of ``arr[idx]`` (``llvm.prefetch``: read, keep in all levels); an
+    index past the array is harmless (a prefetch never faults)."""
+
+    def codegen(context, builder, sig, args):
+        i8p = ir.IntType(8).as_pointer()
+        fn = _function(builder, "llvm.prefetch.p0", ir.VoidType(), [i8p, _I32, _I32, _I32])
+        ptr = builder.bitcast(_address(context, builder, sig.args[0], args[0], args[1]), i8p)
+        builder.call(fn, [ptr, ir.Constant(_I32, 0), ir.Constant(_I32, 3), ir.Constant(_I32, 1)])
+        return context.get_dummy_value()
+
+    return types.void(arr, idx), codegen
+
+
+@intrinsic
 def vbcast(typingctx, arr, idx):
     def codegen(context, builder, sig, args):
         a = context.make_array(sig.args[0])(context, builder, args[0])
