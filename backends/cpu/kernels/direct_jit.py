@@ -7,8 +7,20 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from mnnpy.backends.cpu.kernels.simd import activate, transpose16, vbcast, vfma, vload, vload_all, vstore, vstore_all, vzero
+from mnnpy.backends.cpu.kernels.simd import (
+    activate,
+    prefetch,
+    transpose16,
+    vbcast,
+    vfma,
+    vload,
+    vload_all,
+    vstore,
+    vstore_all,
+    vzero,
+)
 
+PREFETCH = 256  # floats of a block's weights (1 KiB, 16 taps) asked for ahead of their use
 PR = 8  # output positions of one step (with two blocks of 16 channels: sixteen chains of sums)
 
 
@@ -81,6 +93,8 @@ def direct(x, wq, b, y, kh, kw, lo, hi, sh, sw, dh, dw, pt, pl, act, a0, a1):  #
                 base = ox * sw
                 for t in range(taps):
                     o = base + toff[t]
+                    prefetch(wf, w0 + 16 * t + PREFETCH)  # the two blocks' weights stream from memory: ask ahead
+                    prefetch(wf, w1 + 16 * t + PREFETCH)
                     s0, s1, s2, s3, s4, s5, s6, s7 = _tap(rows, o, st, vload_all(wf, w0 + 16 * t), s0, s1, s2, s3, s4, s5, s6, s7)
                     t0, t1, t2, t3, t4, t5, t6, t7 = _tap(rows, o, st, vload_all(wf, w1 + 16 * t), t0, t1, t2, t3, t4, t5, t6, t7)
                 _keep(outc, ox * mp + q * 16, mp, s0, s1, s2, s3, s4, s5, s6, s7)
