@@ -79,6 +79,57 @@ def test_row_ranges_write_only_their_rows():
     b = rng.standard_normal(33).astype(np.float32)
     y = np.full((2, 33, 9, 11), 7.0, np.float32)
     args = (1, 1, 1, 1, 1, 1, 0, np.float32(0), np.float32(0))
-    kernel(x, direct_kernel.pack(w), b, y, 3, 3, 4, 13, *args)  # rows 4..8 of image 0, 0..3 of image 1
+    kernel(x, direct_kernel.pack(w), b, y, 3, 3, 4, 13, 0, 1 << 20, *args)  # rows 4..8 of image 0, 0..3 of image 1
     rows = y.transpose(0, 2, 1, 3).reshape(18, 33, 11)
     assert (rows[:4] == 7.0).all() and (rows[13:] == 7.0).all() and not (rows[4:13] == 7.0).any()
+
+
+def test_channel_block_ranges_write_only_their_channels():
+    kernel = direct_kernel.kernel()
+    if kernel is None:
+        pytest.skip("numba cannot compile here")
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((1, 5, 7, 7), dtype=np.float32)
+    w = rng.standard_normal((70, 5, 3, 3), dtype=np.float32)  # 70 channels: 6 blocks, the last partly past M
+    b = rng.standard_normal(70).astype(np.float32)
+    args = (1, 1, 1, 1, 1, 1, 1, np.float32(0), np.float32(0))  # stride 1, pads 1, Relu
+    whole = np.empty((1, 70, 7, 7), np.float32)
+    kernel(x, direct_kernel.pack(w), b, whole, 3, 3, 0, 7, 0, 6, *args)
+    y = np.full((1, 70, 7, 7), 7.0, np.float32)
+    kernel(x, direct_kernel.pack(w), b, y, 3, 3, 0, 7, 2, 4, *args)  # channels 32..63
+    np.testing.assert_array_equal(y[0, 32:64], whole[0, 32:64])
+    assert (y[0, :32] == 7.0).all() and (y[0, 64:] == 7.0).all()
+    y.fill(7.0)
+    kernel(x, direct_kernel.pack(w), b, y, 3, 3, 0, 7, 4, 6, *args)  # the last pair, cropped to M
+    np.testing.assert_array_equal(y[0, 64:], whole[0, 64:])
+    assert (y[0, :64] == 7.0).all()
+
+
+@pytest.mark.parametrize(
+    ("rows", "pairs", "threads", "expect"),
+    [(7, 16, 2, "pairs"), (56, 4, 2, "rows"), (8, 8, 2, "rows"), (1, 3, 2, "pairs"), (7, 1, 2, "rows"), (9, 4, 1, "rows")],
+)
+def test_cuts_take_the_more_even_split(rows, pairs, threads, expect):
+    cuts = direct_ops.cuts_of(rows, pairs, threads)
+    assert len(cuts) <= threads
+    cells = {(r, q) for lo, hi, q0, q1 in cuts for r in range(lo, hi) for q in range(q0, q1)}
+    assert len(cells) == sum((hi - lo) * (q1 - q0) for lo, hi, q0, q1 in cuts) == rows * 2 * pairs  # each once
+    assert all(q0 % 2 == 0 and q1 % 2 == 0 for _, _, q0, q1 in cuts)
+    by_pairs = any(q1 - q0 < 2 * pairs for _, _, q0, q1 in cuts)
+    assert by_pairs == (expect == "pairs")
+
+
+def test_split_by_channel_blocks_matches_onnxruntime(monkeypatch):
+    """A 7x7 map of 128 channels over 2 threads: cut by channel blocks, against onnxruntime."""
+    import mnnpy
+    from mnnpy.converter import convert
+    from tests.oracle import run_ort
+
+    picked = spy_inits(monkeypatch, direct_ops._Direct)
+    rng = np.random.default_rng(7)
+    attrs = {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}
+    model, feeds = conv_model(rng, (1, 40, 13, 13), (128, 40, 3, 3), attrs, after=CONV_ACTIVATIONS["relu"], b_scale=1.0)
+    session = mnnpy.Interpreter(convert(model)).create_session(backend="cpu", num_threads=2)
+    got = next(iter(session.run(feeds).values()))
+    np.testing.assert_allclose(got, run_ort(model, feeds)[0], **ACCUMULATE)
+    assert picked and len(picked[0].tasks) == 2 and direct_ops.cuts_of(7, 4, 2)[0][3] == 4  # two tasks of 2 pairs each

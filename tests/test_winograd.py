@@ -152,7 +152,7 @@ def _picked(monkeypatch, model, feeds):
     return picked
 
 
-@pytest.mark.parametrize(("side", "channels", "tile"), [(56, 16, [4]), (14, 16, [2]), (7, 16, [2]), (6, 16, []), (32, 4, [])])
+@pytest.mark.parametrize(("side", "channels", "tile"), [(56, 16, [4]), (14, 16, [2]), (8, 16, [2]), (7, 16, []), (32, 4, [])])
 def test_conv_picks_winograd_by_the_rule(monkeypatch, side, channels, tile):
     model, feeds = _model((1, channels, side, side), channels, [1, 1, 1, 1], True, "relu", seed=5)
     assert _picked(monkeypatch, model, feeds) == tile

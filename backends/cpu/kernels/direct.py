@@ -13,7 +13,8 @@ of 16 channels are summed over the ``C*KH*KW`` taps in sixteen vector registers 
 input broadcast, its weights one vector load per block: any stride and dilation); the row's
 sums (positions x channels) get the activation (``kernels/epilogue.py``'s codes) and are
 transposed into ``y``'s planes (``simd.transpose16``). Work is cut in output rows
-``lo <= n*Ho + oy < hi``; the kernel releases the GIL, so callers split rows over threads.
+``lo <= n*Ho + oy < hi`` and pairs of channel blocks ``q0 <= q < q1``; the kernel releases the
+GIL, so callers split either over threads.
 
 The im2col path it replaces writes and reads back a column buffer ``KH*KW`` times the input
 (a 3-channel 3x3 stride-2 stem at 224x224: 1.35 MB a run), and for a first layer runs a
@@ -61,7 +62,7 @@ def _build(numba):
 
 
 def kernel():
-    """The compiled ``(x, wq, b, y, kh, kw, lo, hi, sh, sw, dh, dw, pt, pl, act, a0, a1)``
+    """The compiled ``(x, wq, b, y, kh, kw, lo, hi, q0, q1, sh, sw, dh, dw, pt, pl, act, a0, a1)``
     (module doc; integers int64, ``a0, a1`` float32), or ``None`` where numba cannot compile
     here (a warning was given)."""
     return compiled("direct_conv", _build)

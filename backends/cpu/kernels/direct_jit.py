@@ -52,8 +52,9 @@ def _keep(outc, o, mp, s0, s1, s2, s3, s4, s5, s6, s7):  # pragma: no cover - co
     vstore_all(outc, o + 7 * mp, s7)
 
 
-def direct(x, wq, b, y, kh, kw, lo, hi, sh, sw, dh, dw, pt, pl, act, a0, a1):  # pragma: no cover - compiled
-    """Output rows ``lo <= n*Ho + oy < hi`` of ``y`` (``direct.py``'s module doc)."""
+def direct(x, wq, b, y, kh, kw, lo, hi, q0, q1, sh, sw, dh, dw, pt, pl, act, a0, a1):  # pragma: no cover - compiled
+    """Output rows ``lo <= n*Ho + oy < hi`` of ``y``, output channels ``16*q0 <= o < 16*q1``
+    (``q0``, ``q1`` even counts of 16-channel blocks; ``direct.py``'s module doc)."""
     c_, h, wd = x.shape[1], x.shape[2], x.shape[3]
     m, ho, wo = y.shape[1], y.shape[2], y.shape[3]
     nb, taps = wq.shape[0], wq.shape[1]  # an even count of 16-channel blocks; C*KH*KW taps
@@ -84,7 +85,7 @@ def direct(x, wq, b, y, kh, kw, lo, hi, sh, sw, dh, dw, pt, pl, act, a0, a1):  #
                 for j in range(0, wd, 16):
                     k = min(16, wd - j)
                     vstore(rows, r + j, vload(xf, s + j, k) if inside else vzero(), k)
-        for q in range(0, nb, 2):
+        for q in range(q0, min(q1, nb), 2):
             w0, w1 = q * taps * 16, (q + 1) * taps * 16
             b0, b1 = vload_all(bias, q * 16), vload_all(bias, q * 16 + 16)
             for ox in range(0, wo, PR):
@@ -100,18 +101,19 @@ def direct(x, wq, b, y, kh, kw, lo, hi, sh, sw, dh, dw, pt, pl, act, a0, a1):  #
                 _keep(outc, ox * mp + q * 16, mp, s0, s1, s2, s3, s4, s5, s6, s7)
                 _keep(outc, ox * mp + q * 16 + 16, mp, t0, t1, t2, t3, t4, t5, t6, t7)
         if act:  # one loop: the activation's branches compiled once
-            for j in range(0, wo * mp, 16):
-                vstore_all(outc, j, activate(vload_all(outc, j), act, a0, a1))
+            for p in range(wo):
+                for j in range(p * mp + q0 * 16, p * mp + min(q1, nb) * 16, 16):
+                    vstore_all(outc, j, activate(vload_all(outc, j), act, a0, a1))
         ybase = (n * m * ho + oy) * wo
-        for q in range(0, m, 16):
+        for q in range(q0 * 16, min(m, q1 * 16), 16):
             for p0 in range(0, wo, 16):
                 transpose16(outc, p0 * mp + q, mp, min(16, wo - p0), min(16, m - q), yf, ybase + q * ho * wo + p0, ho * wo)
 
 
 def build(numba_module):
-    """``direct`` compiled for ``(float32 4-d, float32 3-d, float32 1-d, float32 4-d, int64 x 11,
+    """``direct`` compiled for ``(float32 4-d, float32 3-d, float32 1-d, float32 4-d, int64 x 13,
     float32 x 2)``, releasing the GIL, cached."""
     nb = numba_module
     f4, i8, f = nb.float32[:, :, :, ::1], nb.int64, nb.float32
-    sig = nb.void(f4, nb.float32[:, :, ::1], nb.float32[::1], f4, *(i8,) * 11, f, f)
+    sig = nb.void(f4, nb.float32[:, :, ::1], nb.float32[::1], f4, *(i8,) * 13, f, f)
     return nb.njit(sig, cache=True, nogil=True)(direct)

@@ -19,10 +19,13 @@ layer                before         F(2x2)      F(2x2)      F(4x4)      F(4x4)
 ===================  =============  ==========  ==========  ==========  ==========
 
 * output maps of at least ``MIN_SIDE`` on both sides and at least ``MIN_CHANNELS`` input
-  and output channels. 7x7 maps were left to im2col on the Zen 4 machine (the gain within
-  noise, while the transformed weights take ``a*a/9`` times the weights' memory: 16.8 MB for
-  a 512x512 layer with F(2x2)); on the Zen 5 machine of 2026-12-02 F(2x2) there made
-  ResNet-18 5% faster (10.65 -> 10.14 ms, 60 interleaved blocks), so they take it;
+  and output channels. 7x7 maps are left to the direct Conv (``direct.py``): the transformed
+  weights take ``a*a/9`` times the weights' memory (16.8 MB for a 512x512 layer with F(2x2),
+  read from memory every run), and since the direct kernel prefetches its weights and splits
+  a 7-row map by channel blocks, ResNet-18's three 512-channel 7x7 layers take 2.69-2.81 ms
+  on it against 3.40-3.74 on F(2x2) (per-op profile, 2 threads, 3 rounds alternated in one
+  process; whole model 10.4-11.0 against 11.0-12.1 ms). At 14x14 F(2x2) stays faster (three
+  256-channel layers 1.91-2.04 ms against 2.12-2.23 on the direct kernel);
 * F(4x4, 3x3) (36 products) from ``F4_MIN_SIDE``, F(2x2, 3x3) (16 products) below it: on
   14x14 maps a 4x4 tile wastes an eighth of the products on the crop and the two measured
   the same; F(2x2) also has the smaller rounding error;
@@ -50,7 +53,7 @@ from mnnpy.backends.cpu.parallel import parallel, run_phases, sequence, split
 from mnnpy.backends.cpu.prepared import prepared
 from mnnpy.backends.cpu.scratch import scratch
 
-MIN_SIDE = 7  # output maps from this side (both axes) take Winograd
+MIN_SIDE = 8  # output maps from this side (both axes) take Winograd
 F4_MIN_SIDE = 16  # ... and F(4x4, 3x3) from this side, F(2x2, 3x3) below
 MIN_CHANNELS = 8  # input and output channels from which Winograd pays
 BAND_BYTES = 1 << 22  # bytes of one band's transformed input V, at least one tile row
