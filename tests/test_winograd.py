@@ -240,7 +240,26 @@ def test_input_transform_flags_non_finite(m):
     th = tw = -(-9 // m)
     v = np.empty(((m + 2) ** 2, 3, th * tw), np.float32)
     flags = np.zeros(2, np.int64)
-    for value, expect in [(1e38, 0), (np.inf, 1), (np.nan, 1), (0.5, 0)]:
+    for value, expect in [(1e29, 0), (1e38, 1), (-1e31, 1), (np.inf, 1), (np.nan, 1), (0.5, 0)]:
         x[0, 2, 8, 8] = value
         inp(x, v, 0, 0, 3, 0, th, tw, 1, 1, m, flags, 1)
         assert flags.tolist() == [0, expect]
+
+
+@pytest.mark.parametrize("m", [2, 4])
+def test_a_huge_finite_input_stays_in_its_windows(force, m):
+    """A finite 1e37 overflows inside the transforms (inf - inf): such inputs take the exact path."""
+    from tests.oracle import run_ort
+
+    force(m)
+    model, feeds = _model((1, 8, 16, 16), 8, [1, 1, 1, 1], False, "none", seed=13)
+    x = feeds["x"].copy()
+    x[0, 3, 8, 8] = 1e37
+    got, want = (
+        next(iter(mnnpy.Interpreter(convert(model)).create_session(backend="cpu").run({"x": x}).values())),
+        run_ort(model, {"x": x})[0],
+    )
+    away = np.ones(got.shape[2:], bool)
+    away[7:10, 7:10] = False  # the outputs whose window reads the value
+    assert np.isfinite(got[:, :, away]).all()
+    np.testing.assert_allclose(got[:, :, away], want[:, :, away], **ACCUMULATE)

@@ -27,9 +27,10 @@ Clip, LeakyRelu, HardSigmoid, HardSwish), applied by it to each finished band of
 
 Non-finite inputs: the transforms add and subtract neighbouring inputs, so one inf or NaN
 reaches every output of its tiles (inf - inf), where the convolution's definition gives
-non-finite values only to the outputs whose window reads it. ``input_tiles`` therefore
-reports whether every input it read was finite, and the caller recomputes a Conv whose input
-was not with ``exact`` (the definition's sum, tap by tap, IEEE semantics as onnxruntime's).
+non-finite values only to the outputs whose window reads it; a finite value near float32's
+limit overflows in them the same way. ``input_tiles`` therefore reports whether every input it
+read was finite and at most ``LARGE`` (2^100) in magnitude, and the caller recomputes a Conv
+whose input was not with ``exact`` (the definition's sum, tap by tap, IEEE semantics as onnxruntime's).
 """
 
 from __future__ import annotations
@@ -84,14 +85,16 @@ Z = np.float32(0)
 
 
 F2, F4, F5, F8 = (np.float32(k) for k in (2, 4, 5, 8))  # float32 constants keep numba's arithmetic in float32
-FMAX = np.float32(np.finfo(np.float32).max)
+# inputs beyond this magnitude take the exact path: the transforms multiply by up to about
+# 100 (F(4x4)) and the products sum C of them, so a finite 1e37 overflowed to inf - inf
+LARGE = np.float32(2.0**100)
 
 
 def _input_tiles(x, v, n, c0, c1, ty0, ty1, tw, pt, pl, m, flags, slot):  # pragma: no cover - compiled
     """``v[k, c, t] = (B^T d B)[k]`` for channels ``c0 <= c < c1`` of image ``n`` and the band
     of tile rows ``ty0 <= ty < ty1`` (``t = (ty - ty0) * tw + tx``); ``x: (N, C, H, W)``,
     ``v: (a*a, C, >= T)``, ``m`` 2 or 4. ``flags[slot]`` (int64) is set to 1 where an input
-    read was inf or NaN, else 0 (module doc).
+    read was inf, NaN or of a magnitude over ``LARGE``, else 0 (module doc).
 
     Per channel, first each of the band's ``m*(ty1-ty0) + 2`` input rows (copied, zero-padded,
     into a row buffer) is transformed along its columns, tile by tile, into ``hb``, laid out by
@@ -128,7 +131,7 @@ def _input_tiles(x, v, n, c0, c1, ty0, ty1, tw, pt, pl, m, flags, slot):  # prag
             for j in range(jhi - jlo):
                 e = xf[src + u(j)]
                 row[u(jlo + j)] = e
-                finite &= abs(e) <= FMAX  # False for inf and NaN
+                finite &= abs(e) <= LARGE  # False for inf, NaN and values the transforms could overflow
             # deinterleave the padded row by column phase: ph[e, q] = row[q*m + e]
             if m == 4:
                 for q in range(tw + 1):
