@@ -133,3 +133,8 @@ def test_split_by_channel_blocks_matches_onnxruntime(monkeypatch):
     got = next(iter(session.run(feeds).values()))
     np.testing.assert_allclose(got, run_ort(model, feeds)[0], **ACCUMULATE)
     assert picked and len(picked[0].tasks) == 2 and direct_ops.cuts_of(7, 4, 2)[0][3] == 4  # two tasks of 2 pairs each
+
+
+def test_small_convs_are_not_cut_by_blocks():
+    assert direct_ops.cuts_of(1, 4, 2, flops=5e5) == [(0, 1, 0, 8)]  # one task, as a row cut gives
+    assert len(direct_ops.cuts_of(1, 4, 2, flops=5e7)) == 2

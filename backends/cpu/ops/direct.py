@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mnnpy.backends.cpu.blas import MIN_FLOPS
 from mnnpy.backends.cpu.kernels import direct
 from mnnpy.backends.cpu.kernels.epilogue import codes
 from mnnpy.backends.cpu.kernels.native import bind
@@ -30,17 +31,20 @@ ROWS_BYTES = 1 << 20  # ... and bytes of the input rows one output row reads (an
 # outputs), up to which it is
 
 
-def cuts_of(rows: int, pairs: int, threads: int) -> list[tuple[int, int, int, int]]:
+def cuts_of(rows: int, pairs: int, threads: int, flops: float = float("inf")) -> list[tuple[int, int, int, int]]:
     """``(lo, hi, q0, q1)`` tasks of the kernel: output rows ``[lo, hi)`` and 16-channel blocks
     ``[q0, q1)`` (in pairs), at most ``threads`` of them, cut along whichever of rows and block
     pairs splits more evenly (rows on a tie): ResNet-18's 7 rows of 7x7 maps over 2 threads
     leave one thread 4 rows, its 16 pairs of blocks 8 each (the input rows are then copied by
-    each task: 3 of a 3x3 kernel's rows per output row, little against the sums)."""
+    each task: 3 of a 3x3 kernel's rows per output row, little against the sums). Block pairs
+    only for a Conv of at least ``blas.MIN_FLOPS`` (``flops``): silero VAD's one-row convs
+    (0.1-0.5 MFLOP) stay one task, as the rows cut them (its run 0.17 -> 0.31-0.42 ms when
+    they were cut in two)."""
 
     def worst(n):  # the largest share over its even share
         return -(-n // threads) * threads / n
 
-    if threads > 1 and pairs > 1 and worst(pairs) < worst(rows):
+    if threads > 1 and pairs > 1 and flops >= MIN_FLOPS and worst(pairs) < worst(rows):
         return [(0, rows, 2 * p0, 2 * p1) for p0, p1 in split(pairs, threads)]
     return [(lo, hi, 0, 2 * pairs) for lo, hi in split(rows, threads)]
 
@@ -73,7 +77,8 @@ class _Direct:
         self.fused_activation = fused is not None  # else Conv applies the activation afterwards
         code, a0, a1 = fused or (0, np.float32(0), np.float32(0))
         tail = (*strides, *dil, pads[0], pads[1], code, a0, a1)
-        cuts = cuts_of(x.shape[0] * out[0], self.wq.shape[0] // 2, exe.backend.num_threads)
+        flops = 2.0 * x.shape[0] * out[0] * out[1] * m * x.shape[1] * kh * kw
+        cuts = cuts_of(x.shape[0] * out[0], self.wq.shape[0] // 2, exe.backend.num_threads, flops)
         self.tasks = [bind(direct.kernel(), x, self.wq, self.b, y, kh, kw, *cut, *tail) for cut in cuts]
 
     def prepare(self, w, b):
