@@ -69,14 +69,19 @@ def test_which_convs_take_it(monkeypatch, c, m, group, rows_bytes, taken):
     assert bool(picked) == taken
 
 
-def test_row_ranges_write_only_their_rows():
+def _kernel_inputs(seed, x_shape, m):
+    """The compiled kernel (skip without numba) and random ``x``, 3x3 ``w`` of ``m`` channels, ``b``."""
     kernel = direct_kernel.kernel()
     if kernel is None:
         pytest.skip("numba cannot compile here")
-    rng = np.random.default_rng(5)
-    x = rng.standard_normal((2, 3, 9, 11), dtype=np.float32)
-    w = rng.standard_normal((33, 3, 3, 3), dtype=np.float32)
-    b = rng.standard_normal(33).astype(np.float32)
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(x_shape, dtype=np.float32)
+    w = rng.standard_normal((m, x_shape[1], 3, 3), dtype=np.float32)
+    return kernel, x, w, rng.standard_normal(m).astype(np.float32)
+
+
+def test_row_ranges_write_only_their_rows():
+    kernel, x, w, b = _kernel_inputs(5, (2, 3, 9, 11), 33)
     y = np.full((2, 33, 9, 11), 7.0, np.float32)
     args = (1, 1, 1, 1, 1, 1, 0, np.float32(0), np.float32(0))
     kernel(x, direct_kernel.pack(w), b, y, 3, 3, 4, 13, 0, 1 << 20, *args)  # rows 4..8 of image 0, 0..3 of image 1
@@ -85,13 +90,7 @@ def test_row_ranges_write_only_their_rows():
 
 
 def test_channel_block_ranges_write_only_their_channels():
-    kernel = direct_kernel.kernel()
-    if kernel is None:
-        pytest.skip("numba cannot compile here")
-    rng = np.random.default_rng(6)
-    x = rng.standard_normal((1, 5, 7, 7), dtype=np.float32)
-    w = rng.standard_normal((70, 5, 3, 3), dtype=np.float32)  # 70 channels: 6 blocks, the last partly past M
-    b = rng.standard_normal(70).astype(np.float32)
+    kernel, x, w, b = _kernel_inputs(6, (1, 5, 7, 7), 70)  # 70 channels: 6 blocks, the last partly past M
     args = (1, 1, 1, 1, 1, 1, 1, np.float32(0), np.float32(0))  # stride 1, pads 1, Relu
     whole = np.empty((1, 70, 7, 7), np.float32)
     kernel(x, direct_kernel.pack(w), b, whole, 3, 3, 0, 7, 0, 6, *args)
