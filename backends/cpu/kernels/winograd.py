@@ -197,8 +197,8 @@ def _exact(x, w, b, y, n, m0, m1, pt, pl, act, a0, a1):  # pragma: no cover - co
     output channels ``m0 <= o < m1``: the 3x3 stride-1 Conv by its definition (ONNX Conv),
     tap by tap over whole output rows; ``x: (N, C, H, W)``, ``w: (M, C, 3, 3)``, ``b: (M,)``,
     ``y: (N, M, Ho, Wo)``, padding ``pt`` rows above and ``pl`` columns left, zero. Used where
-    an input is not finite (module doc): every output gets exactly the values its window
-    gives, in IEEE arithmetic."""
+    an input is not finite or over ``LARGE`` (module doc): every output gets exactly the
+    values its window gives, in IEEE arithmetic."""
     h, wd, cc = x.shape[2], x.shape[3], x.shape[1]
     ho, wo = y.shape[2], y.shape[3]
     for o in range(m0, m1):
