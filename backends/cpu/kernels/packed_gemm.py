@@ -62,17 +62,19 @@ def pack(w: np.ndarray, out: np.ndarray | None = None, mr: int = MR) -> np.ndarr
     into ``out`` where given (that shape, C-contiguous)."""
     bw, m, k = w.shape
     p = -(-m // mr)
-    panels = np.zeros((bw, p, k, mr), np.float32)
+    if out is None:
+        out = np.empty((bw, p, k, mr), np.float32)
+    panels = out if k <= KC else np.empty((bw, p, k, mr), np.float32)  # one pass: already the kernel's order
     full = m // mr
     panels[:, :full] = w[:, : full * mr].reshape(bw, full, mr, k).transpose(0, 1, 3, 2)
     if full < p:
+        panels[:, full:] = 0
         panels[:, full, :, : m - full * mr] = w[:, full * mr :].transpose(0, 2, 1)
-    if out is None:
-        out = np.empty((bw, p, k, mr), np.float32)
-    flat = out.reshape(bw, -1)
-    for k0 in range(0, k, KC):
-        k1 = min(k, k0 + KC)
-        flat[:, k0 * p * mr : k1 * p * mr] = panels[:, :, k0:k1].reshape(bw, -1)
+    if panels is not out:
+        flat = out.reshape(bw, -1)
+        for k0 in range(0, k, KC):
+            k1 = min(k, k0 + KC)
+            flat[:, k0 * p * mr : k1 * p * mr] = panels[:, :, k0:k1].reshape(bw, -1)
     return out
 
 
