@@ -40,3 +40,11 @@ def prepared(exe, what: str, w: np.ndarray, compute, *params) -> np.ndarray:
     w = np.asarray(w)
     key = "/".join([exe.op.name, what, repr(params), "x".join(map(str, w.shape)), str(w.dtype), sample_digest(w)])
     return cache.array(key, "cpu", compute)
+
+
+def bias_into(dst: np.ndarray, b) -> None:
+    """``dst (M,)`` float32 = the Conv's bias ``b (M,)``, or zeros where it has none."""
+    if b is None:
+        dst.fill(0)
+    else:
+        np.copyto(dst, b)

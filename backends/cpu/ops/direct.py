@@ -24,6 +24,7 @@ from mnnpy.backends.cpu.kernels import direct
 from mnnpy.backends.cpu.kernels.epilogue import codes
 from mnnpy.backends.cpu.kernels.native import bind
 from mnnpy.backends.cpu.parallel import parallel, split
+from mnnpy.backends.cpu.prepared import bias_into
 from mnnpy.backends.cpu.scratch import scratch
 
 MIN_M = 32  # output channels from which the direct kernel is taken
@@ -83,10 +84,7 @@ class _Direct:
 
     def prepare(self, w, b):
         direct.pack(np.asarray(w), self.wq)
-        if b is not None:
-            np.copyto(self.b, b)
-        else:
-            self.b.fill(0)
+        bias_into(self.b, b)
 
     def run(self, exe):
         parallel(exe.backend, self.tasks)

@@ -39,6 +39,7 @@ from mnnpy.backends.cpu.kernels import epilogue, packed_gemm
 from mnnpy.backends.cpu.kernels.native import bind
 from mnnpy.backends.cpu.ops.windows import view_as
 from mnnpy.backends.cpu.parallel import parallel
+from mnnpy.backends.cpu.prepared import bias_into
 from mnnpy.backends.cpu.scratch import scratch
 
 PACKED = True  # the 2-D product on packed weights (kernels/packed_gemm.py) where it compiles
@@ -116,10 +117,7 @@ class _Pointwise:
         if self.wp is not None:
             packed_gemm.pack(np.asarray(w).reshape(1, *self.w.shape), self.wp)
         if self.fused_bias:
-            if b is None:
-                self.b.fill(0)
-            else:
-                np.copyto(self.b, b)
+            bias_into(self.b, b)
 
     def run(self, exe):
         if self.fused_bias:
