@@ -50,7 +50,7 @@ from mnnpy.backends.cpu.kernels.native import bind
 from mnnpy.backends.cpu.kernels.winograd import kernels as winograd_kernels
 from mnnpy.backends.cpu.kernels.winograd import weights as winograd_weights
 from mnnpy.backends.cpu.parallel import parallel, run_phases, sequence, split
-from mnnpy.backends.cpu.prepared import prepared
+from mnnpy.backends.cpu.prepared import bias_into, prepared
 from mnnpy.backends.cpu.scratch import scratch
 
 MIN_SIDE = 8  # output maps from this side (both axes) take Winograd
@@ -92,10 +92,11 @@ class _Winograd:
       and the output transform split by output channels, so each thread reads only its rows
       of ``U``.
 
-    Each input transform reports whether its inputs were finite (one flag per call, written
-    every run); where one was not, the Conv is computed again by the definition (the
-    kernel's ``exact``) over the same threads, so an inf or NaN reaches only the outputs whose
-    window reads it, as in onnxruntime (the transforms would spread it over whole tiles).
+    Each input transform reports whether its inputs were finite and at most the kernels'
+    ``LARGE`` in magnitude (one flag per call, written every run); where one was not, the Conv
+    is computed again by the definition (the kernel's ``exact``) over the same threads, so an
+    inf or NaN reaches only the outputs whose window reads it, as in onnxruntime (the
+    transforms would spread it, or overflow on a huge value, over whole tiles).
     """
 
     fused_bias = True
@@ -165,14 +166,11 @@ class _Winograd:
         self.w = w
         with self.exe.backend.runtime.blas.single():
             np.copyto(self.u, prepared(self.exe, "winograd", w, lambda: winograd_weights(w, self.m), self.m))
-        if b is not None:
-            np.copyto(self.b, b)
-        else:
-            self.b.fill(0)
+        bias_into(self.b, b)
 
     def run(self, exe):
         run_phases(exe.backend, self.phases)
-        if self.flags.any():  # an input was inf or NaN: the definition's sums (class doc)
+        if self.flags.any():  # an input was inf, NaN or huge: the definition's sums (class doc)
             self.run_exact(exe)
 
     def run_exact(self, exe):
