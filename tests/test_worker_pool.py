@@ -219,3 +219,28 @@ def test_the_backend_sets_blas_to_one_thread_during_a_run_and_restores_it():
         after = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
     assert seen and all(n == 1 for n in seen[0]), seen
     assert all(n == 2 for n in after), after
+
+
+def test_workers_are_kept_off_the_callers_cpu():
+    """wake() lets each worker run on every CPU of the process but the caller's (worker_pool.py,
+    module doc: a worker placed on the caller's CPU made runs slower than one thread)."""
+    from mnnpy.backends.cpu import worker_pool
+
+    allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
+    if worker_pool._GETCPU is None or len(allowed) < 2:
+        pytest.skip(f"needs sched_getcpu and at least 2 CPUs to run on (allowed: {sorted(allowed)})")
+    p = WorkerPool(3)
+    try:
+        for _ in range(3):
+            p.wake()
+            cpu = p._caller_cpu
+            assert cpu in allowed
+            for t in p._threads:
+                assert os.sched_getaffinity(t.native_id) == allowed - {cpu}
+            hits, lock = [0] * 4, threading.Lock()
+            p.run(_count_tasks(4, hits, lock))  # the tasks still run, on the workers' CPUs
+            assert hits == [1] * 4
+            p.park()
+            p._caller_cpu = -1  # the next wake() places them again
+    finally:
+        p.park()
