@@ -152,8 +152,13 @@ def _picked(monkeypatch, model, feeds):
     return picked
 
 
-@pytest.mark.parametrize(("side", "channels", "tile"), [(56, 16, [4]), (14, 16, [2]), (8, 16, [2]), (7, 16, []), (32, 4, [])])
+@pytest.mark.parametrize(
+    ("side", "channels", "tile"),
+    [(56, 16, [4]), (56, 32, [4]), (14, 16, [2]), (8, 16, [2]), (14, 32, []), (8, 32, []), (7, 16, []), (32, 4, [])],
+)
 def test_conv_picks_winograd_by_the_rule(monkeypatch, side, channels, tile):
+    """F(4x4) from 16x16 maps; F(2x2) below, unless the direct kernel takes the Conv (32 or more
+    output channels); nothing on 7x7 maps or under MIN_CHANNELS channels."""
     model, feeds = _model((1, channels, side, side), channels, [1, 1, 1, 1], True, "relu", seed=5)
     assert _picked(monkeypatch, model, feeds) == tile
 

@@ -256,7 +256,9 @@ class Conv(Execution):
             self.kernel = _DepthwiseRows(self, x, w, y, b, out, strides, dil, pads)
         elif depthwise:
             self.kernel = _Depthwise(self, x, w, y, b, out, strides, dil, pads)
-        elif tile := winograd_tile(x, w, y, strides, dil, g):
+        elif (tile := winograd_tile(x, w, y, strides, dil, g)) and not (
+            tile == 2 and _Direct.usable(x, w, y, g, out, strides, dil, pads)
+        ):  # F(2x2) only where the direct kernel does not take the Conv (ops/winograd.py)
             self.kernel = _Winograd(self, x, w, y, b, out, pads, tile)
         elif x.ndim == 4 and g == 1 and all(s == 1 for s in strides) and 2 * m <= c and w.shape[2] * w.shape[3] > 1:
             self.kernel = _Kn2row(self, x, w, y, b, out, strides, dil, pads)

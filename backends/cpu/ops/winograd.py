@@ -24,8 +24,12 @@ layer                before         F(2x2)      F(2x2)      F(4x4)      F(4x4)
   read from memory every run), and since the direct kernel prefetches its weights and splits
   a 7-row map by channel blocks, ResNet-18's three 512-channel 7x7 layers take 2.69-2.81 ms
   on it against 3.40-3.74 on F(2x2) (per-op profile, 2 threads, 3 rounds alternated in one
-  process; whole model 10.4-11.0 against 11.0-12.1 ms). At 14x14 F(2x2) stays faster (three
-  256-channel layers 1.91-2.04 ms against 2.12-2.23 on the direct kernel);
+  process; whole model 10.4-11.0 against 11.0-12.1 ms). ``conv.py`` also leaves to the direct
+  kernel every Conv that would take F(2x2) and that kernel takes (at least 32 output channels):
+  ResNet-18's three 256-channel 14x14 layers measured 1.91-2.04 ms on F(2x2) against 2.12-2.23
+  direct on a quiet machine (2026-12-02), but 2.99 against 2.72 (2 threads) and 5.11 against
+  4.31 (one thread) on 2026-12-03 with the machine's memory busier: F(2x2) reads 16/9 of the
+  weights' bytes every run, and only the direct kernel held up;
 * F(4x4, 3x3) (36 products) from ``F4_MIN_SIDE``, F(2x2, 3x3) (16 products) below it: on
   14x14 maps a 4x4 tile wastes an eighth of the products on the crop and the two measured
   the same; F(2x2) also has the smaller rounding error;
