@@ -69,9 +69,10 @@ def test_which_convs_take_it(monkeypatch, c, m, group, rows_bytes, taken):
     assert bool(picked) == taken
 
 
-def _kernel_inputs(seed, x_shape, m):
-    """The compiled kernel (skip without numba) and random ``x``, 3x3 ``w`` of ``m`` channels, ``b``."""
-    kernel = direct_kernel.kernel()
+def _kernel_inputs(seed, x_shape, m, steps=8):
+    """The compiled kernel of ``steps`` positions a step (skip without numba) and random ``x``,
+    3x3 ``w`` of ``m`` channels, ``b``."""
+    kernel = direct_kernel.kernel(steps)
     if kernel is None:
         pytest.skip("numba cannot compile here")
     rng = np.random.default_rng(seed)
@@ -80,8 +81,9 @@ def _kernel_inputs(seed, x_shape, m):
     return kernel, x, w, rng.standard_normal(m).astype(np.float32)
 
 
-def test_row_ranges_write_only_their_rows():
-    kernel, x, w, b = _kernel_inputs(5, (2, 3, 9, 11), 33)
+@pytest.mark.parametrize("steps", [7, 8])
+def test_row_ranges_write_only_their_rows(steps):
+    kernel, x, w, b = _kernel_inputs(5, (2, 3, 9, 11), 33, steps)
     y = np.full((2, 33, 9, 11), 7.0, np.float32)
     args = (1, 1, 1, 1, 1, 1, 0, np.float32(0), np.float32(0))
     kernel(x, direct_kernel.pack(w), b, y, 3, 3, 4, 13, 0, 1 << 20, *args)  # rows 4..8 of image 0, 0..3 of image 1
@@ -89,8 +91,9 @@ def test_row_ranges_write_only_their_rows():
     assert (rows[:4] == 7.0).all() and (rows[13:] == 7.0).all() and not (rows[4:13] == 7.0).any()
 
 
-def test_channel_block_ranges_write_only_their_channels():
-    kernel, x, w, b = _kernel_inputs(6, (1, 5, 7, 7), 70)  # 70 channels: 6 blocks, the last partly past M
+@pytest.mark.parametrize("steps", [7, 8])
+def test_channel_block_ranges_write_only_their_channels(steps):
+    kernel, x, w, b = _kernel_inputs(6, (1, 5, 7, 7), 70, steps)  # 70 channels: 6 blocks, the last partly past M
     args = (1, 1, 1, 1, 1, 1, 1, np.float32(0), np.float32(0))  # stride 1, pads 1, Relu
     whole = np.empty((1, 70, 7, 7), np.float32)
     kernel(x, direct_kernel.pack(w), b, whole, 3, 3, 0, 7, 0, 6, *args)
@@ -137,3 +140,34 @@ def test_split_by_channel_blocks_matches_onnxruntime(monkeypatch):
 def test_small_convs_are_not_cut_by_blocks():
     assert direct_ops.cuts_of(1, 4, 2, flops=5e5) == [(0, 1, 0, 8)]  # one task, as a row cut gives
     assert len(direct_ops.cuts_of(1, 4, 2, flops=5e7)) == 2
+
+
+@pytest.mark.parametrize("wo", [1, 5, 7, 8, 9, 13, 14, 16, 17, 28, 56, 112, 320])
+def test_seven_and_eight_positions_a_step_agree(wo):
+    """Both kernels (kernels/direct.py ``positions``) give the same sums on rows of every
+    remainder against 7 and 8, with the definition's float64 result as the reference."""
+    k7, x, w, b = _kernel_inputs(7, (2, 6, 5, wo), 40, 7)
+    k8 = direct_kernel.kernel(8)
+    args = (1, 1, 1, 1, 1, 1, 1, np.float32(0), np.float32(0))  # stride 1, pads 1, Relu
+    ys = []
+    for k in (k7, k8):
+        y = np.full((2, 40, 5, wo), np.nan, np.float32)
+        k(x, direct_kernel.pack(w), b, y, 3, 3, 0, 10, 0, 1 << 20, *args)
+        ys.append(y)
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    ref = np.zeros((2, 40, 5, wo)) + b[None, :, None, None]
+    for ky in range(3):
+        for kx in range(3):
+            ref += np.einsum("nchw,mc->nmhw", xp[:, :, ky : ky + 5, kx : kx + wo], w[:, :, ky, kx].astype(np.float64))
+    ref = np.maximum(ref, 0)
+    np.testing.assert_allclose(ys[0], ref, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(ys[1], ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("wo", "steps"), [(7, 7), (14, 7), (28, 7), (112, 7), (56, 7), (8, 8), (16, 8), (24, 8), (320, 7), (13, 7)]
+)
+def test_positions_a_step(wo, steps):
+    """Seven positions a step unless eight compute fewer positions by more than the 9% a
+    seven-position step saves per position."""
+    assert direct_kernel.positions(wo) == steps

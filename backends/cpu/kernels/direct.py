@@ -8,8 +8,9 @@ column buffer.
     y[n, m, oy, ox] = act(b[m] + sum_{c, ky, kx} w[m, c, ky, kx] * x[n, c, oy*sh - pt + ky*dh, ox*sw - pl + kx*dw])
 
 (ONNX Conv, ``group`` 1; positions outside ``x`` read zero). Per output row: the ``C*KH``
-input rows it reads are copied into zero-padded rows; eight outputs at a time and two blocks
-of 16 channels are summed over the ``C*KH*KW`` taps in sixteen vector registers (each tap's
+input rows it reads are copied into zero-padded rows; seven or eight outputs at a time
+(``positions``: two kernels) and two blocks of 16 channels are summed over the ``C*KH*KW``
+taps in 14 or 16 vector registers (each tap's
 input broadcast, its weights one vector load per block: any stride and dilation); the row's
 sums (positions x channels) get the activation (``kernels/epilogue.py``'s codes) and are
 transposed into ``y``'s planes (``simd.transpose16``). Work is cut in output rows
@@ -58,11 +59,28 @@ def out_bytes(m: int, wo: int) -> int:
 def _build(numba):
     from mnnpy.backends.cpu.kernels import direct_jit
 
-    return direct_jit.build(numba)
+    return direct_jit.build(numba, 8)
 
 
-def kernel():
+def _build7(numba):
+    from mnnpy.backends.cpu.kernels import direct_jit
+
+    return direct_jit.build(numba, 7)
+
+
+STEP7_COST = 0.91  # time per output position of a seven-position step against an eight-position one
+
+
+def positions(wo: int) -> int:
+    """Output positions a step (7 or 8) for rows of ``wo`` outputs: seven, whose step of 14
+    sums takes 9% less time per position than eight's 16 (one thread, paired calls: ResNet-18's
+    stem 1466 -> 1321 µs, also where neither wastes a position), unless eight compute fewer
+    positions past ``wo`` by more than that (rows of 8 or 16: 7 would compute 14 or 21)."""
+    return 7 if STEP7_COST * (wo + (-wo) % 7) <= wo + (-wo) % 8 else 8
+
+
+def kernel(steps: int = 8):
     """The compiled ``(x, wq, b, y, kh, kw, lo, hi, q0, q1, sh, sw, dh, dw, pt, pl, act, a0, a1)``
-    (module doc; integers int64, ``a0, a1`` float32), or ``None`` where numba cannot compile
-    here (a warning was given)."""
-    return compiled("direct_conv", _build)
+    (module doc; integers int64, ``a0, a1`` float32) taking ``steps`` (7 or 8, ``positions``)
+    output positions at a time, or ``None`` where numba cannot compile here (a warning was given)."""
+    return compiled("direct_conv7", _build7) if steps == 7 else compiled("direct_conv", _build)

@@ -68,7 +68,7 @@ class _Direct:
             return False
         if any(a.dtype != np.float32 for a in (x, w, y)) or not (x.flags.c_contiguous and y.flags.c_contiguous):
             return False
-        return direct.kernel() is not None
+        return direct.kernel(direct.positions(out[1])) is not None
 
     def __init__(self, exe, x, w, y, bias, out, strides, dil, pads):
         m, kh, kw = w.shape[0], w.shape[2], w.shape[3]
@@ -80,7 +80,8 @@ class _Direct:
         tail = (*strides, *dil, pads[0], pads[1], code, a0, a1)
         flops = 2.0 * x.shape[0] * out[0] * out[1] * m * x.shape[1] * kh * kw
         cuts = cuts_of(x.shape[0] * out[0], self.wq.shape[0] // 2, exe.backend.num_threads, flops)
-        self.tasks = [bind(direct.kernel(), x, self.wq, self.b, y, kh, kw, *cut, *tail) for cut in cuts]
+        k = direct.kernel(direct.positions(out[1]))
+        self.tasks = [bind(k, x, self.wq, self.b, y, kh, kw, *cut, *tail) for cut in cuts]
 
     def prepare(self, w, b):
         direct.pack(np.asarray(w), self.wq)
