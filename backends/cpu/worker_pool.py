@@ -26,8 +26,8 @@ worker preempted at each hand-over) and the run is slower than on one thread. Mo
 (51 involuntary context switches a run, the caller waiting 4-5 ms for it) against 4-6 ms
 apart (none); back-to-back runs 4-6 ms. So ``wake()`` reads the caller's CPU
 (``sched_getcpu``) and, when it changed since the last run, lets each worker run on every
-CPU of the process but that one (``sched_setaffinity``; nothing is changed where fewer than
-two CPUs are allowed or where the calls do not exist).
+CPU the caller may run on but that one (``sched_setaffinity``; nothing is changed where the
+caller may run on one CPU only or where the calls do not exist).
 
 Two rules keep Python's GIL from turning the hand-over back into a sleep and a wake-up:
 
@@ -278,7 +278,8 @@ class WorkerPool:
 
     def _place(self) -> None:
         """Keep the workers off the caller's CPU (module doc): where the caller's CPU changed
-        since the last call, each worker's allowed CPUs become the process's minus that one."""
+        since the last call, each worker's allowed CPUs become the caller's own allowed CPUs
+        minus that one (left as they are where that leaves none: a caller pinned to one CPU)."""
         cpu = _GETCPU() if _GETCPU is not None and self.n > 1 else -1
         if cpu < 0 or cpu == self._caller_cpu:
             return
