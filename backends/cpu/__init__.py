@@ -18,7 +18,7 @@ import numpy as np
 from mnnpy.backend import Backend, BackendConfig, Execution, OpInfo, Runtime, TensorInfo
 from mnnpy.backends.cpu.blas import BlasThreads
 from mnnpy.backends.cpu.fusion import fuse
-from mnnpy.backends.cpu.registry import executions
+from mnnpy.backends.cpu.registry import execution
 from mnnpy.backends.cpu.scratch import SharedBuffer, Workspace, mapped
 from mnnpy.backends.cpu.worker_pool import WorkerPool
 from mnnpy.errors import UnsupportedOperatorError
@@ -43,12 +43,12 @@ class CPUBackend(Backend):
         return Workspace(self._temporaries)
 
     def supports(self, info: OpInfo) -> tuple[bool, str]:
-        if info.type in executions():
+        if execution(info.type) is not None:
             return True, ""
         return False, f"no CPU execution for {info.type}"
 
     def create_execution(self, info: OpInfo) -> Execution | None:
-        cls = executions().get(info.type)
+        cls = execution(info.type)
         return None if cls is None else cls(self, info)
 
     def on_resize_partition(self, partition) -> None:
@@ -139,7 +139,7 @@ class CPUBackend(Backend):
         Raises ``UnsupportedOperatorError`` when no host kernel is registered for it."""
         from mnnpy.backends.cpu import registry
 
-        kernel = getattr(registry, "host_kernels", dict)().get(info.type)
+        kernel = registry.host_kernel_of(info.type)
         if kernel is None:
             raise UnsupportedOperatorError({info.type: 1}, where=f"op '{info.op.name}' (no host kernel on the CPU)")
         return kernel(info.attrs, inputs)

@@ -18,19 +18,30 @@ import numpy as np
 from mnnpy.backend import Execution
 from mnnpy.registry import Registry
 
-_EXECUTIONS = Registry("CPU execution", "mnnpy.backends.cpu.ops")
+_EXECUTIONS = Registry("CPU execution", "mnnpy.backends.cpu.ops", indexed=True)
 cpu_execution = _EXECUTIONS.register
 
 HostValue = np.ndarray | list[np.ndarray] | None
 HostKernel = Callable[[dict, list[HostValue]], list[np.ndarray | list[np.ndarray]]]
 
-_HOST_KERNELS = Registry("CPU host kernel", "mnnpy.backends.cpu.ops")
+_HOST_KERNELS = Registry("CPU host kernel", "mnnpy.backends.cpu.ops", indexed=True)
 host_kernel = _HOST_KERNELS.register
 
 
 def executions() -> dict[str, type[Execution]]:
     """Every registered CPU Execution class, by op type (imports ``ops/*`` once)."""
     return _EXECUTIONS.entries()
+
+
+def execution(op_type: str) -> type[Execution] | None:
+    """The CPU Execution class of ``op_type``, or ``None`` (imports only its module, through
+    ``mnnpy.registry_index``)."""
+    return _EXECUTIONS.get(op_type)
+
+
+def host_kernel_of(op_type: str) -> HostKernel | None:
+    """The host kernel of the dynamic op ``op_type``, or ``None`` (imports only its module)."""
+    return _HOST_KERNELS.get(op_type)
 
 
 def host_kernels() -> dict[str, HostKernel]:

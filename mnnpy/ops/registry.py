@@ -219,7 +219,7 @@ class ShapeContext:
         raise ShapeError(f"{self.op.type} '{self.op.name}' with input shapes {self.shapes}: {rule}")
 
 
-_SCHEMAS = Registry("op schema", "mnnpy.ops", skip=("registry", "common", "flops"))
+_SCHEMAS = Registry("op schema", "mnnpy.ops", skip=("registry", "common", "flops"), indexed=True)
 
 
 def op_schema(
@@ -279,7 +279,7 @@ def op_schema(
 
 def get_schema(type: str) -> OpSchema | None:
     """The schema registered for ``type``, or ``None``."""
-    return _SCHEMAS.entries().get(type)
+    return _SCHEMAS.get(type)
 
 
 def resolve_attrs(graphs) -> None:
