@@ -427,3 +427,31 @@ def test_fp16_storage(rng, backend, models):
     for model, feeds in models(rng):
         s = check_backend(model, feeds, HALF, backend, precision="low")
         assert storage_dtype(s) == np.float16
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("k,n,trans", [(1280, 1000, 1), (1283, 1001, 1), (512, 1000, 0), (261, 1003, 0), (64, 100, 1)])
+def test_cpu_gemv_column_blocks(rng, threads, k, n, trans):
+    """A classifier head's product of one row on the CPU: column blocks of ``kernels/gemv.py``
+    over the threads (a multiple of 16 columns each), against onnxruntime; K not a multiple of
+    the kernel's four rows, N not of its vectors; NaN and inf in the row reach every output as
+    in onnxruntime."""
+    import mnnpy
+    from mnnpy.backends.cpu import blas
+    from mnnpy.converter import convert
+    from tests.oracle import assert_outputs, run_ort
+
+    a, c = rand(rng, 1, k), rand(rng, n)
+    b = rand(rng, n, k, scale=0.03) if trans else rand(rng, k, n, scale=0.03)
+    node = helper.make_node("Gemm", ["a", "b", "c"], ["y"], transB=trans)
+    model = make_model([node], {"a": a}, ["y"], {"b": b, "c": c})
+    session = mnnpy.Interpreter(convert(model)).create_session(backend="cpu", num_threads=threads)
+    for feed in (a, np.where(np.arange(k) == 7, np.float32(np.nan), a), np.where(np.arange(k) == 3, np.float32(np.inf), a)):
+        feeds = {"a": feed.astype(np.float32)}
+        assert_outputs(run_ort(model, feeds), [session.run(feeds)["y"]], ["y"], **ACCUMULATE)
+    tasks = session.runner.plan.executions[0].mm.tasks
+    if k * n < blas.GEMV_SPLIT:  # small: one call of BLAS's sgemv
+        assert len(tasks) == 1 and getattr(tasks[0], "native", None) is None
+        return
+    assert len(tasks) == threads and all(getattr(t, "native", None) is not None for t in tasks)
+    assert blas._gemv_tasks(a, np.zeros((k, n), np.float32), np.zeros((1, n), np.float32), 1) is None  # one thread: BLAS

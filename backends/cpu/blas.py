@@ -29,6 +29,9 @@ MIN_K = 16
 MIN_SPLIT_COLS = 256  # output columns per thread from which a product is cut into column blocks
 MIN_SPLIT_ROWS = 32  # output rows per thread from which a product with few columns is cut into row blocks
 NATIVE_PRODUCTS = True  # products as one compiled call each (kernels/gemm.py: native tasks) where it compiles
+# weights (K*N elements) from which a product of one row is cut into column blocks over the threads
+# (kernels/gemv.py); below, one thread (BLAS's sgemv, or the kernel where it is one call anyway)
+GEMV_SPLIT = 1 << 17
 
 
 class BlasThreads:
@@ -185,6 +188,28 @@ def _blocks(a: np.ndarray, b: np.ndarray, out: np.ndarray, parts: int) -> list[t
     return [(a, b, out)]
 
 
+def _gemv_tasks(a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int) -> list | None:
+    """Column blocks of a product of one row, ``a (1, K) @ b (K, N) -> out (1, N)``, as native
+    calls of ``kernels/gemv.py``, one per thread (each a multiple of 16 columns: no cache line
+    written by two threads) where ``b`` holds at least ``GEMV_SPLIT`` elements; ``None`` where
+    this is not such a product (not 2-D float32 C-contiguous arrays), for a smaller one, or where
+    the kernel does not compile (``np.matmul`` then)."""
+    if threads <= 1 or a.ndim != 2 or b.ndim != 2 or out.ndim != 2 or a.shape[0] != 1 or b.size < GEMV_SPLIT:
+        return None
+    if any(v.dtype != np.float32 or not v.flags.c_contiguous for v in (a, b, out)):
+        return None
+    from mnnpy.backends.cpu.kernels import gemv
+    from mnnpy.backends.cpu.kernels.native import NativeKernel, bind
+
+    kernel = gemv.kernel()
+    if not isinstance(kernel, NativeKernel):  # numba's dispatcher types its arrays writable: weights are read-only
+        return None
+    n = out.shape[1]
+    edges = sorted({min(n, (n * i // threads + 8) // 16 * 16) for i in range(1, threads)} | {0, n})
+    x, y = a.reshape(-1), out.reshape(-1)
+    return [bind(kernel, x, b, y, c0, c1) for c0, c1 in zip(edges, edges[1:]) if c1 > c0]
+
+
 class MatMul:
     """A prepared ``np.matmul(a, b, out=out)`` (views fixed at resize), cut over the pool when big.
 
@@ -192,11 +217,16 @@ class MatMul:
     and an inner dimension of at least ``MIN_K`` is cut into one block per pool thread
     (``_blocks``); measured on the 2-core machine, two column halves of
     (64 x 577) @ (577 x 3136) take 1.33 ms against 1.33 ms for OpenBLAS's own 2 threads,
-    without the spinning workers.
+    without the spinning workers. A product of one row with big weights (a classifier's Gemm)
+    is cut into column blocks of ``kernels/gemv.py`` instead (``_gemv_tasks``).
     """
 
     def __init__(self, backend, a: np.ndarray, b: np.ndarray, out: np.ndarray):
         self.backend = backend
+        tasks = _gemv_tasks(a, b, out, backend.num_threads)
+        if tasks is not None:
+            self.tasks = tasks
+            return
         k = a.shape[-1]
         flops = 2.0 * out.size * k
         threads = backend.num_threads if flops >= MIN_FLOPS and k >= MIN_K else 1
