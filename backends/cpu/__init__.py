@@ -18,11 +18,14 @@ import numpy as np
 from mnnpy.backend import Backend, BackendConfig, Execution, OpInfo, Runtime, TensorInfo
 from mnnpy.backends.cpu.blas import BlasThreads
 from mnnpy.backends.cpu.fusion import fuse
+from mnnpy.backends.cpu.program import replaced, segments
 from mnnpy.backends.cpu.registry import execution
 from mnnpy.backends.cpu.scratch import SharedBuffer, Workspace, mapped
 from mnnpy.backends.cpu.worker_pool import WorkerPool
 from mnnpy.errors import UnsupportedOperatorError
 from mnnpy.heap import give_back_freed
+
+PROGRAMS = True  # consecutive native ops run as one worker_pool.Program (program.py)
 
 
 class CPUBackend(Backend):
@@ -56,11 +59,15 @@ class CPUBackend(Backend):
         (``fusion.py``); the pool's workers get their compiled spin-wait (``kernels/spin.py``);
         ``partition.recording`` keeps its ``PartitionState``."""
         fuse(partition)
-        partition.recording = PartitionState(any(getattr(exe, "uses_blas", True) for exe in partition.executions))
+        state = partition.recording = PartitionState(any(getattr(exe, "uses_blas", True) for exe in partition.executions))
         if self.num_threads > 1 and self.pool._spin is None:
-            from mnnpy.backends.cpu.kernels.spin import kernel, serve_kernel
+            from mnnpy.backends.cpu.kernels.spin import kernel, serve_kernel, table_kernel
 
-            self.pool.use_spin(kernel(), serve_kernel())
+            self.pool.use_spin(kernel(), serve_kernel(), table_kernel())
+        if self.num_threads > 1 and PROGRAMS:
+            segs = segments(partition.runs, self.pool)
+            if any(program is not None for program, _ in segs):
+                state.segments = segs
 
     def allocate_arena(self, nbytes: int) -> None:
         self.arena = mapped(nbytes)  # pages mapped now (charged by the planner)
@@ -121,7 +128,13 @@ class CPUBackend(Backend):
         if pooled:
             pool.wake()
         try:
-            if self.run_deadline is None:
+            if self.run_deadline is None and state.segments is not None and not replaced(state.segments):
+                for program, item in state.segments:
+                    if program is None:
+                        item[0].on_execute(item[1], item[2])
+                    else:
+                        pool.run_program(program)
+            elif self.run_deadline is None:
                 for exe, ins, outs in partition.runs:
                     exe.on_execute(ins, outs)
             else:
@@ -159,13 +172,15 @@ class CPUBackend(Backend):
 class PartitionState:
     """What the CPU backend keeps of one partition (in ``PartitionStep.recording``): whether
     an Execution of it may call BLAS (``uses_blas``, default True), and whether its last run
-    handed tasks to the pool (its workers are woken for the next run only then)."""
+    handed tasks to the pool (its workers are woken for the next run only then), and its
+    ops' segments (``program.py``)."""
 
-    __slots__ = ("blas", "pooled")
+    __slots__ = ("blas", "pooled", "segments")
 
     def __init__(self, blas: bool):
         self.blas = blas
         self.pooled = True
+        self.segments = None  # program.segments where it made a Program, else None (each op on its own)
 
 
 def _blas() -> str:

@@ -23,7 +23,8 @@ Fused today:
 
 A pair is left alone where the arrays are not float32 and C-contiguous, where the output
 overlaps the input other than exactly (in place is fine elementwise), or where numba cannot
-compile.
+compile. A fused pair's ops join a ``program.py`` Program only where the pair gives their
+``native_phases`` (``Add`` then ``Relu``); the others run on their own.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ from mnnpy.backends.cpu.kernels.elementwise import add_relu_kernel, residual_sca
 from mnnpy.backends.cpu.kernels.elementwise import kernel as scale_shift_kernel
 from mnnpy.backends.cpu.kernels.native import bind
 from mnnpy.backends.cpu.ops.activation import Activation
-from mnnpy.backends.cpu.ops.elementwise import Binary
+from mnnpy.backends.cpu.ops.elementwise import Binary, map_pair_tasks
+from mnnpy.backends.cpu.ops.windows import same_elements
 from mnnpy.backends.cpu.parallel import PARALLEL_ELEMENTS, parallel, split
 from mnnpy.backends.cpu.scratch import scratch
 
@@ -46,6 +48,9 @@ def fuse(step) -> int:
     runs, k, n = step.runs, 0, 0
     while k + 1 < len(runs):
         if any(pair(step, runs[k], runs[k + 1]) for pair in PAIRS):
+            for exe in (runs[k][0], runs[k + 1][0]):  # their runs changed: native phases only where the pair said
+                if "native_phases" not in vars(exe):
+                    exe.native_phases = _not_native
             n, k = n + 1, k + 2
         else:
             k += 1
@@ -75,7 +80,7 @@ def _scale_shift(step, first, second) -> bool:
     x, y = mul_in[slot], add_out[0]
     if any(a.dtype != np.float32 or not a.flags.c_contiguous for a in (x, y)) or x.shape != y.shape:
         return False
-    if np.shares_memory(x, y) and not _same(x, y):
+    if np.shares_memory(x, y) and not same_elements(x, y):
         return False
     kernels = scale_shift_kernel()
     if kernels is None:
@@ -160,7 +165,7 @@ def _resize_add(step, first, second) -> bool:
     if t not in step.private or list(add.op.inputs).count(t) != 1:
         return False
     z, y, x = add_in[1 - add.op.inputs.index(t)], add_out[0], resize_in[0]
-    if z is None or np.shares_memory(y, x) or (np.shares_memory(y, z) and not _same(y, z)):
+    if z is None or np.shares_memory(y, x) or (np.shares_memory(y, z) and not same_elements(y, z)):
         return False
     if not resize.fuse_add(z, y):
         return False
@@ -177,31 +182,19 @@ def _add_relu(step, first, second) -> bool:
     t = add.op.outputs[0]
     if t not in step.private or relu.op.inputs[0] != t or len(add_in) != 2:
         return False
-    a, b, y = add_in[0], add_in[1], relu_out[0]
-    if any(v is None or v.dtype != np.float32 or not v.flags.c_contiguous or v.shape != y.shape for v in (a, b, y)):
+    tasks = map_pair_tasks(add.backend, add_relu_kernel, add_in[0], add_in[1], relu_out[0])
+    if tasks is None:
         return False
-    if np.shares_memory(y, a) and _same(y, a):
-        a, b = y, b
-    elif np.shares_memory(y, b) and _same(y, b):
-        a, b = y, a
-    elif np.shares_memory(y, a) or np.shares_memory(y, b):
-        return False
-    kernels = add_relu_kernel()
-    if kernels is None:
-        return False
-    two, one = kernels
-    af, bf, yf = a.reshape(-1), b.reshape(-1), y.reshape(-1)
-    parts = add.backend.num_threads if y.size >= PARALLEL_ELEMENTS else 1
-    tasks = [bind(one, yf, bf, lo, hi) if a is y else bind(two, af, bf, yf, lo, hi) for lo, hi in split(y.size, parts)]
     add.run = functools.partial(parallel, add.backend, tasks)
     relu.run = _nothing
+    add.native_phases, relu.native_phases = functools.partial(list, [tasks]), list  # program.py
     add.fused_with = relu.op.name
     return True
 
 
-def _same(a, b) -> bool:
-    """Whether ``a`` and ``b`` are the same elements (in place)."""
-    return a.__array_interface__["data"][0] == b.__array_interface__["data"][0] and a.shape == b.shape
+def _not_native() -> None:
+    """``native_phases`` of a fused op whose pair gave none (``program.py``: not in a Program)."""
+    return None
 
 
 def _nothing() -> None:

@@ -71,10 +71,13 @@ WAIT_SPIN_US = 20000  # µs the caller polls for its workers' tasks before sleep
 # run at 8 ms and 1.26 cores busy
 GRACE_US = 2000
 ROW = 16  # int64 flags per worker: one 128-byte row each, no two workers on one cache line
-POSTED, DONE, PARK, ZERO, TARGET, CALLS, TABLE = range(7)  # a row: tasks posted, tasks done, park request,
-# always 0, the count of done tasks the caller waits to see change (its spin's value slot), the
-# posted task's native calls (0: a Python callable) and the address of their table
+POSTED, DONE, PARK, ZERO, TARGET, CALLS, TABLE, BASE, PROGRESS = range(9)  # a row: tasks posted, tasks
+# done, park request, always 0, the count of done tasks the caller waits to see change (its spin's
+# value slot), the posted task's native calls (0: a Python callable) and the address of their
+# table, a program's first barrier value less 1, the last barrier this thread reached (``Program``);
+# rows 0..n-2 are the workers', row n-1 the calling thread's (its BASE and PROGRESS only)
 MAX_CALLS = 64  # native calls in one posted task (more: the task runs as Python)
+MAX_PROGRAM = 4096  # native calls (barriers included) in one thread's share of a Program
 
 
 def _sched_getcpu():
@@ -89,6 +92,28 @@ def _sched_getcpu():
 
 
 _GETCPU = _sched_getcpu() if hasattr(os, "sched_setaffinity") else None
+
+
+def _nothing() -> None:
+    pass
+
+
+class Program:
+    """The native calls of several consecutive ops, made by the pool's threads without Python
+    (``WorkerPool.program``, ``run_program``): ``tables[i]`` thread ``i``'s calls (int64
+    triples, ``native.NativeKernel.bind``) with a barrier entry after each phase but the last
+    (the last table the calling thread's), ``calls[i]`` worker ``i``'s count of entries;
+    ``mine`` the calling thread's share (``spin.run_table`` bound to its table); ``barriers``
+    per run; ``phases`` the tasks (their bound arrays stay alive with them), for ``run_here``."""
+
+    def __init__(self, tables, calls, mine, barriers: int, phases):
+        self.tables, self.calls, self.mine, self.barriers, self.phases = tables, calls, mine, barriers, phases
+
+    def run_here(self) -> None:
+        """Every phase's tasks in order on this thread (the pool busy, or none)."""
+        for tasks in self.phases:
+            for t in tasks:
+                t()
 
 
 class WorkerPool:
@@ -108,6 +133,7 @@ class WorkerPool:
         self._state = threading.Lock()  # guards _active and the semaphores' wake-ups
         self._spin = None  # the compiled spin kernel; ``_polls``: bound to each worker's row
         self._serve = None  # the compiled serve kernel (native tasks), where it compiled
+        self._table = None  # the compiled run_table kernel (the caller's share of a Program)
         self.dispatches = 0  # calls of ``run`` that handed tasks to workers
         self._spin_polls = self._wait_polls = self._settle_polls = self._grace_polls = 0
         self._start()
@@ -117,7 +143,10 @@ class WorkerPool:
         k = self.n - 1
         self._pid = os.getpid()
         self._active = 0
-        self.flags = np.zeros(max(1, k) * ROW, np.int64)
+        if getattr(self, "flags", None) is None:
+            self.flags = np.zeros((k + 1) * ROW, np.int64)
+        else:  # after a fork: the same array (Programs' bound calls point at it), cleared
+            self.flags.fill(0)
         self._bind_polls()  # after a fork: the new flags
         self._tasks: list = [None] * k
         self._errors: list = [None] * k
@@ -127,19 +156,20 @@ class WorkerPool:
         self._done = [threading.Semaphore(0) for _ in range(k)]
         self._threads = []
         self._caller_cpu = -1  # the caller's CPU the workers were last kept off (``_place``)
+        self._epoch = 0  # barriers passed by the programs run so far (``run_program``)
         for i in range(k):
             self.flags[i * ROW + PARK] = 1  # asleep until the first partition or task
             t = threading.Thread(target=self._loop, args=(i,), name=f"mnnpy-cpu-{i}", daemon=True)
             t.start()
             self._threads.append(t)
 
-    def use_spin(self, spin, serve=None) -> None:
+    def use_spin(self, spin, serve=None, table=None) -> None:
         """Poll with the compiled ``spin`` kernel (``kernels/spin.py``) from now on, workers
         waiting in ``serve`` where given (native tasks run without the GIL); the speed is
         measured here (about 36 polls per µs on the reference VM). ``None``: semaphores only."""
-        if spin is None or (self._spin is spin and self._serve is serve):
+        if spin is None or (self._spin is spin and self._serve is serve and self._table is table):
             return
-        self._serve = serve
+        self._serve, self._table = serve, table
         probe = np.zeros(ROW, np.int64)
         polls = 4000  # each poll yields the CPU now and then: on a loaded machine 20000 took 30 ms
         spin(probe, ZERO, ZERO, ZERO, 500, 0)
@@ -162,11 +192,17 @@ class WorkerPool:
             base = i * ROW
             if self._serve is not None:
                 slots = (base + POSTED, base + DONE, base + PARK, base + CALLS, base + TABLE)
-                task = bind(self._serve, self.flags, *slots, self._spin_polls, self._settle_polls, self._grace_polls)
+                polls = (self._spin_polls, self._settle_polls, self._grace_polls)
+                task = bind(self._serve, self.flags, *slots, *polls, base + BASE, *self._barrier(i))
             else:
                 task = bind(self._spin, self.flags, base + POSTED, base + DONE, base + PARK, self._spin_polls, self._settle_polls)
             done = bind(self._spin, self.flags, base + DONE, base + TARGET, base + ZERO, self._wait_polls, 0)
             self._polls.append((task, done))
+
+    def _barrier(self, i: int) -> tuple[int, int, int, int]:
+        """Thread ``i``'s barrier arguments (``spin.py``): its progress slot, then every
+        thread's (first, stride, count); the caller is ``i == n - 1``."""
+        return i * ROW + PROGRESS, PROGRESS, ROW, self.n
 
     # -- workers ---------------------------------------------------------------------------
     def _loop(self, i: int) -> None:
@@ -245,6 +281,68 @@ class WorkerPool:
                 raise first
         finally:
             self._lock.release()
+
+    def run_program(self, program: Program) -> None:
+        """Run ``program`` (its phases one after the other, each phase's calls spread over the
+        threads as ``run`` spreads tasks), the workers and this thread each making their share
+        without Python and meeting at a barrier after each phase (``spin.py``). Where the pool
+        is busy (another caller) or has no compiled kernels: the phases' calls on this thread."""
+        if self.n == 1 or self._table is None or not self._lock.acquire(blocking=False):
+            program.run_here()
+            return
+        try:
+            if os.getpid() != self._pid:
+                self._start()
+            self.dispatches += 1
+            base = self._epoch
+            self._epoch += program.barriers
+            posted = []
+            for i in range(self.n - 1):
+                if not program.calls[i]:  # nothing for this worker (one phase, fewer tasks than threads)
+                    continue
+                row = i * ROW
+                self._tasks[i] = _nothing  # never called: the worker's serve makes the calls
+                self.flags[row + BASE] = base
+                self.flags[row + CALLS] = program.calls[i]
+                self.flags[row + TABLE] = program.tables[i].ctypes.data
+                self.flags[row + POSTED] += 1
+                posted.append((i, int(self.flags[row + POSTED])))
+                if self._asleep[i]:
+                    self._wake[i].release()
+            self.flags[(self.n - 1) * ROW + BASE] = base
+            program.mine()
+            for i, target in posted:
+                self._wait(i, target, True)
+        finally:
+            self._lock.release()
+
+    def program(self, phases) -> Program | None:
+        """A ``Program`` of ``phases`` (lists of native tasks: each has ``native``) for this pool,
+        each phase's tasks grouped over the threads as ``run`` groups them (the last group the
+        caller's); ``None`` where a task is not native, a thread's share is over
+        ``MAX_PROGRAM`` entries, or the pool has no compiled ``serve`` and ``run_table``."""
+        if self._table is None or self._serve is None or self.n == 1:
+            return None
+        tables: list[list] = [[] for _ in range(self.n)]
+        for j, tasks in enumerate(phases, 1):
+            groups = split(len(tasks), self.n) if tasks else []
+            for g, (lo, hi) in enumerate(groups):
+                thread = self.n - 1 if g == len(groups) - 1 else g
+                for t in tasks[lo:hi]:
+                    nat = getattr(t, "native", None)
+                    if nat is None:
+                        return None
+                    tables[thread].append(np.asarray(nat, np.int64))
+            if j < len(phases):  # a barrier after every phase but the last
+                for tab in tables:
+                    tab.append(np.array([0, j, 0], np.int64))
+        arrays = [np.concatenate(t) if t else np.zeros(3, np.int64) for t in tables]
+        calls = [len(a) // 3 if t else 0 for a, t in zip(arrays, tables)]
+        if max(calls) > MAX_PROGRAM:
+            return None
+        me = self.n - 1
+        mine = bind(self._table, self.flags, int(arrays[me].ctypes.data), calls[me], me * ROW + BASE, *self._barrier(me))
+        return Program(arrays, calls[:me], mine, len(phases) - 1, phases)
 
     def _native(self, i: int, task) -> int:
         """Post ``task``'s native calls (its ``native`` int64 triples, ``native.NativeKernel.bind``,

@@ -1,6 +1,8 @@
 """Elementwise chains in one pass (numba): the scalar scale-and-shift ``y = x * a + b``, the
 residual channel scale ``y = x + x * s[channel]``, and ``y = max(a + b, 0)`` (``Add`` then
-``Relu``: ResNet's residual joins), each rounded as the separate ops round.
+``Relu``: ResNet's residual joins), each rounded as the separate ops round; and ``y = a + b``
+of two maps of one shape (MobileNetV2's residual joins: a native call, so that the ops around
+it stay in one ``program.py`` Program).
 
 ``x, y: (L,) float32`` (flat views, distinct or ``y`` is ``x``), ``a, b`` float32 scalars::
 
@@ -67,11 +69,40 @@ def _add_relu_in_place(y, b, lo, hi):  # pragma: no cover - compiled
         y[i] = zero if v < zero else v
 
 
-def _build_add_relu(numba):
+def _add(a, b, y, lo, hi):  # pragma: no cover - compiled
+    """``y[i] = a[i] + b[i]`` for ``lo <= i < hi``."""
+    for i in range(np.uint64(lo), np.uint64(hi)):
+        y[i] = a[i] + b[i]
+
+
+def _add_in_place(y, b, lo, hi):  # pragma: no cover - compiled
+    """``y[i] += b[i]`` for ``lo <= i < hi``."""
+    for i in range(np.uint64(lo), np.uint64(hi)):
+        y[i] += b[i]
+
+
+def _build_pair(numba, two, one):
+    """``two(a, b, y, lo, hi)`` and ``one(y, b, lo, hi)`` compiled (flat float32 arrays)."""
     f1, i8 = numba.float32[::1], numba.int64
-    two = numba.njit(numba.void(f1, f1, f1, i8, i8), cache=True, nogil=True)(_add_relu)
-    one = numba.njit(numba.void(f1, f1, i8, i8), cache=True, nogil=True)(_add_relu_in_place)
-    return two, one
+    return (
+        numba.njit(numba.void(f1, f1, f1, i8, i8), cache=True, nogil=True)(two),
+        numba.njit(numba.void(f1, f1, i8, i8), cache=True, nogil=True)(one),
+    )
+
+
+def _build_add(numba):
+    return _build_pair(numba, _add, _add_in_place)
+
+
+def add_kernel():
+    """The compiled kernels ``(add(a, b, y, lo, hi), in_place(y, b, lo, hi))``: ``y = a + b``, the
+    arrays flat float32 of one length (``y`` distinct from both, or in place of one); ``None``
+    where numba cannot compile here (a warning was given)."""
+    return compiled("add", _build_add)
+
+
+def _build_add_relu(numba):
+    return _build_pair(numba, _add_relu, _add_relu_in_place)
 
 
 def add_relu_kernel():

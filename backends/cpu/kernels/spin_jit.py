@@ -85,7 +85,52 @@ def call_entry(typingctx, table, j):
     return numba.void(table, j), codegen
 
 
-def serve(flags, posted, done, park, calls, table, limit, settle, grace):  # pragma: no cover - compiled
+@intrinsic
+def entry_word(typingctx, table, i):
+    """Word ``i`` (int64) of the table at address ``table``."""
+
+    def codegen(context, builder, sig, args):
+        i64 = ir.IntType(64)
+        return builder.load(builder.gep(builder.inttoptr(args[0], i64.as_pointer()), [args[1]]))
+
+    return numba.int64(table, i), codegen
+
+
+@numba.njit(inline="always")
+def run_calls(flags, address, n, base, mine, first, stride, count):  # pragma: no cover - compiled
+    """Make the ``n`` calls of the table at ``address`` in order; an entry whose function
+    address is 0 is a barrier (``spin.py``'s module doc): ``flags[mine] = base + its index``,
+    then wait until ``flags[first + i*stride] >= base + its index`` for every ``i < count``."""
+    for j in range(n):
+        if entry_word(address, 3 * j) != 0:
+            call_entry(address, j)
+            continue
+        target = base + entry_word(address, 3 * j + 1)
+        store_release(flags, mine, target)
+        k = 0
+        i = 0
+        while i < count:
+            if load_acquire(flags, first + i * stride) >= target:
+                i += 1
+                continue
+            relax()
+            if k % YIELD_EVERY == YIELD_EVERY - 1:
+                yield_cpu()
+            k += 1
+
+
+def run_table(flags, table, n, base_slot, mine, first, stride, count):  # pragma: no cover - compiled
+    """``spin.py``'s ``run_table`` (its module doc): the calling thread's share of a program."""
+    run_calls(flags, table, n, flags[base_slot], mine, first, stride, count)
+
+
+def build_table(numba_module=numba):
+    """``run_table`` compiled for ``(int64[::1], int64 x 7)``, releasing the GIL, cached."""
+    i8 = numba_module.int64
+    return numba_module.njit(numba_module.void(i8[::1], *(i8,) * 7), nogil=True, cache=True)(run_table)
+
+
+def serve(flags, posted, done, park, calls, table, limit, settle, grace, base_slot, mine, first, stride, count):  # noqa: E501
     """``spin.py``'s ``serve`` (its module doc)."""
     k = 0
     parked = 0
@@ -97,9 +142,7 @@ def serve(flags, posted, done, park, calls, table, limit, settle, grace):  # pra
                 for _ in range(settle):
                     relax()
                 return True
-            address = flags[table]
-            for j in range(n):
-                call_entry(address, j)
+            run_calls(flags, flags[table], n, flags[base_slot], mine, first, stride, count)
             store_release(flags, done, now)
             k = 0
             parked = 0
@@ -118,9 +161,9 @@ def serve(flags, posted, done, park, calls, table, limit, settle, grace):  # pra
 
 
 def build_serve(numba_module=numba):
-    """``serve`` compiled for ``(int64[::1], int64 x 8) -> bool``, releasing the GIL, cached."""
+    """``serve`` compiled for ``(int64[::1], int64 x 13) -> bool``, releasing the GIL, cached."""
     i8 = numba_module.int64
-    return numba_module.njit(numba_module.boolean(i8[::1], *(i8,) * 8), nogil=True, cache=True)(serve)
+    return numba_module.njit(numba_module.boolean(i8[::1], *(i8,) * 13), nogil=True, cache=True)(serve)
 
 
 def spin(flags, slot, value_slot, park, limit, settle):  # pragma: no cover - compiled

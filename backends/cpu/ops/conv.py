@@ -277,6 +277,14 @@ class Conv(Execution):
         self.scratch = self.ws.like(self.y2) if act == "HardSwish" and not self.fused else None
         self.kernel.prepare(w, b)
 
+    def native_phases(self):
+        """The run as native phases (``program.py``): the kernel's, where the weights are
+        constants and the kernel applies bias and activation itself; else ``None``."""
+        if self.empty:
+            return []
+        get = getattr(self.kernel, "native_phases", None)
+        return get() if get is not None and self.const and self.fused else None
+
     def on_execute(self, inputs, outputs):
         if self.empty:
             return

@@ -217,5 +217,9 @@ class _DepthwiseNumba:
         if b is not None:
             np.copyto(self.b, b)
 
+    def native_phases(self):
+        """``[tasks]``: the run is the compiled kernel's calls (``program.py``)."""
+        return [self.tasks]
+
     def run(self, exe):
         parallel(exe.backend, self.tasks)

@@ -87,5 +87,9 @@ class _Direct:
         direct.pack(np.asarray(w), self.wq)
         bias_into(self.b, b)
 
+    def native_phases(self):
+        """``[tasks]``: the run is the compiled kernel's calls (``program.py``)."""
+        return [self.tasks]
+
     def run(self, exe):
         parallel(exe.backend, self.tasks)

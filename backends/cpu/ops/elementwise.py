@@ -7,10 +7,15 @@ beyond a scratch buffer sized at resize). Formulas: ONNX operators.md.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from mnnpy.backend import Execution
-from mnnpy.backends.cpu.parallel import blocks
+from mnnpy.backends.cpu.kernels.elementwise import add_kernel
+from mnnpy.backends.cpu.kernels.native import bind
+from mnnpy.backends.cpu.ops.windows import same_elements
+from mnnpy.backends.cpu.parallel import PARALLEL_ELEMENTS, blocks, parallel, split
 from mnnpy.backends.cpu.registry import cpu_execution
 from mnnpy.errors import InputError
 
@@ -48,10 +53,48 @@ class Binary(Execution):
         else:
             self.fn = _BINARY[t]
         fn = self.fn
-        self.run = blocks(self.backend, lambda c, a, b: fn(a, b, out=c), outputs[0], inputs[:2])
+        self.tasks = _native_add(self.backend, t, *inputs[:2], outputs[0])
+        if self.tasks is not None:
+            self.run = functools.partial(parallel, self.backend, self.tasks)
+        else:
+            self.run = blocks(self.backend, lambda c, a, b: fn(a, b, out=c), outputs[0], inputs[:2])
+
+    def native_phases(self):
+        """``[tasks]`` for an ``Add`` of two maps of one shape (``program.py``), else ``None``."""
+        return None if self.tasks is None else [self.tasks]
 
     def on_execute(self, inputs, outputs):
         self.run()
+
+
+def _native_add(backend, op_type: str, a, b, y) -> list | None:
+    """The compiled ``y = a + b`` (``kernels/elementwise.add_kernel``) for an ``Add`` of two maps
+    of one shape (``map_pair_tasks``), else ``None`` (NumPy's ``add``)."""
+    return map_pair_tasks(backend, add_kernel, a, b, y) if op_type == "Add" else None
+
+
+def map_pair_tasks(backend, kernels, a, b, y) -> list | None:
+    """Tasks of ``kernels()`` (``(two(a, b, y, lo, hi), in_place(y, b, lo, hi))``, an elementwise
+    ``y = f(a, b)`` symmetric in ``a`` and ``b``) over flat views, cut over the threads from
+    ``PARALLEL_ELEMENTS``: for ``a``, ``b``, ``y`` float32 C-contiguous of one shape, ``y``
+    distinct from both or exactly one of them; ``None`` otherwise or where numba cannot compile."""
+    if any(v is None or v.dtype != np.float32 or not v.flags.c_contiguous or v.shape != y.shape for v in (a, b, y)):
+        return None
+    if y.size == 0:
+        return None
+    if same_elements(y, b):  # in place of b: b's role is a's
+        a, b = b, a
+    if any(np.shares_memory(y, v) and not same_elements(y, v) for v in (a, b)):
+        return None
+    pair = kernels()
+    if pair is None:
+        return None
+    two, one = pair
+    af, bf, yf = a.reshape(-1), b.reshape(-1), y.reshape(-1)
+    parts = backend.num_threads if y.size >= PARALLEL_ELEMENTS else 1
+    if same_elements(y, a):
+        return [bind(one, yf, bf, lo, hi) for lo, hi in split(y.size, parts)]
+    return [bind(two, af, bf, yf, lo, hi) for lo, hi in split(y.size, parts)]
 
 
 def _int_div(a, b, out):

@@ -143,6 +143,10 @@ class _Im2colNumba:
         if b is not None:
             np.copyto(self.b, b)
 
+    def native_phases(self):
+        """The column fills and products, phase by phase (``program.py``)."""
+        return self.phases
+
     def run(self, exe):
         run_phases(exe.backend, self.phases)
 

@@ -119,6 +119,10 @@ class _Pointwise:
         if self.fused_bias:
             bias_into(self.b, b)
 
+    def native_phases(self):
+        """``[tasks]`` where the run is the packed kernel's calls (``program.py``), else ``None``."""
+        return [self.tasks] if self.fused_bias else None
+
     def run(self, exe):
         if self.fused_bias:
             parallel(exe.backend, self.tasks)

@@ -155,6 +155,10 @@ class Pool(Execution):
         if not self.is_max:
             np.multiply(y, self.recip, out=y)
 
+    def native_phases(self):
+        """``[tasks]`` (``program.py``: native only where the compiled kernel took them)."""
+        return [] if self.empty else [self.tasks]
+
     def on_execute(self, inputs, outputs):
         if not self.empty:
             parallel(self.backend, self.tasks)
@@ -180,6 +184,10 @@ class GlobalPool(Execution):
             return
         reduce = np.mean if mean else np.max
         self.tasks = [lambda r=r: reduce(self.x2[r[0] : r[1]], axis=1, out=self.y1[r[0] : r[1]]) for r in split(nc, parts)]
+
+    def native_phases(self):
+        """``[tasks]`` (``program.py``: native only where the compiled mean took them)."""
+        return [self.tasks] if self.x2 is not None and self.y1.size else []
 
     def on_execute(self, inputs, outputs):
         if self.x2 is not None and self.y1.size:

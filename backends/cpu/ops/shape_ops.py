@@ -39,6 +39,10 @@ class Reshape(Execution):
         self.shared = same_buffer(x, y)
         self.src = x.reshape(y.shape) if x.flags.c_contiguous else None
 
+    def native_phases(self):
+        """``[]`` where Y shares X's buffer (nothing to do, ``program.py``), else ``None``."""
+        return [] if self.shared else None
+
     def on_execute(self, inputs, outputs):
         if self.shared:
             return

@@ -13,6 +13,11 @@ def view_as(a: np.ndarray, shape) -> np.ndarray:
     return v
 
 
+def same_elements(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether ``a`` and ``b`` are the same elements (one array in place of the other)."""
+    return a.__array_interface__["data"][0] == b.__array_interface__["data"][0] and a.shape == b.shape
+
+
 def box_complement(shape, box) -> list[tuple[slice, ...]]:
     """Disjoint boxes covering ``shape`` minus ``box`` (one ``slice`` per axis, step 1)."""
     out = []
