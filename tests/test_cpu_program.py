@@ -86,7 +86,7 @@ def _sessions(model, feeds, threads):
 
 def _programs(session):
     segs = session.runner.plan.steps[0].recording.segments
-    return [] if segs is None else [runs for program, runs in segs if program is not None]
+    return [] if segs is None else [runs for program, runs, _ in segs if program is not None]
 
 
 @pytest.mark.parametrize("threads", [2, 3])
@@ -213,3 +213,39 @@ def test_fused_pairs_stay_out_of_programs_unless_they_say():
     assert [getattr(exe, "fused_with", None) for exe, _, _ in s[True].runner.plan.steps[0].runs][1] == "a_add"
     np.testing.assert_array_equal(s[True].run(feeds)["y"], s[False].run(feeds)["y"])
     assert_outputs(run_ort(model, feeds)[:1], [s[True].run(feeds)["y"]], ["y"], **ACCUMULATE)
+
+
+def test_a_program_ends_with_winograd_and_its_check_follows():
+    """A 3x3 stride-1 Conv on Winograd ends its Program; its check of the input (the exact sums
+    where an input is not finite) runs right after: NaN and inf reach only the outputs whose
+    window reads them, as in onnxruntime."""
+    rng = np.random.default_rng(7)
+    inits = [
+        numpy_helper.from_array((rng.standard_normal(s) * 0.2).astype(np.float32), n)
+        for n, s in (("w1", (32, 16, 1, 1)), ("w3", (32, 32, 3, 3)), ("w2", (16, 32, 1, 1)), ("b", (32,)), ("b2", (16,)))
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b"], ["a"], kernel_shape=[1, 1]),
+        helper.make_node("Relu", ["a"], ["ar"]),
+        helper.make_node("Conv", ["ar", "w3", "b"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["cr"]),
+        helper.make_node("Conv", ["cr", "w2", "b2"], ["d"], kernel_shape=[1, 1]),
+        helper.make_node("Relu", ["d"], ["y"]),
+    ]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, 24, 24])
+    graph = helper.make_graph(nodes, "g", [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    feeds = {"x": rng.standard_normal((1, 16, 24, 24)).astype(np.float32)}
+    s = _sessions(model, feeds, 2)
+    runs = s[True].runner.plan.steps[0].runs
+    kinds = [type(getattr(exe, "kernel", None)).__name__ for exe, _, _ in runs]
+    assert "_Winograd" in kinds, kinds
+    segs = s[True].runner.plan.steps[0].recording.segments
+    assert any(after is not None for program, _, after in segs if program is not None)
+    for bad in (np.nan, np.inf):
+        f = {"x": feeds["x"].copy()}
+        f["x"][0, 3, 10, 10] = bad
+        got = s[True].run(f)["y"]
+        np.testing.assert_array_equal(got, s[False].run(f)["y"])
+        assert np.isnan(got).sum() < got.size // 4  # not spread over whole tiles
+        assert_outputs(run_ort(model, f), [got], ["y"], **ACCUMULATE)

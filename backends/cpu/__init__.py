@@ -66,7 +66,7 @@ class CPUBackend(Backend):
             self.pool.use_spin(kernel(), serve_kernel(), table_kernel())
         if self.num_threads > 1 and PROGRAMS:
             segs = segments(partition.runs, self.pool)
-            if any(program is not None for program, _ in segs):
+            if any(program is not None for program, _, _ in segs):
                 state.segments = segs
 
     def allocate_arena(self, nbytes: int) -> None:
@@ -129,11 +129,13 @@ class CPUBackend(Backend):
             pool.wake()
         try:
             if self.run_deadline is None and state.segments is not None and not replaced(state.segments):
-                for program, item in state.segments:
+                for program, item, after in state.segments:
                     if program is None:
                         item[0].on_execute(item[1], item[2])
                     else:
                         pool.run_program(program)
+                        if after is not None:
+                            after()
             elif self.run_deadline is None:
                 for exe, ins, outs in partition.runs:
                     exe.on_execute(ins, outs)

@@ -13,9 +13,11 @@ so the outputs are bit-identical).
 
 An Execution opts in with a ``native_phases()`` method returning its phases (``[]``: nothing
 to do, as for a ``Relu`` fused into the op before it), or ``None`` where this resize's run does
-more than that (weights given at run time, an activation applied afterwards in NumPy, a check
-of the input before it); ``segments`` leaves such ops, and runs of fewer than ``MIN_OPS``, to
-their ``on_execute``. Where a run needs each op on its own (a deadline checked before each
+more than that (weights given at run time, an activation applied afterwards in NumPy);
+``segments`` leaves such ops, and runs of fewer than ``MIN_OPS``, to their ``on_execute``. One
+whose run has a Python step after its phases gives it as ``native_after()`` (Winograd: the
+check that its input was finite, with the exact sums where it was not): its Program ends with
+it and the step runs right after the Program. Where a run needs each op on its own (a deadline checked before each
 op, or an ``on_execute`` replaced on the instance, as ``tools/profile.py`` times them),
 ``execute_partition`` calls every ``on_execute`` instead.
 """
@@ -38,19 +40,20 @@ def phases_of(exe) -> list | None:
 
 
 def segments(runs, pool) -> list[tuple]:
-    """``runs`` (``PartitionStep.runs``: (Execution, inputs, outputs)) as ``(Program, [runs])``
-    for each stretch of at least ``MIN_OPS`` consecutive native ops (``pool.program``), else
-    ``(None, run)``, in order."""
+    """``runs`` (``PartitionStep.runs``: (Execution, inputs, outputs)) as ``(Program, [runs],
+    after)`` for each stretch of at least ``MIN_OPS`` consecutive native ops (``pool.program``;
+    ``after``: the last op's ``native_after()`` step or ``None``), else ``(None, run, None)``, in
+    order."""
     out: list[tuple] = []
     group: list = []
     phases: list = []
 
-    def flush():
+    def flush(after=None):
         program = pool.program(list(phases)) if len(group) >= MIN_OPS and phases else None
         if program is not None:
-            out.append((program, list(group)))
+            out.append((program, list(group), after))
         else:
-            out.extend((None, r) for r in group)
+            out.extend((None, r, None) for r in group)
         group.clear()
         phases.clear()
 
@@ -58,10 +61,14 @@ def segments(runs, pool) -> list[tuple]:
         ph = phases_of(run[0])
         if ph is None:
             flush()
-            out.append((None, run))
-        else:
-            group.append(run)
-            phases.extend(ph)
+            out.append((None, run, None))
+            continue
+        group.append(run)
+        phases.extend(ph)
+        get = getattr(run[0], "native_after", None)
+        after = get() if get is not None else None
+        if after is not None:
+            flush(after)
     flush()
     return out
 
@@ -69,4 +76,4 @@ def segments(runs, pool) -> list[tuple]:
 def replaced(segs) -> bool:
     """Whether an op of a Program has its ``on_execute`` replaced on the instance (a profiler's
     timer): the run then calls each op's ``on_execute``."""
-    return any("on_execute" in vars(exe) for program, runs in segs if program is not None for exe, _, _ in runs)
+    return any("on_execute" in vars(exe) for program, runs, _ in segs if program is not None for exe, _, _ in runs)

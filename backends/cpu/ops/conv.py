@@ -32,6 +32,7 @@ window geometry from the shape function (``mnnpy.ops.geometry.Window``).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
@@ -284,6 +285,12 @@ class Conv(Execution):
             return []
         get = getattr(self.kernel, "native_phases", None)
         return get() if get is not None and self.const and self.fused else None
+
+    def native_after(self):
+        """What must run right after the native phases (the kernel's ``after``: Winograd's
+        check of its input), or ``None``; a Program ends with this op (``program.py``)."""
+        after = getattr(self.kernel, "after", None)
+        return None if after is None else functools.partial(after, self)
 
     def on_execute(self, inputs, outputs):
         if self.empty:

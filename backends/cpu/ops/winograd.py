@@ -172,10 +172,18 @@ class _Winograd:
             np.copyto(self.u, prepared(self.exe, "winograd", w, lambda: winograd_weights(w, self.m), self.m))
         bias_into(self.b, b)
 
-    def run(self, exe):
-        run_phases(exe.backend, self.phases)
+    def native_phases(self):
+        """The transforms and products, phase by phase (``program.py``); ``after`` must follow them."""
+        return self.phases
+
+    def after(self, exe):
+        """What follows the phases in a run: the exact sums where an input was not finite."""
         if self.flags.any():  # an input was inf, NaN or huge: the definition's sums (class doc)
             self.run_exact(exe)
+
+    def run(self, exe):
+        run_phases(exe.backend, self.phases)
+        self.after(exe)
 
     def run_exact(self, exe):
         """``Y`` by the Conv's definition (``kernels.winograd._exact``), split by output channels."""
