@@ -154,7 +154,8 @@ def test_a_forked_child_runs_programs():
 @pytest.mark.parametrize("n", [2, 3, 4])
 def test_a_pool_program_orders_its_phases(n):
     """Phase j+1 reads what phase j wrote, on every thread: each phase adds the previous
-    phase's output to a constant, so any call run before the barrier shows."""
+    phase's output to a constant, so any call run before its barrier shows; phases of one task
+    (the caller's alone, no barrier between two of them) between shared ones."""
     two, _ = add_kernel()
     pool = WorkerPool(n)
     pool.use_spin(spin.kernel(), spin.serve_kernel(), spin.table_kernel())
@@ -163,7 +164,7 @@ def test_a_pool_program_orders_its_phases(n):
     one = np.ones(size, np.float32)
     phases = []
     for j in range(phases_n):
-        cuts = np.linspace(0, size, n + (j % 3) + 1).astype(int)  # more tasks than threads, or as many
+        cuts = np.linspace(0, size, (1, 1, n, n + 1, 1, n - 1)[j % 6] + 1).astype(int)  # caller alone, or shared
         phases.append([bind(two, bufs[j], one, bufs[j + 1], int(lo), int(hi)) for lo, hi in zip(cuts, cuts[1:])])
     program = pool.program(phases)
     assert program is not None
@@ -183,6 +184,8 @@ def test_programs_are_not_made_of_python_tasks():
     two, _ = add_kernel()
     a = np.zeros(8, np.float32)
     assert pool.program([[bind(two, a, a, a, 0, 8)], [lambda: None]]) is None
+    alone = pool.program([[bind(two, a, a, a, 0, 8)], [bind(two, a, a, a, 0, 8)]])
+    assert alone is not None and alone.barriers == 0 and alone.calls == [0]  # the caller's alone: no worker posted
 
 
 def test_fused_pairs_stay_out_of_programs_unless_they_say():

@@ -287,6 +287,9 @@ class WorkerPool:
         threads as ``run`` spreads tasks), the workers and this thread each making their share
         without Python and meeting at a barrier after each phase (``spin.py``). Where the pool
         is busy (another caller) or has no compiled kernels: the phases' calls on this thread."""
+        if not any(program.calls):  # the caller's calls alone (no barrier): no worker, no dispatch
+            program.mine()
+            return
         if self.n == 1 or self._table is None or not self._lock.acquire(blocking=False):
             program.run_here()
             return
@@ -319,13 +322,23 @@ class WorkerPool:
     def program(self, phases) -> Program | None:
         """A ``Program`` of ``phases`` (lists of native tasks: each has ``native``) for this pool,
         each phase's tasks grouped over the threads as ``run`` groups them (the last group the
-        caller's); ``None`` where a task is not native, a thread's share is over
-        ``MAX_PROGRAM`` entries, or the pool has no compiled ``serve`` and ``run_table``."""
+        caller's), a barrier between two phases unless both are the caller's alone (one task:
+        it makes them in order, and no worker waits for them before it has work of its own; a
+        Program of such phases only is the caller's table, no worker posted); ``None`` where a
+        task is not native, a thread's share is over ``MAX_PROGRAM`` entries, or the pool has no
+        compiled ``serve`` and ``run_table``."""
         if self._table is None or self._serve is None or self.n == 1:
             return None
         tables: list[list] = [[] for _ in range(self.n)]
-        for j, tasks in enumerate(phases, 1):
+        barriers, alone = 0, True  # alone: every call since the last barrier is the caller's
+        for tasks in phases:
             groups = split(len(tasks), self.n) if tasks else []
+            if len(groups) > 1 or not alone:  # threads meet before a phase they share, or after one they shared
+                if any(tables):
+                    barriers += 1
+                    for tab in tables:
+                        tab.append(np.array([0, barriers, 0], np.int64))
+            alone = len(groups) <= 1
             for g, (lo, hi) in enumerate(groups):
                 thread = self.n - 1 if g == len(groups) - 1 else g
                 for t in tasks[lo:hi]:
@@ -333,16 +346,13 @@ class WorkerPool:
                     if nat is None:
                         return None
                     tables[thread].append(np.asarray(nat, np.int64))
-            if j < len(phases):  # a barrier after every phase but the last
-                for tab in tables:
-                    tab.append(np.array([0, j, 0], np.int64))
         arrays = [np.concatenate(t) if t else np.zeros(3, np.int64) for t in tables]
         calls = [len(a) // 3 if t else 0 for a, t in zip(arrays, tables)]
         if max(calls) > MAX_PROGRAM:
             return None
         me = self.n - 1
         mine = bind(self._table, self.flags, int(arrays[me].ctypes.data), calls[me], me * ROW + BASE, *self._barrier(me))
-        return Program(arrays, calls[:me], mine, len(phases) - 1, phases)
+        return Program(arrays, calls[:me], mine, barriers, phases)
 
     def _native(self, i: int, task) -> int:
         """Post ``task``'s native calls (its ``native`` int64 triples, ``native.NativeKernel.bind``,
