@@ -359,6 +359,12 @@ class Runtime:
     def create_backend(self, config: BackendConfig) -> Backend:
         raise NotImplementedError
 
+    def identity(self) -> str:
+        """The device and driver as text: what a plan or a binary made for this device depends
+        on beyond the machine (``mnnpy.plan_cache``). Default: the backend's name (the CPU:
+        the machine, NumPy and mnnpy are in the compilation cache's environment already)."""
+        return self.name
+
     @classmethod
     def warm_up(cls) -> None:
         """Start, in the background, what this backend's first session would otherwise wait

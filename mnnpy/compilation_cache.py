@@ -6,6 +6,11 @@ the token names the model (NNAPI: ``ANEURALNETWORKS_BYTE_SIZE_OF_CACHE_TOKEN``, 
 here 32 ``bytes`` or 64 hex digits, default the SHA-256 of the model file's bytes). Backends
 ask it for entries by name (``array``/``load``) and give it what they computed (``save``).
 
+What it holds: the CPU backend's Winograd weights (``backends/cpu/prepared.py``), the OpenCL
+program binaries (``opencl/...``), the Vulkan pipeline cache (``vulkan/pipeline-cache``), and
+the plans of the input shapes sessions resized (``plan/<hash of the key>``, device ``"plan"``:
+sizes, schedule and memory layout, ``mnnpy.plan_cache``; the Executions are made again).
+
 Folder layout (``cache_dir``)::
 
     mapping                  the mapping file: token -> entry name -> file, SHA-256, size (bytes),
@@ -30,7 +35,8 @@ never rewritten with other content (their name is their hash), so readers take n
 writer (``flush``) holds ``lock`` exclusively while it re-reads, merges and rewrites the
 mapping and evicts. Size cap: ``max_bytes`` (default ``DEFAULT_MAX_BYTES``) over all tokens;
 the least recently used entries are evicted first. Last-use times are written at most every
-``TOUCH_S`` seconds per entry (one mapping write per session, in ``flush``).
+``TOUCH_S`` seconds per entry (``flush``: after a resize, after a plan made at run, at close).
+The bookkeeping of one ``CompilationCache`` (shared by a session's lane siblings) is locked.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ import json
 import os
 import platform
 import re
+import threading
 import time
 import warnings
 from contextlib import contextmanager
@@ -79,6 +86,16 @@ def environment(device: str) -> str:
     return f"mnnpy {__version__}; numpy {np.__version__}; python {platform.python_version()}; {platform.machine()}; {device}"
 
 
+def sample_digest(w: np.ndarray, samples: int) -> str:
+    """SHA-256 (hex, first 16 digits) of at most ``samples`` evenly spaced elements of ``w`` and
+    its size in bytes: a cheap guard against one token given to two models (NNAPI makes the
+    token's uniqueness the caller's promise; this catches a retrained model under an old token,
+    not a deliberate collision)."""
+    flat = np.asarray(w).reshape(-1)
+    step = max(1, flat.size // samples)
+    return hashlib.sha256(np.ascontiguousarray(flat[::step]).tobytes() + str(flat.nbytes).encode()).hexdigest()[:16]
+
+
 def read_mapping(folder: Path) -> dict:
     """The mapping of ``folder`` (token -> name -> record); ``{}`` when absent; ``ValueError``
     saying what is wrong when damaged."""
@@ -110,7 +127,10 @@ def locked(folder: Path):
 
 class CompilationCache:
     """The entries of one ``token`` in ``folder`` (module doc). ``InputError`` when ``folder``
-    cannot be created or written, or for a malformed token."""
+    cannot be created or written, or for a malformed token. ``names_model``: set by the
+    Interpreter where the token is the SHA-256 of the model's bytes (``create_session``'s
+    default), so that it names the model exactly (``mnnpy.plan_cache`` keys graphs by position
+    then)."""
 
     def __init__(self, folder: str | os.PathLike, token: str | bytes, max_bytes: int = DEFAULT_MAX_BYTES):
         if not isinstance(folder, (str, os.PathLike)) or not os.fspath(folder):
@@ -131,6 +151,8 @@ class CompilationCache:
         self.saved: dict[str, dict] = {}  # name -> record, not yet in the mapping file
         self.touched: set[str] = set()
         self.hits = self.misses = 0
+        self.names_model = False
+        self._lock = threading.RLock()  # sibling sessions (run lanes) share the cache: one bookkeeper at a time
 
     def load(self, name: str, device: str) -> bytes | None:
         """The verified payload of entry ``name`` made on ``device`` (``environment``), or None
@@ -155,8 +177,9 @@ class CompilationCache:
             return None
         if after_verify is not None:
             after_verify(path, data)
-        self.hits += 1
-        self.touched.add(name)
+        with self._lock:
+            self.hits += 1
+            self.touched.add(name)
         return payload
 
     def save(self, name: str, device: str, payload: bytes) -> None:
@@ -171,7 +194,8 @@ class CompilationCache:
             warnings.warn(f"compilation cache entry {name!r} not saved: {e}", RuntimeWarning, 3)
             return
         record = {"file": sha, "sha256": sha, "size": len(data), "environment": environment(device), "used": time.time()}
-        self.saved[name] = self.records[name] = record
+        with self._lock:
+            self.saved[name] = self.records[name] = record
 
     def array(self, name: str, device: str, compute) -> np.ndarray:
         """The array of entry ``name`` if a valid one is cached, else ``compute()`` (saved)."""
@@ -191,6 +215,10 @@ class CompilationCache:
         """Record saved entries and last uses in the mapping file (under the lock), then evict
         the least recently used entries past ``max_bytes``. Nothing is written when nothing
         changed and every entry used was used less than ``TOUCH_S`` ago."""
+        with self._lock:
+            self._flush()
+
+    def _flush(self) -> None:
         now = time.time()
         stale = {n for n in self.touched if now - float(self.records[n].get("used", 0)) > TOUCH_S}
         if not self.saved and not stale:

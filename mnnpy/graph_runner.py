@@ -22,6 +22,7 @@ import numpy as np
 
 from mnnpy import limits
 from mnnpy.backend import Backend, OpInfo
+from mnnpy.compilation_cache import flush_caches
 from mnnpy.device_tensor import DeviceTensor
 from mnnpy.errors import ShapeError
 from mnnpy.float_errors import loud, quiet
@@ -69,7 +70,8 @@ class GraphRunner:
         self.net, self.graph, self.backends, self.placer = net, graph, backends, placer
         self.budget = budget or limits.MemoryBudget(limits.default_memory_limit())
         self.cpu = next(b for b in backends if b.name == "cpu")
-        self.planner = Planner(graph, backends, self.cpu.evaluate, self._host, self.budget, placer)
+        index = next((i for i, g in enumerate(net.graphs) if g is graph), None)
+        self.planner = Planner(graph, backends, self.cpu.evaluate, self._host, self.budget, placer, index)
         self.budget.add_reclaimer(self.drop_unused)
         self._running = 0  # run() calls in progress (their segments are in use)
         self.value_inputs = sorted(value_inputs(graph))
@@ -101,6 +103,7 @@ class GraphRunner:
         except MemoryError as e:
             raise ShapeError(f"input shapes {self.named(shapes)} need more memory than this machine has: {e}") from None
         cache[key] = plan
+        flush_caches(self.backends)  # what the plan saved in the compilation cache, if any (a plan made at run too)
         if len(cache) > RESIZE_CACHE:
             while len(cache) > RESIZE_CACHE:
                 cache.popitem(last=False)

@@ -187,7 +187,9 @@ class Interpreter:
             return None
         from mnnpy.compilation_cache import CompilationCache
 
-        return CompilationCache(cache_dir, self.model_token() if cache_token is None else cache_token)
+        cache = CompilationCache(cache_dir, self.model_token() if cache_token is None else cache_token)
+        cache.names_model = cache_token is None
+        return cache
 
     def _sibling(self, backend, config: BackendConfig, memory_limit, priority: str, auto: dict, fixed, lane: int) -> Session:
         """The session of ``create_session``'s options on the devices' queue ``lane`` (its

@@ -191,6 +191,7 @@ class PlanCharge:
         self.where = where
         self.used = 0
         self.by_backend: dict[str, int] = {}
+        self.log: list[tuple[int, str, str | None]] | None = None  # see ``recording``
 
     def charge(self, nbytes: int, what: str, backend: str | None = None) -> None:
         """Count ``nbytes`` more for ``what`` (e.g. "the CPU arena"), held by ``backend`` (its
@@ -208,6 +209,8 @@ class PlanCharge:
                     f"that passes the memory limit of {gib(b.limit)}"
                 )
         self.used += nbytes
+        if self.log is not None:
+            self.log.append((nbytes, what, backend))
         if backend is not None:
             self.attribute(backend, nbytes)
 
@@ -218,6 +221,19 @@ class PlanCharge:
     def keep(self, owner) -> None:
         """Hold this plan's bytes in the budget for as long as ``owner`` (the plan) lives."""
         self.budget._keep(owner, self.used)
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[list[tuple[int, str, str | None]]]:
+        """A list that collects ``(nbytes, what, backend)`` of every charge made for the
+        duration, in order (a plan cached with them charges them again when it is loaded:
+        ``mnnpy.plan_cache``)."""
+        before, self.log = self.log, []
+        try:
+            yield self.log
+        finally:
+            if before is not None:
+                before.extend(self.log)
+            self.log = before
 
     @contextlib.contextmanager
     def at(self, where: str) -> Iterator[None]:

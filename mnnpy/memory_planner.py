@@ -49,6 +49,23 @@ class MemoryPlan:
     arena_bytes: int
 
 
+@dataclass
+class Layout:
+    """Where one backend's tensors live in a plan: ``memory`` (its arena, storage root ->
+    offset); ``placed``: ``(tensor, byte offset)`` of every dynamic tensor it holds, in the
+    order they are acquired (tensors that alias share their root's offset); ``constants``:
+    the tensors it holds as constants (values known at resize), in order."""
+
+    memory: MemoryPlan
+    placed: list[tuple[int, int]]
+    constants: list[int]
+
+
+def layout(held: BackendTensors, memory: MemoryPlan) -> Layout:
+    """The ``Layout`` of ``held`` placed by ``memory`` (``plan_memory`` of its lifetimes)."""
+    return Layout(memory, [(t, memory.offsets[held.root(t)]) for t in held.first], list(held.constants))
+
+
 def _align(n: int) -> int:
     return (n + ALIGN - 1) // ALIGN * ALIGN
 

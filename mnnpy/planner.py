@@ -15,6 +15,12 @@ the sum of every backend's arena is charged before the first is allocated; const
 scratch and workspaces are charged by the backends as they make them, each op's under its
 name. A plan keeps its bytes in the budget while it lives; past the limit, ``ShapeError``.
 
+With a compilation cache (``create_session(cache_dir=...)``), what steps 1 to 3 compute is
+data: the sizes, the schedule and each backend's offsets of a plan for the same graph, inputs
+and backends are loaded from it instead (``mnnpy.plan_cache``: verified, checked against this
+session's limits), and a plan computed is saved to it. The arenas are charged and allocated,
+the handles acquired and step 4 run either way.
+
 A segment that ends with a dynamic op (``OpSchema.dynamic``: control flow, sequence ops)
 gets a ``HostStep`` after its partitions: the op runs on the host, on its inputs read back,
 and its outputs (ndarrays, or lists for sequences) are known only then.
@@ -40,7 +46,8 @@ from mnnpy.deadline import check
 from mnnpy.device_tensor import DeviceTensor
 from mnnpy.ir import Graph
 from mnnpy.log import get_logger, lazy
-from mnnpy.memory_planner import MemoryPlan, plan_memory, tensor_lifetimes
+from mnnpy.memory_planner import Layout, MemoryPlan, layout, plan_memory, tensor_lifetimes
+from mnnpy.plan_cache import PlanStore
 from mnnpy.schedule import Partition, Schedule, build_schedule
 from mnnpy.size_computer import Evaluate, SizeResult, compute_sizes
 
@@ -198,7 +205,9 @@ class Planner:
     """Plans ``graph`` on ``backends`` (preference order, CPU last). ``evaluate`` computes a
     small op at resize (``CPUBackend.evaluate``; see ``compute_sizes``); ``host(info)``
     gives the function that runs a dynamic op on the host (``HostStep.run``); ``budget``:
-    the session's memory budget (default: one of ``limits.default_memory_limit()`` bytes)."""
+    the session's memory budget (default: one of ``limits.default_memory_limit()`` bytes).
+    ``store``: the ``mnnpy.plan_cache.PlanStore`` of the backends' compilation cache, or None
+    (no ``cache_dir``); ``index``: the graph's position in its ``Net`` (``None``: unknown)."""
 
     def __init__(
         self,
@@ -208,12 +217,15 @@ class Planner:
         host: Callable[[OpInfo], Callable],
         budget: limits.MemoryBudget | None = None,
         placer=None,
+        index: int | None = None,
     ):
         self.graph, self.placer = graph, placer
         self.backends = backends
         self.evaluate = evaluate
         self.host = host
         self.budget = budget or limits.MemoryBudget(limits.default_memory_limit())
+        cache = getattr(getattr(backends[0], "config", None), "cache", None) if backends else None
+        self.store = PlanStore(cache, graph, backends, placer, index) if cache is not None else None
 
     def infer(self, shapes: dict[int, tuple[int, ...]], values=None, start: int = 0, dtypes=None) -> SizeResult:
         """SizeComputer for these input shapes (tensor -> shape), within the budget's limit;
@@ -251,15 +263,25 @@ class Planner:
 
     def _plan(self, key: tuple, shapes: dict[int, tuple[int, ...]], values, start: int, dtypes) -> Plan:
         t = [time.perf_counter()]
-        sizes = self.infer(shapes, values, start, dtypes)
+        inputs, store = frozenset(shapes), self.store
+        name = store.name(shapes, values, start, dtypes) if store is not None else None
+        cached = store.load(name, shapes, values) if name is not None else None
+        if cached is None:
+            with limits.current().recording() as charges:
+                sizes = self.infer(shapes, values, start, dtypes)
+        else:
+            sizes, schedule, layouts = cached
         infos = {i: sizes.op_info(i) for i in sizes.runtime_ops}
+        exports = self._exports(sizes)
         t.append(time.perf_counter())
-        schedule = self.schedule(sizes, list(infos.values()))
-        inputs, exports = frozenset(shapes), self._exports(sizes)
+        if cached is None:
+            schedule = self.schedule(sizes, list(infos.values()))
         t.append(time.perf_counter())
         for b in self.backends:
             b.on_resize_begin()
-        memory, handles = self._memory(sizes, schedule, inputs, exports)
+        if cached is None:
+            layouts = self._layouts(sizes, schedule, inputs, exports)
+        memory, handles = self._allocate(sizes, layouts)
         t.append(time.perf_counter())
         transfers = self._transfers(schedule, handles, sizes, inputs, exports)
         readers = self.graph.consumers()
@@ -270,7 +292,9 @@ class Planner:
         for b in self.backends:
             b.on_resize_end()
         t.append(time.perf_counter())
-        _log.info("resized %s", lazy(_resize_line, self, shapes, start, t, memory, schedule))
+        _log.info("resized %s", lazy(_resize_line, self, shapes, start, t, memory, schedule, cached is not None))
+        if name is not None and cached is None:
+            store.save(name, sizes, schedule, layouts, charges, values)
         executions = {i: exe for step in steps for i, exe in zip(step.ops, step.executions)}
         host = None
         if sizes.dynamic is not None:
@@ -292,13 +316,18 @@ class Planner:
             made = {t for t in g.ops[sizes.dynamic].outputs if t >= 0}
         return frozenset(t for t in later if (t in sizes.shapes or t in made) and g.tensors[t].data is None)
 
-    def _memory(self, sizes: SizeResult, schedule: Schedule, inputs, exports) -> tuple[list[MemoryPlan], list[dict]]:
-        """Lifetimes per backend -> arena offsets -> one handle per tensor it holds. Every
-        backend's arena is charged (their sum) before the first is allocated."""
+    def _layouts(self, sizes: SizeResult, schedule: Schedule, inputs, exports) -> list[Layout]:
+        """Lifetimes per backend -> arena offsets (``plan_memory``) -> each backend's ``Layout``."""
         held = tensor_lifetimes(
             self.graph, schedule, set(sizes.values), inputs, exports, lambda b, op: self.backends[b].can_alias(op)
         )
-        memory = [plan_memory(h.lifetimes(lambda t: sizes.tensor(t).nbytes)) for h in held]
+        return [layout(h, plan_memory(h.lifetimes(lambda t: sizes.tensor(t).nbytes))) for h in held]
+
+    def _allocate(self, sizes: SizeResult, layouts: list[Layout]) -> tuple[list[MemoryPlan], list[dict]]:
+        """Every backend's arena and one handle per tensor it holds (``Backend.acquire`` at its
+        offset, ``acquire_constant``). The arenas are charged (their sum) before the first is
+        allocated."""
+        memory = [lay.memory for lay in layouts]
         arenas = [(b.name, m.arena_bytes) for b, m in zip(self.backends, memory) if m.arena_bytes]
         if arenas:
             listed = " + ".join(f"{name} {limits.gib(n)}" for name, n in arenas)
@@ -306,10 +335,10 @@ class Planner:
             for name, n in arenas:
                 limits.attribute(name, n)
         handles = []
-        for backend, h, plan in zip(self.backends, held, memory):
-            backend.allocate_arena(plan.arena_bytes)
-            handle = {t: backend.acquire(sizes.tensor(t), plan.offsets[h.root(t)]) for t in h.first}
-            handle.update((t, backend.acquire_constant(sizes.tensor(t))) for t in h.constants)
+        for backend, lay in zip(self.backends, layouts):
+            backend.allocate_arena(lay.memory.arena_bytes)
+            handle = {t: backend.acquire(sizes.tensor(t), offset) for t, offset in lay.placed}
+            handle.update((t, backend.acquire_constant(sizes.tensor(t))) for t in lay.constants)
             handles.append(handle)
         return memory, handles
 
@@ -363,12 +392,17 @@ class Planner:
         return step
 
 
-def _resize_line(planner: Planner, shapes: dict, start: int, t: list[float], memory: list[MemoryPlan], schedule: Schedule) -> str:
-    """The resize log line: input shapes, segment start, ms per step, partitions, arena bytes."""
+def _resize_line(
+    planner: Planner, shapes: dict, start: int, t: list[float], memory: list[MemoryPlan], schedule: Schedule, cached: bool
+) -> str:
+    """The resize log line: input shapes, segment start, ms per step (``cached``: sizes, schedule
+    and memory layout loaded from the compilation cache, the load counted as sizes),
+    partitions, arena bytes."""
     ms = [(b - a) * 1e3 for a, b in zip(t, t[1:])]
     named = {planner.graph.tensors[k].name: s for k, s in shapes.items()}
     arenas = ", ".join(f"{b.name} {m.arena_bytes} bytes" for b, m in zip(planner.backends, memory))
     return (
         f"{named} from op {start} in {sum(ms):.1f} ms (sizes {ms[0]:.1f}, schedule {ms[1]:.1f}, memory {ms[2]:.1f}, "
-        f"executions {ms[3]:.1f}); {len(schedule.partitions)} partitions; arenas: {arenas}"
+        f"executions {ms[3]:.1f}{'; plan from the compilation cache' if cached else ''}); "
+        f"{len(schedule.partitions)} partitions; arenas: {arenas}"
     )

@@ -82,10 +82,7 @@ def compute_sizes(
     (``limits.check_tensor``: rank, exact bytes within the current plan's memory limit).
     Raises ``ShapeError`` naming the op, its input shapes and the bytes asked for.
     """
-    r = SizeResult(graph)
-    for t, desc in enumerate(graph.tensors):
-        if desc.data is not None:
-            r.shapes[t], r.dtypes[t], r.values[t] = tuple(desc.data.shape), desc.data.dtype, desc.data
+    r = graph_constants(graph)
     for t, shape in input_shapes.items():
         r.shapes[t] = tuple(int(d) for d in shape)
         r.dtypes[t] = (input_dtypes or {}).get(t, graph.tensors[t].dtype)
@@ -105,6 +102,16 @@ def compute_sizes(
         ctx = _infer(r, i)
         if not _fold(r, i, ctx, evaluate):
             r.runtime_ops.append(i)
+    return r
+
+
+def graph_constants(graph: Graph) -> SizeResult:
+    """A ``SizeResult`` of ``graph`` that holds its constants only: the shape, dtype and value
+    (the graph's own array) of each tensor with data."""
+    r = SizeResult(graph)
+    for t, desc in enumerate(graph.tensors):
+        if desc.data is not None:
+            r.shapes[t], r.dtypes[t], r.values[t] = tuple(desc.data.shape), desc.data.dtype, desc.data
     return r
 
 

@@ -1,10 +1,11 @@
 """The compilation cache (``mnnpy.compilation_cache``, ``create_session(cache_dir=...)``):
 a warm session loads the Winograd weights of a two-Conv model instead of transforming them,
-and every tampering NNAPI's compilation caching must survive is rejected with a warning and
-rebuilt, outputs equal to a cache-less session's: bytes flipped at every 1/64 of each file,
-truncation, files swapped between tokens, another model's entry under this token, the mapping
-edited, another environment, a file changed between its hash and its use (the test hook).
-Also bad options, LRU eviction, concurrent writers and ``mnnpy cache``."""
+and its plan (``mnnpy.plan_cache``) instead of computing it; every tampering NNAPI's
+compilation caching must survive is rejected with a warning and rebuilt, outputs equal to a
+cache-less session's: bytes flipped at every 1/64 of each file, truncation, files swapped
+between tokens, another model's entry under this token, the mapping edited, another
+environment, a file changed between its hash and its use (the test hook). Also bad options,
+LRU eviction, concurrent writers and ``mnnpy cache``."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from mnnpy.converter import convert
 from tests.backend_compare import conv_model, he_weights
 
 PADS = {"pads": [1, 1, 1, 1]}
+ENTRIES = 3  # per session of a model: the two Convs' Winograd weights and the plan of its static input shape
 
 
 def model(seed: int) -> tuple[bytes, dict]:
@@ -67,9 +69,9 @@ def entry_files(folder: Path) -> list[Path]:
 
 
 def test_warm_session_loads_what_the_cold_one_saved(models, tmp_path):
-    assert session_run(models, "a", tmp_path) == (0, 2)
-    assert session_run(models, "a", tmp_path) == (2, 0)
-    assert len(entry_files(tmp_path)) == 2
+    assert session_run(models, "a", tmp_path) == (0, ENTRIES)
+    assert session_run(models, "a", tmp_path) == (ENTRIES, 0)
+    assert len(entry_files(tmp_path)) == ENTRIES
     token = models["a"][0].model_token()
     assert set(cc.read_mapping(tmp_path)) == {token} and token == hashlib.sha256(model(1)[0]).hexdigest()
 
@@ -95,13 +97,14 @@ def test_flipped_bytes_and_truncation_are_rejected_and_rebuilt(models, tmp_path)
             path.write_bytes(bad)
             with pytest.warns(RuntimeWarning, match="rejected"):
                 cache = cc.CompilationCache(tmp_path, token)
-                assert path.name == "mapping" or cache.load(names[path.name], "cpu") is None
+                device = "plan" if names.get(path.name, "").startswith("plan/") else "cpu"
+                assert path.name == "mapping" or cache.load(names[path.name], device) is None
             assert path.name != "mapping" or cache.records == {}
         for bad in (variants[32], variants[-2]):  # ... and two through a session: rebuilt, outputs equal
             path.write_bytes(bad)
             session_run(models, "a", tmp_path, expect_warning=True)
             path.write_bytes(good)
-        assert session_run(models, "a", tmp_path) == (2, 0)
+        assert session_run(models, "a", tmp_path) == (ENTRIES, 0)
 
 
 def _retarget(folder: Path, token: str, name: str, file: str, sha: str) -> None:
@@ -127,8 +130,9 @@ def test_swapped_files_and_another_models_entry_are_rejected(models, tmp_path):
     (tmp_path / "entries" / ta / b_files[0].name).write_bytes(b_files[0].read_bytes())
     _retarget(tmp_path, ta, name, b_files[0].name, b_files[0].name)
     session_run(models, "a", tmp_path, ta, expect_warning=True)
-    # model b given model a's token: its weights differ, so its entries are other names (misses, no warning)
-    assert session_run(models, "b", tmp_path, ta) == (0, 2)
+    # model b given model a's token: its weights differ, so its entries are other names (misses, no warning;
+    # the plan's name holds a sample of every constant)
+    assert session_run(models, "b", tmp_path, ta) == (0, ENTRIES)
 
 
 def test_edited_mapping_and_other_environment_are_rejected(models, tmp_path):
@@ -147,7 +151,7 @@ def test_edited_mapping_and_other_environment_are_rejected(models, tmp_path):
     data = (tmp_path / "mapping").read_bytes().replace(b'"size": ', b'"size": 1')  # edited without the hash
     (tmp_path / "mapping").write_bytes(data)
     session_run(models, "a", tmp_path, expect_warning=True)
-    assert session_run(models, "a", tmp_path) == (2, 0)
+    assert session_run(models, "a", tmp_path) == (ENTRIES, 0)
 
 
 def test_a_file_changed_between_hash_and_use(models, tmp_path, monkeypatch):
@@ -159,11 +163,11 @@ def test_a_file_changed_between_hash_and_use(models, tmp_path, monkeypatch):
         changed.append(path)
 
     monkeypatch.setattr(cc, "after_verify", change)
-    assert session_run(models, "a", tmp_path) == (2, 0)  # used the verified bytes: outputs correct
+    assert session_run(models, "a", tmp_path) == (ENTRIES, 0)  # used the verified bytes: outputs correct
     monkeypatch.setattr(cc, "after_verify", None)
-    assert len(changed) == 2
+    assert len(changed) == ENTRIES
     session_run(models, "a", tmp_path, expect_warning=True)  # the next session sees the change
-    assert session_run(models, "a", tmp_path) == (2, 0)
+    assert session_run(models, "a", tmp_path) == (ENTRIES, 0)
 
 
 @pytest.mark.parametrize("token", ["abc", "g" * 64, b"x" * 31, 5])
@@ -210,7 +214,7 @@ def test_concurrent_writers_keep_every_entry(tmp_path):
 def test_cli_list_verify_clear(models, tmp_path, capsys):
     session_run(models, "a", tmp_path)
     assert cli(["cache", "list", "--dir", str(tmp_path)]) == 0
-    assert "2 entries" in capsys.readouterr().out
+    assert f"{ENTRIES} entries" in capsys.readouterr().out
     assert cli(["cache", "verify", "--dir", str(tmp_path)]) == 0
     path = entry_files(tmp_path)[0]
     path.write_bytes(path.read_bytes()[:-1])

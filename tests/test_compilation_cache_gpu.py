@@ -190,6 +190,7 @@ def test_a_file_changed_between_hash_and_use(backend, cold, fresh, tmp_path, mon
     fresh(backend)
     same(run(interp, feeds, backend, tmp_path), want)  # used the verified bytes
     monkeypatch.setattr(cc, "after_verify", None)
-    assert len(changed) == len(gpu_names(tmp_path, token)) and entry_files(tmp_path)
+    gpu = gpu_names(tmp_path, token)  # the session's plan (mnnpy.plan_cache) was changed too
+    assert len([p for p in changed if p.name in gpu]) == len(gpu) and entry_files(tmp_path)
     fresh(backend)
     same(run(interp, feeds, backend, tmp_path, expect_warning=True), want)  # the next session sees it

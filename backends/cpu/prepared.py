@@ -16,18 +16,11 @@ of the weights, about 1 GB/s) are cheaper than reading and hashing a file and st
 
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 
+from mnnpy.compilation_cache import sample_digest
+
 SAMPLE = 4096  # elements of the weights hashed into an entry's name
-
-
-def sample_digest(w: np.ndarray) -> str:
-    """SHA-256 (hex, first 16 digits) of at most ``SAMPLE`` evenly spaced elements of ``w`` and its size."""
-    flat = np.asarray(w).reshape(-1)
-    step = max(1, flat.size // SAMPLE)
-    return hashlib.sha256(np.ascontiguousarray(flat[::step]).tobytes() + str(flat.nbytes).encode()).hexdigest()[:16]
 
 
 def prepared(exe, what: str, w: np.ndarray, compute, *params) -> np.ndarray:
@@ -38,7 +31,7 @@ def prepared(exe, what: str, w: np.ndarray, compute, *params) -> np.ndarray:
     if cache is None or not getattr(exe, "const", False):
         return compute()
     w = np.asarray(w)
-    key = "/".join([exe.op.name, what, repr(params), "x".join(map(str, w.shape)), str(w.dtype), sample_digest(w)])
+    key = "/".join([exe.op.name, what, repr(params), "x".join(map(str, w.shape)), str(w.dtype), sample_digest(w, SAMPLE)])
     return cache.array(key, "cpu", compute)
 
 

@@ -112,6 +112,13 @@ class OpenCLRuntime(Runtime):
         """One line: device name, platform, OpenCL version, compute units, memory."""
         return describe_device(self.device)
 
+    def identity(self) -> str:
+        """Device, driver and platform version (``program.device_identity``), and what the
+        schedule reads of the device: its largest buffer (bytes) and int64 support."""
+        from mnnpy.backends.opencl.program import device_identity
+
+        return f"opencl|{device_identity(self.device)}|max alloc {self.max_alloc}|int64 {self.int64}"
+
     @classmethod
     def list_devices(cls) -> list[str]:
         """One line per OpenCL device of every platform (empty when there is none)."""

@@ -222,6 +222,13 @@ class VulkanRuntime(Runtime):
         """One line: the device (``DeviceInfo.describe``) and its driver version."""
         return f"{self.info.describe()}; driver {driver_version_string(self.info)}"
 
+    def identity(self) -> str:
+        """Device, driver and pipeline-cache UUID (``pipeline.device_key``) and the storage
+        features enabled (16-bit, 8-bit, int64), which decide what the schedule places here."""
+        from mnnpy.backends.vulkan.pipeline import device_key
+
+        return f"{device_key(self.info)}|storage16 {self.storage16}|storage8 {self.storage8}|int64 {self.int64}"
+
     def lane(self, index: int) -> tuple:
         """``(VkQueue, lock)`` of lane ``index`` (modulo the lanes there are)."""
         return self.queues[index % len(self.queues)]
