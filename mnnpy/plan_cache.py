@@ -16,8 +16,9 @@ An entry holds what ``Planner.plan`` computes before any Execution exists, as da
 Executions are still created and ``on_resize``d (they own device and kernel state), and the
 arenas charged and allocated, exactly as for a plan computed.
 
-Entry name ``plan/<SHA-256 of the key>``; the key (canonical JSON) holds ``FORMAT``; the
-graph: its position in the model where the token is the SHA-256 of the model's bytes (the
+Entry name ``plan/<SHA-256 of the key>``; the key (canonical JSON) holds ``FORMAT``;
+``rules_digest`` (the sources of the shape functions and planner, for a source tree edited
+without a new version); the graph: its position in the model where the token is the SHA-256 of the model's bytes (the
 default token names the model exactly), else ``graph_digest`` (ops, attributes, tensors and a
 sample of every constant: another model or another body under the same token is another
 key); the segment start; each input's shape and dtype; the SHA-256 of each value input's
@@ -41,11 +42,13 @@ sizes pass the limit, the message may name another one than the computation woul
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
 import warnings
 import weakref
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -92,6 +95,7 @@ class PlanStore:
         if self._context is None:
             self._context = {
                 "format": FORMAT,
+                "rules": rules_digest(),
                 "graph": self._graph_key(),
                 "backends": [backend_identity(b) for b in self.backends],
                 "placer": None if self.placer is None else repr(self.placer),
@@ -142,6 +146,22 @@ class PlanStore:
             _log.debug("plan of graph '%s' not cached: it holds a %s", self.graph.name, e)
             return
         self.cache.save(name, DEVICE, payload)
+
+
+@functools.lru_cache(maxsize=1)
+def rules_digest() -> str:
+    """SHA-256 (hex, 16 digits) of the sources whose rules make a plan (the op schemas' shape
+    functions, the SizeComputer, Schedule, memory planner, planner and this codec): a plan made
+    by other rules is another key, also where mnnpy's version did not change (a source tree
+    being edited). Read once per process (about 1 ms)."""
+    root = Path(__file__).resolve().parent
+    files = sorted((root / "ops").glob("*.py")) + [
+        root / f"{n}.py" for n in ("size_computer", "schedule", "memory_planner", "planner", "plan_cache", "plan_codec")
+    ]
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.name.encode() + f.read_bytes())
+    return h.hexdigest()[:16]
 
 
 def graph_digest(graph: Graph) -> str:

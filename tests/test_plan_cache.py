@@ -177,6 +177,18 @@ def test_options_that_change_a_plan_are_other_entries(interp, tmp_path):
     assert base != st.name({0: SHAPE}, {}, 0, {})
 
 
+def test_other_planning_rules_are_another_entry(interp, tmp_path, monkeypatch):
+    """A source tree whose shape functions or planner changed (same mnnpy version) names other
+    entries: the key holds the digest of those sources."""
+    from mnnpy import plan_cache
+
+    st = store(interp.create_session(cache_dir=tmp_path))
+    base = st.name({0: SHAPE}, {}, 0, {})
+    st._context = None
+    monkeypatch.setattr(plan_cache, "rules_digest", lambda: "0123456789abcdef")
+    assert base != st.name({0: SHAPE}, {}, 0, {})
+
+
 def _entry(folder: Path, token: str) -> tuple[str, dict]:
     """(name, decoded JSON) of the one plan entry of ``token``."""
     (name,) = plan_names(folder, token)
