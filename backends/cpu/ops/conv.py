@@ -289,7 +289,7 @@ class Conv(Execution):
     def native_after(self):
         """What must run right after the native phases (the kernel's ``after``: Winograd's
         check of its input), or ``None``; a Program ends with this op (``program.py``)."""
-        after = getattr(self.kernel, "after", None)
+        after = None if self.empty else getattr(self.kernel, "after", None)
         return None if after is None else functools.partial(after, self)
 
     def on_execute(self, inputs, outputs):
