@@ -87,6 +87,7 @@ class Registry:
 
 
 _INDEXED: list[Registry] = []  # registries whose ``get`` uses the index
+INDEXED_OWNERS = ("mnnpy.ops.registry", "mnnpy.backends.cpu.registry")  # the modules that make them
 _BY_KEY: dict[str, dict[str, str]] = {}  # kind -> key -> module, from ``registry_index.INDEX``
 
 
@@ -103,9 +104,8 @@ def _module_of(kind: str, key: str) -> str | None:
 def build_index() -> dict[str, dict[str, tuple[str, ...]]]:
     """kind -> module -> keys it registers, for every indexed registry (all modules imported;
     each key under the module whose code registered it, ``Registry.origin``)."""
-    import mnnpy.backends.cpu.registry  # noqa: F401 - the indexed registries register themselves
-    import mnnpy.ops.registry  # noqa: F401
-
+    for owner in INDEXED_OWNERS:  # by name: the core imports no backend
+        importlib.import_module(owner)
     index: dict[str, dict[str, tuple[str, ...]]] = {}
     for reg in _INDEXED:
         modules: dict[str, list[str]] = {}
