@@ -44,6 +44,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
 import os
 import platform
 import re
@@ -106,9 +107,29 @@ def read_mapping(folder: Path) -> dict:
     if not isinstance(tokens, dict) or not all(isinstance(v, dict) for v in tokens.values()):
         raise ValueError("mapping is not token -> entries")
     for token, names in tokens.items():  # names become paths: only hex digits (no "../")
-        if not HEX_TOKEN.fullmatch(token) or not all(HEX_TOKEN.fullmatch(str(r.get("file"))) for r in names.values()):
-            raise ValueError("mapping names a malformed token or file")
+        if not HEX_TOKEN.fullmatch(token) or not all(isinstance(r, dict) for r in names.values()):
+            raise ValueError("mapping names a malformed token or record")
+        for name, r in names.items():
+            if not _good_record(r):
+                raise ValueError(f"mapping record {name!r} of token {token[:12]}... is malformed")
     return tokens
+
+
+def _good_record(r: dict) -> bool:
+    """Whether a mapping record has every field of the type ``save`` writes: ``file`` and
+    ``sha256`` 64 hex digits, ``size`` an int >= 0, ``environment`` a str, ``used`` a finite
+    number (s since the epoch)."""
+    used, size = r.get("used"), r.get("size")
+    return (
+        all(isinstance(r.get(k), str) and HEX_TOKEN.fullmatch(r[k]) for k in ("file", "sha256"))
+        and isinstance(size, int)
+        and not isinstance(size, bool)
+        and size >= 0
+        and isinstance(r.get("environment"), str)
+        and isinstance(used, (int, float))
+        and not isinstance(used, bool)
+        and math.isfinite(used)
+    )
 
 
 @contextmanager

@@ -38,8 +38,9 @@ def test_async_keeps_runs_in_flight_and_reports_throughput(model_path, capsys):
 def test_a_generous_deadline_passes_and_an_impossible_one_is_reported(model_path, capsys):
     assert main(["run", str(model_path), "--repeat", "3", "--deadline-ms", "60000"]) == 0
     capsys.readouterr()
-    assert main(["run", str(model_path), "--repeat", "3", "--deadline-ms", "0"]) != 0
-    assert "deadline" in capsys.readouterr().err.lower()
+    # the first run (it resizes) has no deadline: the timed runs miss theirs and are counted
+    assert main(["run", str(model_path), "--repeat", "3", "--deadline-ms", "0"]) == 1
+    assert "deadline missed in 3 of 3 runs" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv, match", [(["--async", "-1"], "--async"), (["--deadline-ms", "-5"], "timeout_ms")])

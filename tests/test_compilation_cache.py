@@ -135,6 +135,39 @@ def test_swapped_files_and_another_models_entry_are_rejected(models, tmp_path):
     assert session_run(models, "b", tmp_path, ta) == (0, ENTRIES)
 
 
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("used", "yesterday"),
+        ("used", float("nan")),
+        ("used", True),
+        ("size", -1),
+        ("size", 1.5),
+        ("sha256", 7),
+        ("environment", None),
+        (None, [1, 2]),
+    ],
+)
+def test_a_mapping_with_ill_typed_records_is_rejected(models, tmp_path, capsys, field, value):
+    """A mapping whose envelope is intact (magic, its own hash) but whose records are not what
+    ``save`` writes: a RuntimeWarning and a rebuild, never a traceback; the CLI says it is damaged."""
+    session_run(models, "a", tmp_path)
+    token = models["a"][0].model_token()
+    tokens = cc.read_mapping(tmp_path)
+    name = next(iter(tokens[token]))
+    if field is None:
+        tokens[token][name] = value
+    else:
+        tokens[token][name][field] = value
+    (tmp_path / "mapping").write_bytes(pack(cc.MAGIC_MAP, cc.FORMAT, "mapping", json.dumps(tokens).encode()))
+    with pytest.raises(ValueError, match="malformed"):
+        cc.read_mapping(tmp_path)
+    assert cli(["cache", "list", "--dir", str(tmp_path)]) != 0
+    assert "damaged" in capsys.readouterr().err
+    session_run(models, "a", tmp_path, expect_warning=True)
+    assert session_run(models, "a", tmp_path) == (ENTRIES, 0)
+
+
 def test_edited_mapping_and_other_environment_are_rejected(models, tmp_path):
     session_run(models, "a", tmp_path)
     token = models["a"][0].model_token()
