@@ -112,7 +112,7 @@ class Placement:
 
 def session_placement(session) -> Placement:
     """``Session.placement``: the placement of the session's last plan (every segment) or, before
-    one, of its declared shapes (dynamic dims 1), with the AUTO placer's notes."""
+    one, of its declared shapes (a dynamic batch dim 1, other dynamic dims 64), with the AUTO placer's notes."""
     from mnnpy.schedule import merge_schedules
 
     sched = merge_schedules([p.schedule for p in session._described(None)])

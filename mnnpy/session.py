@@ -139,7 +139,8 @@ class Session:
         ``shapes`` (input name -> shape): the schedule for those input shapes, computed
         without planning memory or creating Executions. Without it: the schedule of the last
         run (every segment of a model whose shapes depend on computed values) or resize, or
-        before either, that of the declared shapes with every dynamic dim set to 1."""
+        before either, that of the declared shapes with a dynamic batch dim 1 and every other
+        dynamic dim 64 (as ``mnnpy info --partitions``)."""
         from mnnpy.schedule_view import describe
 
         return describe(self.runner, self._described(shapes))
@@ -155,12 +156,15 @@ class Session:
     def _described(self, shapes) -> list:
         """The plans (or, for ``shapes``, one schedule-only plan stand-in) ``partitions``
         describes: of ``shapes`` (sizes and placement only, no memory, no Executions), else
-        of the last run's segments or resize, else of the declared shapes (dynamic dims 1)."""
+        of the last run's segments or resize, else of the declared shapes (dynamic dims as
+        ``mnnpy.tools.inputs.default_shape`` fills them)."""
         runner = self.runner
         if shapes is None and (runner.segments or runner.plan is not None):
             return runner.segments or [runner.plan]
-        if shapes is None:
-            shapes = {d.name: tuple(s if isinstance(s, int) and s >= 0 else 1 for s in (d.shape or ())) for d in self.inputs}
+        if shapes is None:  # as mnnpy info --partitions: batch 1, other dynamic dims 64
+            from mnnpy.tools.inputs import default_shape
+
+            shapes = {d.name: default_shape(d.shape or ()) for d in self.inputs}
         checked = self._check_shapes(shapes)
         try:
             return [runner.planner.describe(checked)]

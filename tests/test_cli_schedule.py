@@ -123,3 +123,23 @@ def test_run_with_precision_and_tuning(mixed_model, capsys, monkeypatch, tmp_pat
     argv = ["run", str(mixed_model), "--backend", "opencl", "--precision", "low", "--tuning", "fast", "--repeat", "1"]
     assert main([*argv, "--shape", "x=1,3,5,7"]) == 0
     assert "output y: float32 (1, 3, 5, 7)" in capsys.readouterr().out
+
+
+def test_a_session_describes_its_declared_shapes_before_a_run():
+    """Before a run, ``placement``/``partitions``/``dot`` describe the declared shapes with a
+    dynamic batch dim 1 and the other dynamic dims 64 (as ``mnnpy info --partitions``): a
+    model that cannot take 1x1 maps (an unpadded 2x2 MaxPool) is described, not refused."""
+    from onnx import TensorProto, numpy_helper
+
+    import mnnpy
+
+    w = numpy_helper.from_array(np.ones((8, 3, 3, 3), np.float32), "w")
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], kernel_shape=[3, 3], pads=[1] * 4),
+        helper.make_node("MaxPool", ["c"], ["y"], kernel_shape=[2, 2], strides=[2, 2]),
+    ]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, "H", "W"])
+    g = helper.make_graph(nodes, "g", [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
+    session = mnnpy.Interpreter(convert(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))).create_session()
+    assert "2 ops on cpu" in session.partitions()
+    assert "MaxPool" in str(session.placement) and session.dot().startswith("digraph")
