@@ -22,11 +22,11 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from mnnpy.errors import InputError, MnnpyError
+from mnnpy.files import atomic_write
 from mnnpy.interpreter import MAX_THREADS
 from mnnpy.tools.inputs import default_shape, feeds_from_options, pairs, parse_shape
 
@@ -259,7 +259,7 @@ def _info_schedule(args, interp) -> int:
             sys.stdout.write(text)
         else:
             try:
-                Path(args.dot).write_text(text)
+                atomic_write(args.dot, text.encode(), private=False, devices_in_place=True)  # a pipe without a reader: ENXIO
             except OSError as e:
                 raise InputError(f"--dot {args.dot}: cannot write: {e.strerror or e}") from None
             print(f"wrote {args.dot} (render: dot -Tsvg {args.dot} -o schedule.svg)")

@@ -255,6 +255,9 @@ def test_cli_list_verify_clear(models, tmp_path, capsys):
     assert "1 bad entries" in capsys.readouterr().out
     assert cli(["cache", "clear", "--dir", str(tmp_path)]) == 0
     assert entry_files(tmp_path) == [] and cc.read_mapping(tmp_path) == {}
+    capsys.readouterr()
+    assert cli(["cache", "list", "--dir", str(tmp_path)]) == 0
+    assert "no entries" in capsys.readouterr().out
 
 
 def test_cache_dir_and_cli_refuse_what_is_not_a_cache(tmp_path, capsys):

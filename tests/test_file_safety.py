@@ -164,3 +164,22 @@ def test_cached_conversion_that_is_a_named_pipe_is_redone(tmp_path):
     again = within(60, lambda: models.converted_path(onnx_path), first)
     assert again == first and again.is_file() and mnnpy.Interpreter(str(again)).inputs
     assert to_net(str(onnx_path)).graphs
+
+
+def test_the_apps_refuse_named_pipes(tmp_path):
+    """A named pipe given as a WAV file, an image or the schedule's ``--dot`` output: an error
+    at once, never a read or a write blocked on the other end."""
+    from mnnpy.apps import ocr, vad
+    from mnnpy.cli import main
+
+    wav, png, dot = tmp_path / "speech.wav", tmp_path / "line.png", tmp_path / "schedule.dot"
+    for p in (wav, png, dot):
+        os.mkfifo(p)
+    with pytest.raises(mnnpy.InputError, match="named pipe"):
+        within(20, lambda: vad.read_wav(wav), wav)
+    with pytest.raises(mnnpy.InputError, match="named pipe"):
+        within(20, lambda: ocr.load_image(png), png)
+    model = tmp_path / "m.mnnpy"
+    model.write_bytes(convert(_add_model(np.float32(1.0))))
+    assert within(20, lambda: main(["info", "--dot", str(dot), str(model)]), dot) == 2
+    assert stat.S_ISFIFO(os.stat(dot).st_mode)  # left as it is

@@ -113,11 +113,26 @@ def test_diff_bad_onnx_file(tmp_path, conv_onnx, other_onnx, capsys):
         (garbage, "onnxruntime cannot load it"),
         (other_onnx, "its inputs ['a', 'b'] are not the model's ['x']"),
     ]
+    rng = np.random.default_rng(2)
+    for name, x_shape, outs, message in (
+        ("wider.onnx", (1, 5, 16, 16), ["y", "s"], "input 'x' has dim 1 = 5 there but 3 in the model"),
+        ("renamed.onnx", (1, 3, 16, 16), ["z"], "it has no output 'y'"),
+    ):
+        w = rng.standard_normal((8, x_shape[1], 3, 3)).astype(np.float32)
+        nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], [outs[0]])]
+        if len(outs) > 1:
+            nodes.append(helper.make_node("Shape", [outs[0]], ["s"]))
+        onnx.save(make_model(nodes, {"x": np.zeros(x_shape, np.float32)}, outs, {"w": w}), tmp_path / name)
+        cases.append((tmp_path / name, message))
     for onnx_file, message in cases:
         capsys.readouterr()
-        assert main(["diff", str(converted), "--runs", "1", "--reference", "onnxruntime", "--onnx", str(onnx_file)]) == 2
-        err = capsys.readouterr().err
-        assert err.startswith("error: ") and message in err and "Traceback" not in err
+        for argv in (
+            ["diff", str(converted), "--runs", "1", "--reference", "onnxruntime"],
+            ["bench", str(converted), "--runs", "1", "--compare", "onnxruntime"],
+        ):
+            assert main([*argv, "--onnx", str(onnx_file)]) == 2
+            err = capsys.readouterr().err
+            assert err.startswith("error: ") and message in err and "Traceback" not in err
 
 
 def test_diff_says_which_dynamic_dims_it_assumed(tmp_path, capsys):

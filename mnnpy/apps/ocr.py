@@ -25,6 +25,7 @@ from scipy import ndimage
 import mnnpy
 from mnnpy import InputError
 from mnnpy.apps.reference import onnxruntime_session
+from mnnpy.files import open_regular
 
 Runner = Callable[[np.ndarray], np.ndarray]
 
@@ -132,7 +133,7 @@ def render_text(text: str, font_size: int = 40, margin: int = 24) -> np.ndarray:
 def load_image(path: str | os.PathLike) -> np.ndarray:
     """An image file -> ``(H, W, 3) uint8`` RGB; ``InputError`` when it cannot be read as an image."""
     try:
-        with Image.open(path) as im:
+        with open_regular(path) as f, Image.open(f) as im:  # a named pipe: refused, never a blocked read
             return np.asarray(im.convert("RGB"))
     except FileNotFoundError:
         reason = "no such file"

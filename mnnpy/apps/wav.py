@@ -14,6 +14,7 @@ import struct
 import numpy as np
 
 from mnnpy import InputError
+from mnnpy.files import open_regular
 
 UNKNOWN_SIZE = 0xFFFFFFFF  # a data chunk size that means "to the end of the file" (WAVs written to a pipe)
 
@@ -31,9 +32,9 @@ def read_wav(path: str | os.PathLike) -> tuple[np.ndarray, int]:
     from scipy.io import wavfile
 
     try:
-        with warnings.catch_warnings():
+        with open_regular(path) as f, warnings.catch_warnings():  # a named pipe: refused, never a blocked read
             warnings.simplefilter("ignore", wavfile.WavFileWarning)  # unknown chunks (LIST, ...) are skipped
-            rate, data = wavfile.read(os.fspath(path))
+            rate, data = wavfile.read(f)
         shortfall = data_shortfall(path)
     except OSError as e:
         raise InputError(f"{path}: cannot read: {e.strerror or e}") from None
@@ -61,7 +62,7 @@ def data_shortfall(path: str | os.PathLike) -> int:
     """How many bytes of samples the ``data`` chunk of a RIFF (or big-endian RIFX) WAV file
     claims beyond the end of the file: 0 for a complete file, an RF64 file (its sizes are in
     its ``ds64`` chunk) and a size of ``UNKNOWN_SIZE``."""
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         head, end = f.read(12), os.fstat(f.fileno()).st_size
         if len(head) < 12 or head[:4] not in (b"RIFF", b"RIFX"):
             return 0

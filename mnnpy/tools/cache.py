@@ -73,6 +73,8 @@ def run(args) -> int:
         print(f"cleared {folder}")
         return 0
     tokens = _mapping(folder)
+    if not tokens and args.action == "list":
+        print(f"{folder}: no entries")
     bad = 0
     for token, names in sorted(tokens.items()):
         print(f"{token}: {len(names)} entries, {sum(int(r.get('size', 0)) for r in names.values())} bytes")

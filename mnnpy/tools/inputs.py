@@ -220,8 +220,9 @@ def _ort_dtype(type_name: str):
 
 def onnx_reference(path: str | os.PathLike, interp, num_threads: int | None, what: str = "--onnx"):
     """onnxruntime's CPU session of the ONNX file ``path`` (``mnnpy.apps.reference``), which
-    must be the model of ``interp``: ``InputError`` naming ``what`` for a missing file or inputs
-    whose names, dtypes or ranks are not the model's; ``ModelFormatError`` for a file that
+    must be the model of ``interp``: ``InputError`` naming ``what`` for a missing file, inputs
+    whose names, dtypes, ranks or fixed dims are not the model's, or a model output it lacks;
+    ``ModelFormatError`` for a file that
     onnxruntime cannot load. ``BackendUnavailableError`` without onnxruntime."""
     from mnnpy.apps.reference import onnxruntime_session
 
@@ -237,6 +238,13 @@ def onnx_reference(path: str | os.PathLike, interp, num_threads: int | None, wha
             raise InputError(f"{what} {path}: input '{name}' is {dtype} there but {d.dtype} in the model; is it the same model?")
         if d.shape is not None and i.shape is not None and len(i.shape) != len(d.shape):
             raise InputError(f"{what} {path}: input '{name}' has rank {len(i.shape)} there but {len(d.shape)} in the model")
+        for k, (a, b) in enumerate(zip(i.shape or (), d.shape or ())):
+            if isinstance(a, int) and isinstance(b, int) and a != b:
+                raise InputError(f"{what} {path}: input '{name}' has dim {k} = {a} there but {b} in the model; the same model?")
+    outs = {o.name for o in sess.get_outputs()}
+    missing = [d.name for d in interp.outputs if d.name not in outs]
+    if missing:
+        raise InputError(f"{what} {path}: it has no output {missing[0]!r} (its outputs: {sorted(outs)}); is it the same model?")
     return sess
 
 
