@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import warnings
 from collections.abc import Sequence
 
 from mnnpy.errors import BackendUnavailableError, InputError
@@ -57,13 +58,16 @@ def check_preference(preference: str | None) -> str:
 
 
 def cached_capabilities(device):
-    """``(Capabilities, scale)`` cached for ``device`` (full workloads first), or ``(None, "")``."""
+    """``(Capabilities, scale)`` cached for ``device`` (full workloads first), or ``(None, "")``;
+    a cache file that is damaged or made for something else is a ``RuntimeWarning``."""
     from mnnpy.capabilities import load_cached
 
     for scale in ("full", "tiny"):
-        caps, _ = load_cached(device, scale)
+        caps, why = load_cached(device, scale)
         if caps is not None:
             return caps, scale
+        if why.startswith("cache file"):  # damaged or foreign: said, not trusted (mnnpy devices --measure remakes it)
+            warnings.warn(f"capabilities of {device.id}: {why}; AUTO placement leaves it out", RuntimeWarning, 2)
     return None, ""
 
 

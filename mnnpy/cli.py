@@ -96,7 +96,12 @@ def _convert(args) -> int:
 # ------------------------------------------------------------------------------ devices
 def _devices_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--measure", action="store_true", help="measure each device's capabilities (cached ones are reused)")
-    p.add_argument("--scale", choices=("full", "tiny"), default="full", help="the reference workloads' size (default full)")
+    p.add_argument(
+        "--scale",
+        choices=("full", "tiny"),
+        default=None,
+        help="the reference workloads' size (--measure: default full; listing: default what auto uses, full ones first)",
+    )
     p.add_argument("--runs", type=int, default=None, help="timed runs per workload and backend (default 5; tiny: 3)")
 
 
@@ -138,8 +143,14 @@ def _capability_lines(device, args, bar) -> list[str]:
     if args.measure:
         if bar is not None:
             bar.set_description(device.id)
-        return capabilities(device, args.scale, args.runs, bar and (lambda _: bar.update())).table()
-    cached, why = load_cached(device, args.scale)
+        return capabilities(device, args.scale or "full", args.runs, bar and (lambda _: bar.update())).table()
+    if args.scale is None:  # what AUTO placement uses: full workloads' figures, else tiny ones
+        from mnnpy.auto_devices import cached_capabilities
+
+        cached, _ = cached_capabilities(device)
+        if cached is not None:
+            return cached.table()
+    cached, why = load_cached(device, args.scale or "full")
     return cached.table() if cached is not None else [f"capabilities: {why} (mnnpy devices --measure)"]
 
 

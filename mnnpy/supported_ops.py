@@ -51,6 +51,8 @@ def supported_ops(interpreter, device, shapes: Mapping[str, tuple[int, ...]] | N
     dev = get_device(device)
     session = interpreter.unplanned_session(dev.id)
     try:
+        if shapes is None:  # each dynamic dim 1: no size-dependent limit decides
+            shapes = {d.name: tuple(s if isinstance(s, int) and s >= 0 else 1 for s in (d.shape or ())) for d in session.inputs}
         sizes = session._described(shapes)[0].sizes
         backend = session.backends[0]
         ops = session.graph.ops

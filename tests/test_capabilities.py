@@ -100,6 +100,18 @@ def test_a_damaged_or_edited_cache_file_is_measured_again(counted, cache, damage
     assert len(counted) == 2
 
 
+def test_auto_says_when_it_leaves_out_a_damaged_cache_file(cache):
+    """AUTO reads cached capabilities only (it never measures): a damaged file is a warning
+    naming it, and the device is placed as one without figures."""
+    from mnnpy.auto_devices import cached_capabilities
+
+    caps.capabilities("cpu", scale="tiny", runs=1)
+    (path,) = cache.glob("cpu-0-*-tiny.cap")
+    _rewritten(path, lambda d: d.__setitem__(-3, d[-3] ^ 0x20))
+    with pytest.warns(RuntimeWarning, match="capabilities of cpu:0: cache file .* rejected: content hash mismatch"):
+        assert cached_capabilities(mnnpy.get_device("cpu")) == (None, "")
+
+
 def test_another_mnnpy_version_is_measured_again(counted, cache):
     dev = mnnpy.get_device("cpu")
     old = caps.measure(dev, "tiny", 1)
@@ -140,6 +152,10 @@ def test_cli_measures_and_prints_the_table(cache, capsys):
     assert "  float32 relaxed to float16" in out and "  While (Loop)" in out
     assert main(["devices", "--scale", "tiny"]) == 0  # cached ones, without --measure
     assert capsys.readouterr().out == out
+    assert main(["devices"]) == 0  # no --scale: what AUTO uses, here the tiny figures (no full ones)
+    assert capsys.readouterr().out == out
+    assert main(["devices", "--scale", "full"]) == 0
+    assert "capabilities: not measured (mnnpy devices --measure)" in capsys.readouterr().out
     assert main(["devices", "--runs", "0"]) == 2
     assert "error: --runs must be between 1 and 1000, got 0" in capsys.readouterr().err
     assert main(["devices", "--runs", "2"]) == 2  # --runs only with --measure
