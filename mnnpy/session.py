@@ -1,13 +1,12 @@
 """Session: a model prepared on an ordered list of backends; ``resize`` plans, ``run`` computes.
 
-Resize (once per distinct set of input shapes; the last ``RESIZE_CACHE`` per segment are
-kept) is the ``Planner``'s: SizeComputer -> Schedule -> memory plan per backend (one arena
-each) -> one Execution per op, ``on_resize``. Run (one NNAPI execution): write the inputs,
-execute each partition (border copies, then its Executions), read the outputs. Nothing is
-allocated for intermediate tensors. The Session owns the public API and input validation;
-its ``GraphRunner`` (``mnnpy.graph_runner``) the plan cache, the run loop and the segments
-of models whose shapes depend on values or that hold control flow.
-"""
+Resize (once per distinct set of input shapes; the last ``RESIZE_CACHE`` per segment kept) is
+the ``Planner``'s: SizeComputer -> Schedule -> memory plan per backend (one arena each) -> one
+Execution per op, ``on_resize``. Run (one NNAPI execution): write the inputs, execute each
+partition (border copies, then its Executions), read the outputs; nothing is allocated for
+intermediate tensors. The Session owns the public API and input validation; its ``GraphRunner``
+(``mnnpy.graph_runner``) the plan cache, the run loop and the segments of models whose shapes
+depend on values or that hold control flow."""
 
 from __future__ import annotations
 
@@ -132,15 +131,13 @@ class Session:
     placement = property(session_placement, doc="Why each op went where it did: ``mnnpy.placement_report.session_placement``.")
 
     def partitions(self, shapes: Mapping[str, tuple[int, ...]] | None = None) -> str:
-        """The Schedule, printed: a summary line, each partition with its ops, why each op
-        that fell back did, and the ops run on the host (control flow, with their bodies'
-        schedules once they ran) (``mnnpy info --partitions``).
+        """The Schedule, printed: a summary line, each partition with its ops, why each op that fell
+        back did, the ops run on the host (control flow, bodies once they ran) (``mnnpy info``).
 
         ``shapes`` (input name -> shape): the schedule for those input shapes, computed
         without planning memory or creating Executions. Without it: the schedule of the last
-        run (every segment of a model whose shapes depend on computed values) or resize, or
-        before either, that of the declared shapes with a dynamic batch dim 1 and every other
-        dynamic dim 64 (as ``mnnpy info --partitions``)."""
+        run (every segment of a model whose shapes depend on computed values) or resize, or before
+        either, that of the declared shapes, dynamic dims as ``mnnpy info --partitions`` fills them."""
         from mnnpy.schedule_view import describe
 
         return describe(self.runner, self._described(shapes))
@@ -154,10 +151,9 @@ class Session:
         return to_dot(self.runner, self._described(shapes))
 
     def _described(self, shapes) -> list:
-        """The plans (or, for ``shapes``, one schedule-only plan stand-in) ``partitions``
-        describes: of ``shapes`` (sizes and placement only, no memory, no Executions), else
-        of the last run's segments or resize, else of the declared shapes (dynamic dims as
-        ``mnnpy.tools.inputs.default_shape`` fills them)."""
+        """The plans (or, for ``shapes``, one schedule-only plan stand-in) ``partitions`` describes:
+        of ``shapes`` (sizes and placement only), else of the last run's segments or resize,
+        else of the declared shapes (dynamic dims: ``mnnpy.tools.inputs.default_shape``)."""
         runner = self.runner
         if shapes is None and (runner.segments or runner.plan is not None):
             return runner.segments or [runner.plan]

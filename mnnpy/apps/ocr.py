@@ -25,7 +25,7 @@ from scipy import ndimage
 import mnnpy
 from mnnpy import InputError
 from mnnpy.apps.reference import onnxruntime_session
-from mnnpy.files import open_regular
+from mnnpy.files import NotRegularFileError, open_regular
 
 Runner = Callable[[np.ndarray], np.ndarray]
 
@@ -139,6 +139,8 @@ def load_image(path: str | os.PathLike) -> np.ndarray:
         reason = "no such file"
     except IsADirectoryError:
         reason = "it is a directory"
+    except NotRegularFileError as e:
+        reason = "it is a directory" if os.path.isdir(path) else str(e)
     except UnidentifiedImageError:
         reason = "not an image file Pillow can read"
     except (OSError, ValueError, Image.DecompressionBombError) as e:
