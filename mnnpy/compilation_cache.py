@@ -266,8 +266,8 @@ class CompilationCache:
 
 
 def flush_caches(backends) -> None:
-    """``flush`` the compilation caches of ``backends`` (each once): a Session's, after each
-    ``resize`` and at ``close``."""
+    """``flush`` the compilation caches of ``backends`` (each once): after each plan made
+    (``GraphRunner.plan_for``, at resize or at run) and at a Session's ``close``."""
     for cache in {id(b.config.cache): b.config.cache for b in backends if b.config.cache is not None}.values():
         cache.flush()
 

@@ -182,7 +182,6 @@ class Session:
                 self.runner.plan = self.runner.plan_for(checked)
                 self.runner.segments = []
                 self._output_shapes = None
-            flush_caches(self.backends)  # what resize saved in the compilation cache
 
     @property
     def value_inputs(self) -> list[str]:
