@@ -23,8 +23,10 @@ Folder layout (``cache_dir``)::
 Trust (NNAPI's rule, "the cache is verified before it is trusted"): an entry's bytes are
 read into memory once (``cache_file.read_limited``), their SHA-256 is computed over those
 bytes, never over the file, and compared with the mapping's; then ``cache_file.unpack``
-checks magic, key (token and name: a file of another token or entry is refused) and its own
-hash, and only those in-memory bytes are used (no time-of-check/time-of-use gap). A
+checks magic and key (token and name: a file of another token or entry is refused; the
+mapping's hash covers the entry's own), and only those in-memory bytes are used (no
+time-of-check/time-of-use gap). A session's entries are read and hashed ahead of their use
+by another thread (``mnnpy.cache_read_ahead``) under the same rule. A
 mismatch, a damaged, truncated or missing file, a damaged mapping, or an entry made for
 another environment (mnnpy, NumPy, machine, device or driver): ``RuntimeWarning`` and the
 caller recomputes and saves again; nothing is trusted. The hashes catch corruption and
@@ -57,6 +59,7 @@ from pathlib import Path
 import numpy as np
 
 from mnnpy.cache_file import pack, read_limited, unpack
+from mnnpy.cache_read_ahead import ReadAhead
 from mnnpy.errors import InputError
 from mnnpy.files import atomic_write
 
@@ -174,6 +177,7 @@ class CompilationCache:
         self.hits = self.misses = 0
         self.names_model = False
         self._lock = threading.RLock()  # sibling sessions (run lanes) share the cache: one bookkeeper at a time
+        self._ahead = ReadAhead(self.folder / "entries" / self.token, self.records) if self.records else None
 
     def load(self, name: str, device: str) -> bytes | None:
         """The verified payload of entry ``name`` made on ``device`` (``environment``), or None
@@ -186,12 +190,13 @@ class CompilationCache:
         try:
             if rec.get("environment") != environment(device):
                 raise ValueError(f"made for another environment ({rec.get('environment')})")
-            data = read_limited(path)
+            ahead = self._ahead.take(name) if self._ahead is not None else None
+            data, digest = ahead if ahead is not None else (read_limited(path), None)
             if data is None:
                 raise ValueError("file missing")
-            if hashlib.sha256(data).hexdigest() != rec.get("sha256"):
+            if (digest or hashlib.sha256(data).hexdigest()) != rec.get("sha256"):
                 raise ValueError("SHA-256 differs from the mapping's")
-            payload = unpack(data, MAGIC_ENTRY, FORMAT, f"{self.token}/{name}")
+            payload = unpack(data, MAGIC_ENTRY, FORMAT, f"{self.token}/{name}", whole_file_hashed=True)
         except (ValueError, OSError) as e:
             warnings.warn(f"compilation cache entry {name!r} rejected ({e}); rebuilding", RuntimeWarning, 3)
             self.misses += 1
@@ -219,11 +224,12 @@ class CompilationCache:
             self.saved[name] = self.records[name] = record
 
     def array(self, name: str, device: str, compute) -> np.ndarray:
-        """The array of entry ``name`` if a valid one is cached, else ``compute()`` (saved)."""
+        """The array of entry ``name`` if a valid one is cached (a read-only view of the bytes
+        read), else ``compute()`` (saved)."""
         payload = self.load(name, device)
         if payload is not None:
             try:
-                return np.load(io.BytesIO(payload), allow_pickle=False)
+                return npy_view(payload)
             except ValueError as e:  # a payload that passed the hashes but is no array: never made by save
                 warnings.warn(f"compilation cache entry {name!r} rejected ({e}); rebuilding", RuntimeWarning, 2)
         value = np.ascontiguousarray(compute())
@@ -237,6 +243,9 @@ class CompilationCache:
         the least recently used entries past ``max_bytes``. Nothing is written when nothing
         changed and every entry used was used less than ``TOUCH_S`` ago."""
         with self._lock:
+            if self._ahead is not None:  # the first plan is made: later resizes read what they need
+                self._ahead.stop()
+                self._ahead = None
             self._flush()
 
     def _flush(self) -> None:
@@ -263,6 +272,24 @@ class CompilationCache:
             warnings.warn(f"compilation cache {self.folder}: mapping not written: {e}", RuntimeWarning, 2)
         self.saved.clear()
         self.touched.clear()
+
+
+def npy_view(payload: bytes) -> np.ndarray:
+    """The array in ``payload`` (NumPy's ``.npy`` format, as ``np.save`` writes it) as a
+    read-only view of those bytes (``np.load`` would copy them); ``ValueError`` when it is not
+    one: a bad header, an object dtype, Fortran order or a size that does not match."""
+    f = io.BytesIO(payload[:65536])
+    version = np.lib.format.read_magic(f)
+    if version not in ((1, 0), (2, 0)):
+        raise ValueError(f"npy version {version}")
+    read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    shape, fortran, dtype = read(f)
+    if fortran or dtype.hasobject:
+        raise ValueError("not a C-ordered array of numbers")
+    count = math.prod(shape)
+    if f.tell() + count * dtype.itemsize != len(payload):
+        raise ValueError(f"{len(payload) - f.tell()} data bytes for shape {shape} of {dtype}")
+    return np.frombuffer(payload, dtype, count, f.tell()).reshape(shape)
 
 
 def flush_caches(backends) -> None:

@@ -44,17 +44,8 @@ class FlatTable:
     __slots__ = ("buf", "n", "pos", "slots")
 
     def __init__(self, buf, n: int, pos: int):
-        if not 0 <= pos <= n - 4:
-            raise IndexError(f"table at {pos} outside the buffer ({n} bytes)")
-        vt = pos - _I32.unpack_from(buf, pos)[0]
-        if not 0 <= vt <= n - 4:
-            raise IndexError(f"vtable at {vt} outside the buffer ({n} bytes)")
-        size = _U16.unpack_from(buf, vt)[0]
-        words = size // 2
-        if words < 2 or vt + 2 * words > n:
-            raise IndexError(f"vtable at {vt} of {size} bytes does not fit the buffer ({n} bytes)")
         self.buf, self.n, self.pos = buf, n, pos
-        self.slots = _words(words).unpack_from(buf, vt)[2:]
+        self.slots = slots(buf, n, pos)
 
     def scalar(self, field: int, fmt: struct.Struct, default):
         """Scalar ``field`` read with ``fmt`` (a ``struct.Struct`` of one value), else ``default``."""
@@ -119,6 +110,21 @@ class FlatTable:
             at = start + 4 * k
             out.append(self._span(at + _U32.unpack_from(self.buf, at)[0]))
         return out
+
+
+def slots(buf, n: int, pos: int) -> tuple[int, ...]:
+    """The field offsets (vtable entries after its two sizes) of the table at ``pos`` of
+    ``buf`` (``n`` bytes); ``IndexError`` when the table or its vtable is outside the buffer."""
+    if not 0 <= pos <= n - 4:
+        raise IndexError(f"table at {pos} outside the buffer ({n} bytes)")
+    vt = pos - _I32.unpack_from(buf, pos)[0]
+    if not 0 <= vt <= n - 4:
+        raise IndexError(f"vtable at {vt} outside the buffer ({n} bytes)")
+    size = _U16.unpack_from(buf, vt)[0]
+    words = size // 2
+    if words < 2 or vt + 2 * words > n:
+        raise IndexError(f"vtable at {vt} of {size} bytes does not fit the buffer ({n} bytes)")
+    return _words(words).unpack_from(buf, vt)[2:]
 
 
 def root(buf, n: int) -> FlatTable:

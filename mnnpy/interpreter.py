@@ -177,7 +177,8 @@ class Interpreter:
         if self._token is None:
             if self.net.source is None:
                 raise InputError("a model built in memory has no file: give create_session a cache_token")
-            self._token = hashlib.sha256(self.net.source).hexdigest()
+            digest = self.net.source_digest  # model_file.load's
+            self._token = digest.hexdigest() if digest is not None else hashlib.sha256(self.net.source).hexdigest()
         return self._token
 
     def _compilation_cache(self, cache_dir, cache_token):

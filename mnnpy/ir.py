@@ -103,6 +103,8 @@ class Net:
     # the bytes the model was read from (a read-only mmap or bytes; None for a Net built in
     # memory): the compilation cache's default token is their SHA-256 (``model_token``)
     source: object = field(default=None, repr=False, compare=False)
+    # their SHA-256 being computed (``model_file.SourceDigest``), set with ``source``
+    source_digest: object = field(default=None, repr=False, compare=False)
 
     @property
     def main(self) -> Graph:

@@ -10,8 +10,10 @@ validates them (every size, index, dtype, attribute, acyclicity), raising
 
 from __future__ import annotations
 
+import hashlib
 import mmap
 import os
+import threading
 
 import numpy as np
 
@@ -59,9 +61,38 @@ def load(source: str | os.PathLike | bytes | bytearray | memoryview) -> Net:
     else:
         where = os.fspath(source)
         buf = _map_file(source, where)
+    digest = SourceDigest(buf)  # computed on another thread while the model is read
     net = ModelReader(buf, where, identifier=FILE_IDENTIFIER, version=FORMAT_VERSION, align=ALIGN).read()
     net.source = buf  # the very bytes the constants view (the compilation cache's token hashes them)
+    net.source_digest = digest
     return net
+
+
+class SourceDigest:
+    """The SHA-256 of a model's bytes ``buf`` (the default compilation-cache token,
+    ``Interpreter.model_token``), computed by a daemon thread started here: hashing releases
+    the GIL, so it overlaps with reading the model (PP-OCRv4 det's 4.7 MB: about 2.5 ms;
+    ResNet-18's 46.8 MB: about 30). Below ``THREAD_BYTES`` it is computed when asked for."""
+
+    THREAD_BYTES = 1 << 20
+
+    def __init__(self, buf):
+        self._buf, self._hex = buf, None
+        self._thread = None
+        if len(buf) >= self.THREAD_BYTES:
+            self._thread = threading.Thread(target=self._compute, name="mnnpy-model-digest", daemon=True)
+            self._thread.start()
+
+    def _compute(self) -> None:
+        self._hex = hashlib.sha256(self._buf).hexdigest()
+
+    def hexdigest(self) -> str:
+        """64 lower-case hex digits (waits for the thread where one runs)."""
+        if self._thread is not None:
+            self._thread.join()
+        if self._hex is None:
+            self._compute()
+        return self._hex
 
 
 def _map_file(path: str | os.PathLike, where: str) -> mmap.mmap | bytes:

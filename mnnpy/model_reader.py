@@ -13,6 +13,7 @@ recurses over the file's structure, and what is allocated is bounded by the file
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 import struct
@@ -87,13 +88,18 @@ class ModelReader:
         referenced once (flatbuffers lets many references share one: a 10 MB file listing one
         graph 2.5 million times took 21 s and 1 GB before the budget refused it); a table
         referenced again is refused at once."""
+        return [t.at(pos) for pos in self.table_positions(t, field, name, what)]
+
+    def table_positions(self, t: FlatTable, field: int, name: str, what: str) -> list[int]:
+        """Where the tables of vector ``field`` (named ``name``) of ``t`` are, each checked
+        not to be referenced before (``tables``)."""
         positions = t.positions(*self.vec(t, field, name, what))
         seen = self.seen
         for pos in positions:
             if pos in seen:
                 self.fail(f"{_short(what)}: vector '{name}' refers to the table at byte {pos} again (tables are not shared)")
             seen.add(pos)
-        return [t.at(pos) for pos in positions]
+        return positions
 
     def spend(self, nbytes: int, what: str) -> None:
         """Count ``nbytes`` more read from strings and vectors; past ``SHARING`` times the
@@ -211,11 +217,21 @@ class ModelReader:
 
     def _indices(self, t: FlatTable, field: int, name: str, what: str, n_tensors: int, allow_absent: bool = False) -> list[int]:
         """Tensor indices in vector ``field`` (named ``name``), each in range (or -1 where ``allow_absent``)."""
-        out = self.numbers(t, field, name, what)
-        bad = (out < (-1 if allow_absent else 0)) | (out >= n_tensors)
+        start, n = self.vec(t, field, name, what, 4)
+        if n <= SMALL_VECTOR:  # a few indices: struct is faster than a NumPy view
+            if start + 4 * n > self.n:
+                self.fail(f"{what}: vector '{name}' runs past the end of the file")
+            out = list(_int32s(n).unpack_from(self.buf, start)) if n else []
+            lowest = -1 if allow_absent else 0
+            if out and (min(out) < lowest or max(out) >= n_tensors):
+                bad = next(i for i in out if i < lowest or i >= n_tensors)
+                self.fail(f"{what}: {name.lower()} index {bad} out of range ({n_tensors} tensors)")
+            return out
+        arr = self.numbers(t, field, name, what)
+        bad = (arr < (-1 if allow_absent else 0)) | (arr >= n_tensors)
         if bad.any():
-            self.fail(f"{what}: {name.lower()} index {out[bad.argmax()]} out of range ({n_tensors} tensors)")
-        return out.tolist()
+            self.fail(f"{what}: {name.lower()} index {arr[bad.argmax()]} out of range ({n_tensors} tensors)")
+        return arr.tolist()
 
     def _tensor(self, t: FlatTable, at: str) -> TensorDesc:
         name = self.string(t.string(_TENSOR_NAME), at)
@@ -241,11 +257,13 @@ class ModelReader:
         rank = t.vector(_TENSOR_SHAPE)[1]
         if rank > MAX_RANK:
             self.fail(f"{what}: rank {rank} exceeds {MAX_RANK}, NumPy's most dimensions")
-        for di, d in enumerate(self.tables(t, _TENSOR_SHAPE, "Shape", what)):
-            v = d.scalar(_DIM_VALUE, _I64, -1)
+        buf, n = self.buf, self.n
+        for di, pos in enumerate(self.table_positions(t, _TENSOR_SHAPE, "Shape", what)):
+            fields = flat_table.slots(buf, n, pos)  # a Dim: (value, param); most dims are a value alone
+            v = _I64.unpack_from(buf, pos + fields[_DIM_VALUE])[0] if fields and fields[_DIM_VALUE] else -1
             if v < -1:
                 self.fail(f"{what}: dim {di} is {v}")
-            shape.append(v if v >= 0 else (self.string(d.string(_DIM_PARAM), what) or None))
+            shape.append(v if v >= 0 else (self.string(FlatTable(buf, n, pos).string(_DIM_PARAM), what) or None))
         return tuple(shape)
 
     # ------------------------------------------------------------------------- op
@@ -309,6 +327,14 @@ class ModelReader:
         if not 0 < g < self.n_graphs or g == gi:
             self.fail(f"{what}: graph index {g} out of range or self-referencing")
         return GraphRef(g)
+
+
+SMALL_VECTOR = 64  # index vectors up to this length are read with struct
+
+
+@functools.lru_cache(maxsize=SMALL_VECTOR + 1)
+def _int32s(n: int) -> struct.Struct:
+    return struct.Struct(f"<{n}i")
 
 
 def _short(text: str, most: int = 120) -> str:

@@ -76,6 +76,53 @@ def test_warm_session_loads_what_the_cold_one_saved(models, tmp_path):
     assert set(cc.read_mapping(tmp_path)) == {token} and token == hashlib.sha256(model(1)[0]).hexdigest()
 
 
+def test_entries_are_read_ahead_and_still_checked(models, tmp_path, monkeypatch):
+    """A warm session's entries come from the read-ahead thread (``mnnpy.cache_read_ahead``):
+    the session's own thread reads none of them, and what the thread read is checked against
+    the mapping as before (a damaged file read ahead is rejected and rebuilt)."""
+    session_run(models, "a", tmp_path)
+    reads = []
+    read = cc.read_limited
+    monkeypatch.setattr(cc, "read_limited", lambda path, *a: reads.append(Path(path)) or read(path, *a))
+    assert session_run(models, "a", tmp_path) == (ENTRIES, 0)
+    assert [p for p in reads if "entries" in p.parts] == []
+    victim = entry_files(tmp_path)[0]
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0x40
+    victim.write_bytes(bytes(data))
+    assert session_run(models, "a", tmp_path, expect_warning=True) == (ENTRIES - 1, 1)
+
+
+def test_npy_view_reads_what_save_wrote_and_refuses_the_rest():
+    import io
+
+    a = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    buf = io.BytesIO()
+    np.save(buf, a, allow_pickle=False)
+    good = buf.getvalue()
+    view = cc.npy_view(good)
+    np.testing.assert_array_equal(view, a)
+    assert view.dtype == a.dtype and not view.flags.writeable
+    fortran = io.BytesIO()
+    np.save(fortran, np.asfortranarray(a[0]), allow_pickle=False)
+    for bad in (good[:-4], good + b"\0" * 4, b"not an array" * 8, fortran.getvalue()):
+        with pytest.raises(ValueError):
+            cc.npy_view(bad)
+
+
+def test_default_token_is_the_models_sha256_computed_on_a_thread(tmp_path, monkeypatch):
+    from mnnpy import model_file
+
+    monkeypatch.setattr(model_file.SourceDigest, "THREAD_BYTES", 0)  # every model's digest on a thread
+    data, _ = model(3)
+    path = tmp_path / "m.mnnpy"
+    path.write_bytes(data)
+    for source in (path, data):
+        interp = mnnpy.Interpreter(source)
+        assert interp.net.source_digest._thread is not None
+        assert interp.model_token() == hashlib.sha256(data).hexdigest()
+
+
 def damaged(good: bytes) -> list[bytes]:
     """``good`` with one byte flipped at every 1/64 of its length, then truncated three ways."""
     out = []

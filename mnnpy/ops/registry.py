@@ -148,18 +148,20 @@ class OpSchema:
             raise ModelFormatError(f"{where}: {self.type} has {len(self.outputs)} outputs, got {n_out}")
 
 
+_ATTR_TYPES = {
+    "int": lambda v: isinstance(v, (int, np.integer)) and not isinstance(v, bool),
+    "float": lambda v: isinstance(v, (float, int, np.floating)),
+    "string": lambda v: isinstance(v, str),
+    "ints": lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, (int, np.integer)) for x in v),
+    "floats": lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, (float, int, np.floating)) for x in v),
+    "strings": lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v),
+    "tensor": lambda v: isinstance(v, np.ndarray),
+    "graph": lambda v: isinstance(v, GraphRef),
+}
+
+
 def _check_attr_type(value: Any, spec: Attr, where: str) -> None:
-    ok = {
-        "int": lambda v: isinstance(v, (int, np.integer)) and not isinstance(v, bool),
-        "float": lambda v: isinstance(v, (float, int, np.floating)),
-        "string": lambda v: isinstance(v, str),
-        "ints": lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, (int, np.integer)) for x in v),
-        "floats": lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, (float, int, np.floating)) for x in v),
-        "strings": lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v),
-        "tensor": lambda v: isinstance(v, np.ndarray),
-        "graph": lambda v: isinstance(v, GraphRef),
-    }[spec.type]
-    if not ok(value):
+    if not _ATTR_TYPES[spec.type](value):
         raise ModelFormatError(f"{where} must be of type {spec.type}, got {type(value).__name__}")
 
 

@@ -191,26 +191,38 @@ class NativeKernel:
     def __init__(self, name: str, fn, kinds: list, address: int = 0, ret: str = "none"):
         self.name, self._fn, self._kinds = name, fn, kinds
         self.address, self.ret = address, ret
+        # per argument: (dtype of an array argument else None, its ndim, whether a float scalar)
+        self._plan = tuple(
+            (np.dtype(_DTYPES[k[1]]), k[2], False) if k[0] == "a" else (None, 0, k[1] in ("float32", "float64")) for k in kinds
+        )
 
     def _blocks(self, args) -> tuple[np.ndarray, np.ndarray]:
-        if len(args) != len(self._kinds):
-            raise TypeError(f"kernel {self.name}: {len(self._kinds)} arguments expected, got {len(args)}")
+        plan = self._plan
+        if len(args) != len(plan):
+            raise TypeError(f"kernel {self.name}: {len(plan)} arguments expected, got {len(args)}")
         ints, floats = [], []
-        for a, kind in zip(args, self._kinds):
-            if kind[0] == "a":
-                if not isinstance(a, np.ndarray) or a.dtype != _DTYPES[kind[1]] or a.ndim != kind[2] or not a.flags.c_contiguous:
-                    got = f"{a.dtype} {a.ndim}-d" if isinstance(a, np.ndarray) else type(a).__name__
-                    raise TypeError(f"kernel {self.name}: expected a C-contiguous {kind[2]}-d {kind[1]} array, got {got}")
-                ints += [_address(a), *a.shape]
-            elif kind[1] in ("float32", "float64"):
+        for a, (dtype, ndim, is_float) in zip(args, plan):
+            if dtype is not None:
+                if a.__class__ is not np.ndarray or a.dtype is not dtype or a.ndim != ndim or not a.flags.c_contiguous:
+                    self._check_array(a, dtype, ndim)
+                ints.append(_address(a))
+                ints += a.shape
+            elif is_float:
                 floats.append(float(a))
             else:
                 ints.append(int(a))
         return np.array(ints or [0], np.int64), np.array(floats or [0.0], np.float64)
 
+    def _check_array(self, a, dtype: np.dtype, ndim: int) -> None:
+        """``TypeError`` unless ``a`` is a C-contiguous ``ndim``-d ``dtype`` array (a subclass,
+        or an equal dtype object that is not the same one, passes)."""
+        if not isinstance(a, np.ndarray) or a.dtype != dtype or a.ndim != ndim or not a.flags.c_contiguous:
+            got = f"{a.dtype} {a.ndim}-d" if isinstance(a, np.ndarray) else type(a).__name__
+            raise TypeError(f"kernel {self.name}: expected a C-contiguous {ndim}-d {dtype} array, got {got}")
+
     def __call__(self, *args):
         ints, floats = self._blocks(args)
-        return self._fn(ints.ctypes.data, floats.ctypes.data)
+        return self._fn(_address(ints), _address(floats))
 
     def bind(self, *args):
         """``functools.partial`` of the C function over the blocks of ``args`` (all of them).
@@ -218,10 +230,11 @@ class NativeKernel:
         address, float block address), the call as a worker thread makes it without Python or
         the GIL (``worker_pool.py``, ``spin.serve``)."""
         ints, floats = self._blocks(args)
-        bound = functools.partial(self._fn, ints.ctypes.data, floats.ctypes.data)
-        bound.keep = (ints, floats, [a for a in args if isinstance(a, np.ndarray)])  # the memory behind the pointers
+        at_ints, at_floats = _address(ints), _address(floats)
+        bound = functools.partial(self._fn, at_ints, at_floats)
+        bound.keep = (ints, floats, args)  # the memory behind the pointers
         if self.ret == "none" and self.address:
-            bound.native = np.array([self.address, ints.ctypes.data, floats.ctypes.data], np.int64)
+            bound.native = np.array([self.address, at_ints, at_floats], np.int64)
         return bound
 
 
