@@ -9,7 +9,10 @@ as on a user's machine (this VM sets ``PYTHONDONTWRITEBYTECODE``, which makes ev
 compile mnnpy's sources: about 0.1 s). Prints, per model, the range and median of each
 figure in ms and mnnpy's medians over onnxruntime's.
 
-    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/bench_fresh.py [--models ...] [--rounds 5]
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python bench/bench_fresh.py [--models ...] [--rounds 5] [--cache-dir]
+
+``--cache-dir``: mnnpy's children create their sessions with a compilation cache that the
+untimed round filled (NNAPI's warm start: plans, prepared weights).
 
 mnnpy's kernels are loaded as machine code (``backends/cpu/kernels/native.py``) once this
 machine has them (the untimed round makes sure of it); with ``MNNPY_NATIVE_KERNELS=0`` in the
@@ -33,6 +36,7 @@ import bench  # noqa: E402
 CHILD = r"""
 import json, sys, time
 engine, path, shapes, threads = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])
+cache = {"cache_dir": sys.argv[5]} if len(sys.argv) > 5 else {}
 t0 = time.perf_counter()
 if engine == "mnnpy":
     import mnnpy
@@ -42,7 +46,7 @@ t1 = time.perf_counter()
 import numpy as np
 feeds = {k: np.zeros(v[0], v[1]) for k, v in shapes.items()}
 if engine == "mnnpy":
-    s = mnnpy.Interpreter(open(path, "rb").read()).create_session(backend="cpu", num_threads=threads)
+    s = mnnpy.Interpreter(open(path, "rb").read()).create_session(backend="cpu", num_threads=threads, **cache)
     s.resize({k: v.shape for k, v in feeds.items()})
     run = s.run
 else:
@@ -57,10 +61,13 @@ print(json.dumps([1e3 * (t1 - t0), 1e3 * (t2 - t1), 1e3 * (t3 - t2)]))
 """
 
 
-def child(engine: str, path: Path, shapes: dict, threads: int) -> list[float]:
-    """``[import, create, first run]`` ms of ``engine`` on the model file ``path`` in a new process."""
+def child(engine: str, path: Path, shapes: dict, threads: int, cache_dir: str | None = None) -> list[float]:
+    """``[import, create, first run]`` ms of ``engine`` on the model file ``path`` in a new
+    process (mnnpy with the compilation cache ``cache_dir`` where given)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     cmd = [sys.executable, "-c", CHILD, engine, str(path), json.dumps(shapes), str(threads)]
+    if cache_dir is not None and engine == "mnnpy":
+        cmd.append(cache_dir)
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     if done.returncode != 0:
         raise RuntimeError(f"{engine} child failed: {(done.stderr.strip().splitlines() or [''])[-1][:300]}")
@@ -72,6 +79,12 @@ def main(argv=None) -> int:
     ap.add_argument("--models", nargs="+", default=list(bench.MODELS))
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument(
+        "--cache-dir",
+        action="store_true",
+        help="mnnpy's children use a compilation cache (a new folder, filled by the untimed round): "
+        "warm create + resize, issue 15's CPU floor",
+    )
     args = ap.parse_args(argv)
     from mnnpy.converter import convert
 
@@ -84,12 +97,13 @@ def main(argv=None) -> int:
             files["onnxruntime"].write_bytes(data)
             files["mnnpy"].write_bytes(convert(data))
             shapes = {k: [list(v.shape), str(v.dtype)] for k, v in feeds.items()}
+            cache_dir = str(Path(d) / f"{model}.cache") if args.cache_dir else None
             for engine, path in files.items():  # untimed: kernel files, disk caches
-                child(engine, path, shapes, args.threads)
+                child(engine, path, shapes, args.threads, cache_dir)
             got = {e: [] for e in files}
             for _ in range(args.rounds):
                 for engine, path in files.items():
-                    got[engine].append(child(engine, path, shapes, args.threads))
+                    got[engine].append(child(engine, path, shapes, args.threads, cache_dir))
             med = {}
             for engine, rows in got.items():
                 cols = [[r[0] for r in rows], [r[1] for r in rows], [r[0] + r[1] for r in rows], [r[2] for r in rows]]

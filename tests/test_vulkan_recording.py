@@ -39,6 +39,23 @@ def test_second_run_records_and_allocates_nothing(rng, monkeypatch):
                 return _real(*a, **k)
 
             monkeypatch.setattr(vk, name, counted)
+
+    class CountedLib:  # the loader's entry points, which recording calls straight (commands.py)
+        def __init__(self, real):
+            self._real = real
+
+        def __getattr__(self, name):
+            fn = getattr(self._real, name)
+            if not name.startswith(prefixes):
+                return fn
+
+            def counted(*a):
+                counts[name] = counts.get(name, 0) + 1
+                return fn(*a)
+
+            return counted
+
+    monkeypatch.setattr(vk, "lib", CountedLib(vk.lib))
     vk_s, cpu_s = sessions(partitioned_model(rng), backend="vulkan")
     x, z = rand(rng, 1, 3, 13, 7), rand(rng, 3, 1, 1)
     vk_s.resize({"x": x.shape, "z": z.shape})
@@ -144,3 +161,29 @@ def test_waits_poll_the_fence_on_a_gpu_then_block(rng, monkeypatch):
         for _ in range(3):
             a = rand(rng, 256, 256)
             np.testing.assert_allclose(dev.run({"a": a, "b": b})["c"], cpu.run({"a": a, "b": b})["c"], **ACCUMULATE)
+
+
+def test_only_constants_that_dispatches_bind_are_uploaded(rng, monkeypatch):
+    """The general Conv reads its weights re-laid (``Conv2D.blocked_into``, written straight
+    into the staging buffer at upload): the graph's own weight tensor is bound by no dispatch
+    and is not uploaded; outputs match the CPU's."""
+    from mnnpy.backends.vulkan import backend as vb
+    from mnnpy.converter import convert
+    from tests.backend_compare import conv_model
+
+    model, feeds = conv_model(rng, (1, 8, 9, 11), (12, 8, 3, 3), {"pads": [1, 1, 1, 1]})
+    uploaded = []
+    real = vb.VulkanBackend._upload_constants
+
+    def spy(self, memory, pool, bound):
+        uploaded.extend((v.shape, type(v).__name__) for t, v in memory.constants if id(t) in bound)
+        return real(self, memory, pool, bound)
+
+    monkeypatch.setattr(vb.VulkanBackend, "_upload_constants", spy)
+    interp = mnnpy.Interpreter(convert(model))
+    got = interp.create_session(backend="vulkan", precision="high").run(feeds)
+    want = interp.create_session(backend="cpu").run(feeds)
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], **ACCUMULATE)
+    assert ((12, 8, 3, 3), "ndarray") not in uploaded, uploaded  # the raw weights stay on the host
+    assert ((1, 3, 8, 3, 3, 4), "Filled") in uploaded, uploaded  # 12 output channels: 3 blocks of 4

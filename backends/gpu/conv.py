@@ -56,19 +56,40 @@ class Conv2D:
     def blocked(self) -> tuple[np.ndarray, np.ndarray]:
         """``(weights, bias)`` of the general kernel: ``(G, MBg, C/G, KH, KW, 4)`` (each group's
         ``M/G`` output channels in blocks of 4, zero-padded) and ``(G, MBg * 4)``, float32."""
+        wp = np.empty(self.blocked_shape(), np.float32)
+        self.blocked_into(wp)
+        return wp, self.blocked_bias()
+
+    def blocked_shape(self) -> tuple[int, ...]:
+        """``(G, MBg, C/G, KH, KW, 4)``: the shape of ``blocked``'s weights."""
+        m, cg, kh, kw = self.wv.shape
+        return (self.group, math.ceil(m // self.group / 4), cg, kh, kw, 4)
+
+    def blocked_into(self, out: np.ndarray) -> None:
+        """Write ``blocked``'s weights into ``out`` (``blocked_shape()``, float32, C-contiguous:
+        a staging buffer's view, so that the weights are written once). One lane of the 4
+        at a time: a copy whose inner loop runs along ``C/G*KH*KW`` is about 1.3-4x faster
+        than a transpose whose inner loop is the 4 lanes."""
         m, cg, kh, kw = self.wv.shape
         g = self.group
         mg, mbg = m // g, math.ceil(m // g / 4)
-        k, full = cg * kh * kw, mg // 4  # one pass: full blocks transposed into place, the last one padded
+        k, full = cg * kh * kw, mg // 4  # full blocks transposed into place, the last one padded
         src = self.wv.reshape(g, mg, k)
-        wp = np.empty((g, mbg, k, 4), np.float32)
-        wp[:, :full] = src[:, : full * 4].reshape(g, full, 4, k).transpose(0, 1, 3, 2)
+        wp = out.reshape(g, mbg, k, 4)
+        lanes = src[:, : full * 4].reshape(g, full, 4, k)
+        for j in range(4):
+            wp[:, :full, :, j] = lanes[:, :, j]
         if full < mbg:
             wp[:, full:] = 0
             wp[:, full, :, : mg - full * 4] = src[:, full * 4 :].transpose(0, 2, 1)
+
+    def blocked_bias(self) -> np.ndarray:
+        """``(G, MBg * 4)`` float32: ``blocked``'s bias."""
+        m, g = self.wv.shape[0], self.group
+        mg, mbg = m // g, math.ceil(m // g / 4)
         bp = np.zeros((g, mbg * 4), np.float32)
         bp[:, :mg] = self.bias.reshape(g, mg)
-        return wp.reshape(g, mbg, cg, kh, kw, 4), bp
+        return bp
 
     def general_ints(self) -> tuple[int, ...]:
         """``(C, H, W, M, OH, OW, C/G, M/G, MBg, G, SH, SW, PT, PL, DH, DW, N*G*MBg)``: the

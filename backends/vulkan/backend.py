@@ -54,7 +54,7 @@ from mnnpy.backends.vulkan.commands import (
 )
 from mnnpy.backends.vulkan.device import FORK, VulkanError
 from mnnpy.backends.vulkan.fed import fed_variant
-from mnnpy.backends.vulkan.memory import ResizeMemory, VkTensor, check_allocation
+from mnnpy.backends.vulkan.memory import Filled, ResizeMemory, VkTensor, check_allocation
 from mnnpy.backends.vulkan.timestamps import PartitionClock
 from mnnpy.log import get_logger
 
@@ -172,6 +172,13 @@ class VulkanBackend(GPUBackend):
         once at the end of the resize with the graph's constants. Call it from ``prepare``."""
         return self._memory.constant(np.ascontiguousarray(value))
 
+    def constant_filled(self, shape, dtype, fill) -> VkTensor:
+        """A device constant of ``shape``/``dtype`` owned by this resize whose bytes ``fill(dst)``
+        writes at upload (``dst``: a C-contiguous view of the staging buffer), so that
+        prepared data (re-laid weights) is written once, straight into the staging memory.
+        Call it from ``prepare``."""
+        return self._memory.constant_filled(shape, dtype, fill)
+
     def weights(self, value: np.ndarray) -> VkTensor:
         """A float32 device copy of ``value`` owned by this resize (weights, folded parameters)."""
         return self.constant(np.ascontiguousarray(value, dtype=np.float32))
@@ -233,8 +240,8 @@ class VulkanBackend(GPUBackend):
             )
             pool = memory.own("vkDestroyCommandPool", vk.vkCreateCommandPool(rt.device, pool_info, None))
             memory.pool = pool  # fed variants are recorded from it later (fed.py)
-            self._upload_constants(memory, pool)
             dispatches = [d for p in parts for d in p.dispatches]
+            self._upload_constants(memory, pool, {id(t) for d in dispatches for t in d.bindings})
             if dispatches:
                 sizes = [
                     vk.VkDescriptorPoolSize(
@@ -276,9 +283,13 @@ class VulkanBackend(GPUBackend):
         )
         return list(vk.vkAllocateCommandBuffers(self.runtime.device, info))
 
-    def _upload_constants(self, memory: ResizeMemory, pool) -> None:
-        """Copy every constant into the device buffer once, through a temporary staging buffer."""
-        items = [(t, v) for t, v in memory.constants if v.nbytes]
+    def _upload_constants(self, memory: ResizeMemory, pool, bound: set[int]) -> None:
+        """Copy the constants that dispatches bind (``id`` in ``bound``) into the device buffer
+        once, through a temporary staging buffer. Only dispatches read constants on the device
+        (uploads and downloads are computed tensors); a graph constant that every Execution
+        reading it replaced by a prepared copy (the general Conv's blocked weights: half of
+        ResNet-18's 91 MB) is not uploaded."""
+        items = [(t, v) for t, v in memory.constants if v.nbytes and id(t) in bound]
         if not items:
             return
         vk, dev = self.vk, self.runtime.device
@@ -288,7 +299,10 @@ class VulkanBackend(GPUBackend):
             host = np.frombuffer(vk.vkMapMemory(dev, mem, 0, size, 0), np.uint8, count=total)
             at, regions = 0, []
             for t, v in items:
-                host[at : at + v.nbytes] = np.ascontiguousarray(v).reshape(-1).view(np.uint8)  # one copy, no bytes object
+                if isinstance(v, Filled):
+                    v.fill(host[at : at + v.nbytes].view(v.dtype).reshape(v.shape))
+                else:
+                    host[at : at + v.nbytes] = np.ascontiguousarray(v).reshape(-1).view(np.uint8)  # one copy, no bytes object
                 regions.append(vk.VkBufferCopy(srcOffset=at, dstOffset=t.offset, size=v.nbytes))
                 at += v.nbytes
             vk.vkUnmapMemory(dev, mem)

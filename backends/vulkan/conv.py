@@ -110,9 +110,8 @@ class Conv(ConvBase, VulkanExecution):
         x, y = conv.x, conv.y
         kh, kw = conv.wv.shape[2:]
         oh, ow = y.shape[2:]
-        wp, bp = conv.blocked()
-        wt = self.backend.constant(wp)
-        bt = self.backend.constant(bp.reshape(-1, 4))
+        wt = self.backend.constant_filled(conv.blocked_shape(), np.float32, conv.blocked_into)  # written into staging
+        bt = self.backend.constant(conv.blocked_bias().reshape(-1, 4))
         eo = self.elem_offset
         if eo(wt) % 4 or eo(bt) % 4:  # vec4 bindings: constants sit at 256-byte boundaries
             raise AssertionError("re-laid Conv weights are not vec4-aligned")

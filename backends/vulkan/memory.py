@@ -17,7 +17,10 @@ to mapped memory, coherence) and "Resource Creation" (buffers, memory requiremen
 
 from __future__ import annotations
 
+import math
 import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -85,6 +88,20 @@ def check_allocation(rt, nbytes: int, kind: int | None = None, what: str = "this
         )
 
 
+@dataclass(frozen=True)
+class Filled:
+    """A constant's contents written at upload: ``fill(dst)`` writes a ``shape``/``dtype``
+    C-contiguous view of the staging buffer (``ResizeMemory.constant_filled``)."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    fill: Callable[[np.ndarray], None]
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self.dtype.itemsize
+
+
 class ResizeMemory:
     """The device and staging memory of one resize of one session (see module docstring)."""
 
@@ -92,7 +109,7 @@ class ResizeMemory:
         self.rt = runtime
         self.arena_bytes = int(arena_bytes)
         self.top = _align(self.arena_bytes, CONSTANT_ALIGN)
-        self.constants: list[tuple[VkTensor, np.ndarray]] = []
+        self.constants: list[tuple[VkTensor, np.ndarray | Filled]] = []
         self.staged: list[VkTensor] = []
         self.staging_bytes = 0
         self.buffer = self.staging = None
@@ -113,6 +130,16 @@ class ResizeMemory:
     def constant(self, value: np.ndarray) -> VkTensor:
         """A handle for ``value``, placed after the arena; its bytes are uploaded by ``materialize``."""
         value = np.ascontiguousarray(value)
+        limits.charge(value.nbytes, f"a Vulkan constant {value.shape} {value.dtype}", "vulkan")
+        t = VkTensor(self, self.top, value.shape, value.dtype)
+        self.top = _align(self.top + max(value.nbytes, 1), CONSTANT_ALIGN)
+        self.constants.append((t, value))
+        return t
+
+    def constant_filled(self, shape, dtype, fill) -> VkTensor:
+        """A handle like ``constant``'s whose bytes ``fill(dst)`` writes into the staging view
+        ``dst`` at upload (``Filled``)."""
+        value = Filled(tuple(int(d) for d in shape), np.dtype(dtype), fill)
         limits.charge(value.nbytes, f"a Vulkan constant {value.shape} {value.dtype}", "vulkan")
         t = VkTensor(self, self.top, value.shape, value.dtype)
         self.top = _align(self.top + max(value.nbytes, 1), CONSTANT_ALIGN)
