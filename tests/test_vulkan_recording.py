@@ -163,13 +163,24 @@ def test_waits_poll_the_fence_on_a_gpu_then_block(rng, monkeypatch):
             np.testing.assert_allclose(dev.run({"a": a, "b": b})["c"], cpu.run({"a": a, "b": b})["c"], **ACCUMULATE)
 
 
-def test_only_constants_that_dispatches_bind_are_uploaded(rng, monkeypatch):
-    """The general Conv reads its weights re-laid (``Conv2D.blocked_into``, written straight
-    into the staging buffer at upload): the graph's own weight tensor is bound by no dispatch
-    and is not uploaded; outputs match the CPU's."""
+@pytest.mark.parametrize("direct", [True, False], ids=["written-in-place", "through-staging"])
+def test_only_constants_that_dispatches_bind_are_uploaded(rng, monkeypatch, direct):
+    """The general Conv reads its weights re-laid (``Conv2D.blocked_into``, written at
+    upload): the graph's own weight tensor is bound by no dispatch and is not uploaded;
+    outputs match the CPU's, with the constants written into mappable device memory (lavapipe
+    has it) and through a staging buffer (``MNNPY_VULKAN_DIRECT_CONSTANTS=0``, a discrete GPU
+    without resizable BAR)."""
     from mnnpy.backends.vulkan import backend as vb
+    from mnnpy.backends.vulkan import memory as vm
     from mnnpy.converter import convert
     from tests.backend_compare import conv_model
+
+    monkeypatch.setattr(vm, "DIRECT_CONSTANTS", direct)
+    staged = []
+    real_staging = vm.ResizeMemory.staging_block
+    monkeypatch.setattr(
+        vm.ResizeMemory, "staging_block", lambda self, size, owned=True: staged.append(owned) or real_staging(self, size, owned)
+    )
 
     model, feeds = conv_model(rng, (1, 8, 9, 11), (12, 8, 3, 3), {"pads": [1, 1, 1, 1]})
     uploaded = []
@@ -187,3 +198,13 @@ def test_only_constants_that_dispatches_bind_are_uploaded(rng, monkeypatch):
         np.testing.assert_allclose(got[k], want[k], **ACCUMULATE)
     assert ((12, 8, 3, 3), "ndarray") not in uploaded, uploaded  # the raw weights stay on the host
     assert ((1, 3, 8, 3, 3, 4), "Filled") in uploaded, uploaded  # 12 output channels: 3 blocks of 4
+    if vk_direct_possible():
+        assert (False in staged) != direct, staged  # the constants' temporary staging buffer: only when not direct
+
+
+def vk_direct_possible() -> bool:
+    """Whether this device has mappable memory on its main heap (lavapipe: yes)."""
+    from mnnpy.backend import get_runtime
+
+    rt = get_runtime("vulkan")
+    return any(rt.mappable_device_type(1 << i) is not None for i in range(rt.memory.memoryTypeCount))

@@ -293,6 +293,9 @@ class VulkanBackend(GPUBackend):
         if not items:
             return
         vk, dev = self.vk, self.runtime.device
+        if memory.direct:
+            self._write_constants(memory, items)
+            return
         total = sum(v.nbytes for _, v in items)
         buf, mem, size = memory.staging_block(total, owned=False)
         try:
@@ -319,6 +322,27 @@ class VulkanBackend(GPUBackend):
             vk.vkFreeCommandBuffers(dev, pool, 1, [cmd])
         finally:
             memory.free_block(buf, mem)
+
+    def _write_constants(self, memory: ResizeMemory, items: list) -> None:
+        """The constants ``items`` written straight into the device buffer, whose memory the
+        host can map (``ResizeMemory.direct``: resizable BAR, unified memory): no staging
+        buffer, copy command or wait. Host-coherent memory: the next submission sees the
+        writes. Each constant is written front to back in one copy (mapped video memory is
+        write-combined: the lane-by-lane writes of a ``Filled`` go to host memory first)."""
+        vk, dev = self.vk, self.runtime.device
+        first = min(t.offset for t, _ in items)
+        end = max(t.offset + v.nbytes for t, v in items)
+        mapped = vk.vkMapMemory(dev, memory.device_memory, first, end - first, 0)
+        try:
+            device = np.frombuffer(mapped, np.uint8, count=end - first)
+            for t, v in items:
+                if isinstance(v, Filled):
+                    host = np.empty(v.shape, v.dtype)
+                    v.fill(host)
+                    v = host
+                device[t.offset - first : t.offset - first + v.nbytes] = np.ascontiguousarray(v).reshape(-1).view(np.uint8)
+        finally:
+            vk.vkUnmapMemory(dev, memory.device_memory)
 
     # -- run ----------------------------------------------------------------------------
     def upload(self, src: np.ndarray, dst: VkTensor) -> None:

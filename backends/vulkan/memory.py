@@ -18,6 +18,7 @@ to mapped memory, coherence) and "Resource Creation" (buffers, memory requiremen
 from __future__ import annotations
 
 import math
+import os
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -88,6 +89,11 @@ def check_allocation(rt, nbytes: int, kind: int | None = None, what: str = "this
         )
 
 
+# the device buffer in mappable video memory where the device has it on its main heap
+# (Runtime.mappable_device_type): constants written in place, no staging copy or wait
+DIRECT_CONSTANTS = os.environ.get("MNNPY_VULKAN_DIRECT_CONSTANTS", "1") != "0"
+
+
 @dataclass(frozen=True)
 class Filled:
     """A constant's contents written at upload: ``fill(dst)`` writes a ``shape``/``dtype``
@@ -113,6 +119,8 @@ class ResizeMemory:
         self.staged: list[VkTensor] = []
         self.staging_bytes = 0
         self.buffer = self.staging = None
+        self.device_memory = None
+        self.direct = False  # the device buffer's memory is mappable: constants are written into it (upload_constants)
         self.mapped = None
         self.owned: list[tuple[str, Any]] = []  # (vkDestroy*/vkFree* name, handle)
         self._finalizer = weakref.finalize(self, _destroy, runtime.vk, runtime.device, self.owned)
@@ -162,7 +170,10 @@ class ResizeMemory:
             self.staging_bytes = _align(self.staging_bytes + t.nbytes, STAGING_ALIGN)
             self.staged.append(t)
 
-    def _block(self, size: int, usage: int, required: int, preferred: int, owned: bool = True):
+    def _block(self, size: int, usage: int, required: int, preferred: int, owned: bool = True, mappable: bool = False):
+        """``(buffer, memory, bytes)`` of a new buffer of ``size`` bytes bound to new memory of a
+        type with the ``required`` flags (``preferred`` ones first); ``mappable``: a
+        ``Runtime.mappable_device_type`` where the device has one (``self.direct`` says so)."""
         vk = self.rt.vk
         dev = self.rt.device
         info = vk.VkBufferCreateInfo(
@@ -171,7 +182,10 @@ class ResizeMemory:
         buf = vk.vkCreateBuffer(dev, info, None)
         req = vk.vkGetBufferMemoryRequirements(dev, buf)
         try:
-            kind = self.rt.memory_type(req.memoryTypeBits, required, preferred)
+            kind = self.rt.mappable_device_type(req.memoryTypeBits) if mappable else None
+            self.direct = self.direct or kind is not None
+            if kind is None:
+                kind = self.rt.memory_type(req.memoryTypeBits, required, preferred)
             check_allocation(self.rt, int(req.size), kind)
             alloc = vk.VkMemoryAllocateInfo(
                 sType=vk.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, allocationSize=req.size, memoryTypeIndex=kind
@@ -192,7 +206,9 @@ class ResizeMemory:
         (``commands.upload_constants``) through a temporary staging buffer."""
         vk = self.rt.vk
         usage = vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT
-        self.buffer, _, _ = self._block(max(self.top, 16), usage, 0, vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)
+        self.buffer, self.device_memory, _ = self._block(
+            max(self.top, 16), usage, 0, vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, mappable=DIRECT_CONSTANTS
+        )
         if self.staging_bytes:
             self.staging, mem, size = self.staging_block(self.staging_bytes)
             self.mapped = vk.vkMapMemory(self.rt.device, mem, 0, size, 0)

@@ -218,6 +218,25 @@ class VulkanRuntime(Runtime):
         best = [i for i in candidates if (self.memory.memoryTypes[i].propertyFlags & preferred) == preferred]
         return (best or candidates)[0]
 
+    def mappable_device_type(self, type_bits: int) -> int | None:
+        """Index of a memory type allowed by ``type_bits`` that is device-local, host-visible
+        and host-coherent and lives on the same heap as the device-local type ``memory_type``
+        picks (the whole of video memory mappable: resizable BAR, unified memory, a CPU
+        implementation), else None. A small BAR window on a heap of its own (256 MiB on a
+        discrete GPU without resizable BAR) does not count: the arena would not fit there."""
+        vk = self.vk
+        local = vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
+        want = local | vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+        try:
+            heap = self.memory.memoryTypes[self.memory_type(type_bits, local)].heapIndex
+        except RuntimeError:
+            return None
+        types = self.memory.memoryTypes
+        for i in range(self.memory.memoryTypeCount):
+            if type_bits & (1 << i) and (types[i].propertyFlags & want) == want and types[i].heapIndex == heap:
+                return i
+        return None
+
     def describe(self) -> str:
         """One line: the device (``DeviceInfo.describe``) and its driver version."""
         return f"{self.info.describe()}; driver {driver_version_string(self.info)}"
