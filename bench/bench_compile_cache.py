@@ -27,8 +27,11 @@ caches of their own (NVIDIA: ``~/.nv``; PoCL: ``~/.cache/pocl``; Mesa): ``--driv
 the cold one left there), ``off`` disables them, ``keep`` leaves them as they are (the cold
 process is then not cold for the driver).
 
-``--profile N``: the warm process also profiles each model's create+resize (cProfile) and the
-N functions with the largest cumulative time are printed below the table.
+``--profile N``: after each warm process a third one (the cache as warm) profiles each model's
+create+resize (cProfile) and the N functions with the largest cumulative time are printed
+below the table; the warm figures come from the unprofiled process (cProfile's overhead,
+30-100% on Python-heavy code, stays out of them; before 2026-12-03 the warm process itself
+was profiled, which inflated warm times).
 """
 
 from __future__ import annotations
@@ -176,7 +179,9 @@ def measure(backend: str, names: list[str], workdir: Path, repeat: int, driver_c
         with tempfile.TemporaryDirectory(prefix="mnnpy-ccbench-") as tmp:
             env = child_env(Path(tmp) / "driver", driver_cache)
             cold = run_child(backend, Path(tmp) / "cache", workdir, names, env, 0)
-            warm = run_child(backend, Path(tmp) / "cache", workdir, names, env, profile) if "error" not in cold else cold
+            warm = run_child(backend, Path(tmp) / "cache", workdir, names, env, 0) if "error" not in cold else cold
+            if profile and "error" not in warm:  # a third process: cProfile's overhead stays out of the warm figures
+                warm["profiles"] = run_child(backend, Path(tmp) / "cache", workdir, names, env, profile).get("profiles", {})
             pairs.append((cold, warm))
     return pairs
 
@@ -232,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--backends", nargs="+", default=["vulkan", "opencl"])
     p.add_argument("--repeat", type=int, default=1, help="cold/warm pairs per backend (default 1)")
     p.add_argument("--driver-cache", choices=("fresh", "off", "keep"), default="fresh")
-    p.add_argument("--profile", type=int, default=0, help="print the N top functions of each warm create+resize")
+    p.add_argument("--profile", type=int, default=0, help="print the N top functions of a warm create+resize (own process)")
     p.add_argument("--output", type=Path, help="also write the table to this file")
     p.add_argument("--child", help=argparse.SUPPRESS)
     p.add_argument("--cache", help=argparse.SUPPRESS)

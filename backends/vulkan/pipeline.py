@@ -42,7 +42,6 @@ and "Resource Descriptors" (set layouts, push constants); "Devices and Queues"
 from __future__ import annotations
 
 import atexit
-import hashlib
 import os
 import struct
 import threading
@@ -184,6 +183,7 @@ class Pipelines(DiskCache):
         self._lock = threading.RLock()
         self._threads: ThreadPoolExecutor | None = None  # started at the first pipeline created
         # compilation-cache token -> (stats["created"], SHA-256 of the data) at its adopt/save_to
+        # token -> (pipelines created when its entry was adopted or saved, the entry's data then)
         self._tokens: dict[str, tuple[int, bytes]] = {}
         self.cache = self._create_cache(self._load())
         if self.path is not None:
@@ -292,7 +292,7 @@ class Pipelines(DiskCache):
                 warnings.warn(why, RuntimeWarning, 3)
                 return
             self.stats["loaded"] += 1
-            self._tokens[cache.token] = (self.stats["created"], hashlib.sha256(payload).digest())
+            self._tokens[cache.token] = (self.stats["created"], payload)
 
     def save_to(self, cache) -> bool:
         """Save the pipeline cache's data as ``cache``'s entry ``TOKEN_ENTRY`` when pipelines were
@@ -300,7 +300,7 @@ class Pipelines(DiskCache):
         True when saved (the data hold every pipeline of this Runtime, so the next process
         creates the model's pipelines from them). A failure warns once (``write_failed``)."""
         with self._lock:
-            count, digest = self._tokens.get(cache.token, (-1, b""))
+            count, known = self._tokens.get(cache.token, (-1, b""))
             if count == self.stats["created"]:
                 return False
             self.wait()
@@ -310,8 +310,8 @@ class Pipelines(DiskCache):
             except Exception as e:  # a driver error or bad header
                 self.write_failed(f"{TOKEN_ENTRY} of {cache.folder}", e, stacklevel=2)
                 return False
-            self._tokens[cache.token] = (self.stats["created"], hashlib.sha256(payload).digest())
-            if self._tokens[cache.token][1] == digest:
+            self._tokens[cache.token] = (self.stats["created"], payload)
+            if payload == known:
                 return False  # pipelines created from the entry: nothing new to save
             cache.save(TOKEN_ENTRY, self.key, payload)
             return True
