@@ -168,8 +168,12 @@ class _Winograd:
     def prepare(self, w, b):
         w = np.asarray(w)
         self.w = w
-        with self.exe.backend.runtime.blas.single():
-            np.copyto(self.u, prepared(self.exe, "winograd", w, lambda: winograd_weights(w, self.m), self.m))
+
+        def transform():
+            with self.exe.backend.runtime.blas.single():  # only when computed (not when loaded from the cache)
+                return winograd_weights(w, self.m)
+
+        np.copyto(self.u, prepared(self.exe, "winograd", w, transform, self.m))
         bias_into(self.b, b)
 
     def native_phases(self):
