@@ -10,11 +10,16 @@ guard against one token given to two models (NNAPI makes the token's uniqueness 
 promise; the sample catches a retrained model under an old token, not a deliberate collision).
 
 Only transforms that cost more than reading their result back are worth an entry: Winograd's
-``U = G w G^T`` (float64 products); plain re-layouts (im2col, depthwise, pointwise: one copy
-of the weights, about 1 GB/s) are cheaper than reading and hashing a file and stay computed.
+``U = G w G^T`` (float64 products). Plain re-layouts (im2col, depthwise, pointwise) stay
+computed: caching the packed panels of PP-OCRv4 det's pointwise and im2col weights from 32K
+elements made its warm creation slower (median 33.5 -> 40.3 ms, 2026-12-03), the entries read
+ahead on another thread notwithstanding.
 """
 
 from __future__ import annotations
+
+import functools
+import hashlib
 
 import numpy as np
 
@@ -33,6 +38,15 @@ def prepared(exe, what: str, w: np.ndarray, compute, *params) -> np.ndarray:
     w = np.asarray(w)
     key = "/".join([exe.op.name, what, repr(params), "x".join(map(str, w.shape)), str(w.dtype), sample_digest(w, SAMPLE)])
     return cache.array(key, "cpu", compute)
+
+
+@functools.cache
+def code_digest(fn) -> str:
+    """12 hex digits of SHA-256 over ``fn``'s bytecode and constants: part of an entry's
+    parameters, so that an edited transform (a new layout in the same mnnpy version) does not
+    load the entries of the old one."""
+    code = fn.__code__
+    return hashlib.sha256(code.co_code + repr(code.co_consts).encode()).hexdigest()[:12]
 
 
 def bias_into(dst: np.ndarray, b) -> None:

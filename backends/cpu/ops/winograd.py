@@ -54,7 +54,7 @@ from mnnpy.backends.cpu.kernels.native import bind
 from mnnpy.backends.cpu.kernels.winograd import kernels as winograd_kernels
 from mnnpy.backends.cpu.kernels.winograd import weights as winograd_weights
 from mnnpy.backends.cpu.parallel import parallel, run_phases, sequence, split
-from mnnpy.backends.cpu.prepared import bias_into, prepared
+from mnnpy.backends.cpu.prepared import bias_into, code_digest, prepared
 from mnnpy.backends.cpu.scratch import scratch
 
 MIN_SIDE = 8  # output maps from this side (both axes) take Winograd
@@ -173,7 +173,7 @@ class _Winograd:
             with self.exe.backend.runtime.blas.single():  # only when computed (not when loaded from the cache)
                 return winograd_weights(w, self.m)
 
-        np.copyto(self.u, prepared(self.exe, "winograd", w, transform, self.m))
+        np.copyto(self.u, prepared(self.exe, "winograd", w, transform, self.m, code_digest(winograd_weights)))
         bias_into(self.b, b)
 
     def native_phases(self):
