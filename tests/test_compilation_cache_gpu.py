@@ -194,3 +194,40 @@ def test_a_file_changed_between_hash_and_use(backend, cold, fresh, tmp_path, mon
     assert len([p for p in changed if p.name in gpu]) == len(gpu) and entry_files(tmp_path)
     fresh(backend)
     same(run(interp, feeds, backend, tmp_path, expect_warning=True), want)  # the next session sees it
+
+
+@pytest.mark.skipif(not backend_availability("vulkan")[0], reason="vulkan unavailable")
+def test_a_models_pipeline_entry_holds_its_own_pipelines(fresh, tmp_path):
+    """Each token's pipelines go through a ``VkPipelineCache`` of its own
+    (``Pipelines.adopt``): a model's entry is the same whether another model made pipelines
+    in the process before it or not (it used to hold every pipeline the process had made),
+    and a new process loads it and creates the model's pipelines from it."""
+    from onnx import helper
+
+    from tests.oracle import make_model, rand
+
+    rng = np.random.default_rng(5)
+    x = rand(rng, 2, 3, 5)
+    other = mnnpy.Interpreter(convert(make_model([helper.make_node("Sigmoid", ["x"], ["y"])], {"x": x}, ["y"], {})))
+    interp, feeds = model(1)
+    token = interp.model_token()
+    sizes = []
+    for first in (None, other):
+        folder = tmp_path / f"after-{first is not None}"
+        pipelines = fresh("vulkan")
+        through = []
+        real = pipelines._create
+        pipelines._create = lambda *a: through.append(a[-1]) or real(*a)
+        if first is not None:
+            run(first, {"x": x}, "vulkan", folder)
+            assert len(through) >= 1
+        made_before = len(through)
+        run(interp, feeds, "vulkan", folder)
+        own = pipelines._token_caches[token]
+        assert len(through) > made_before and all(c is own for c in through[made_before:])  # only its own cache
+        assert all(c is not own and c is not pipelines.cache for c in through[:made_before])
+        sizes.append(entry_path(folder, token, "vulkan/pipeline-cache").stat().st_size)
+    assert sizes[0] == sizes[1], sizes  # (lavapipe's cache data is a header: equal either way)
+    pipelines = fresh("vulkan")
+    run(interp, feeds, "vulkan", tmp_path / "after-True")
+    assert pipelines.stats["loaded"] == 1 and pipelines.stats["rejected"] == 0

@@ -269,9 +269,9 @@ class VulkanBackend(GPUBackend):
             _log.debug("recorded %d command buffers, %d dispatches", len(parts), len(dispatches))
         except vk.VkError as e:
             raise VulkanError(f"Vulkan resize failed: {type(e).__name__}") from e
-        self.runtime.pipelines.save()  # new pipelines reach the disk cache now, not only at exit
-        if self.config.cache is not None:
+        if self.config.cache is not None:  # first: it merges the token's pipelines into the Runtime's cache
             self.runtime.pipelines.save_to(self.config.cache)
+        self.runtime.pipelines.save()  # new pipelines reach the disk cache now, not only at exit
 
     def _command_buffers(self, pool, count: int) -> list:
         vk = self.vk

@@ -104,7 +104,9 @@ def describe(backend, shader, bindings, writes, push, n, spec=(), groups=None, l
     if backend.half and any(t.dtype.kind == "f" for t in bindings):  # the fp16 twin; float32 bindings say so (storage.glsl)
         shader += F16
         spec = (*spec, *((F32_SPEC + k, True) for k, t in enumerate(bindings) if t.dtype == np.float32))
-    pipeline = backend.runtime.pipelines.get(shader, len(bindings), len(push), (*local_spec, *spec))
+    cache = backend.config.cache
+    token = None if cache is None else cache.token
+    pipeline = backend.runtime.pipelines.get(shader, len(bindings), len(push), (*local_spec, *spec), token)
     if groups is None:
         count = -(-int(n) // LOCAL_SIZE)
         max_x = backend.runtime.limits["maxComputeWorkGroupCount"][0]

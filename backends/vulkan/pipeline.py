@@ -182,8 +182,9 @@ class Pipelines(DiskCache):
         self._pipelines: dict[tuple, Pipeline] = {}
         self._lock = threading.RLock()
         self._threads: ThreadPoolExecutor | None = None  # started at the first pipeline created
-        # compilation-cache token -> (stats["created"], SHA-256 of the data) at its adopt/save_to
-        # token -> (pipelines created when its entry was adopted or saved, the entry's data then)
+        # compilation-cache token -> its VkPipelineCache (adopt), and (pipelines created through
+        # it since it was adopted or saved, its entry's data then)
+        self._token_caches: dict[str, Any] = {}
         self._tokens: dict[str, tuple[int, bytes]] = {}
         self.cache = self._create_cache(self._load())
         if self.path is not None:
@@ -227,16 +228,18 @@ class Pipelines(DiskCache):
         info = vk.VkPipelineCacheCreateInfo(sType=vk.VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO)
         return vk.vkCreatePipelineCache(self.rt.device, info, None)
 
-    def data(self) -> bytes:
-        """The current ``vkGetPipelineCacheData`` bytes (header and driver data) of the cache."""
+    def data(self, cache=None) -> bytes:
+        """The current ``vkGetPipelineCacheData`` bytes (header and driver data) of ``cache``
+        (default: this Runtime's)."""
         vk, ffi = self.rt.vk, self.rt.vk.ffi
+        cache = self.cache if cache is None else cache
         with self._lock:
             size = ffi.new("size_t*")
             for _ in range(4):  # the size may grow between the two calls (another thread's pipeline)
-                if vk.lib.vkGetPipelineCacheData(self.rt.device, self.cache, size, ffi.NULL) != vk.VK_SUCCESS:
+                if vk.lib.vkGetPipelineCacheData(self.rt.device, cache, size, ffi.NULL) != vk.VK_SUCCESS:
                     raise vk.VkError("vkGetPipelineCacheData failed")
                 buf = ffi.new("char[]", max(int(size[0]), 1))
-                result = vk.lib.vkGetPipelineCacheData(self.rt.device, self.cache, size, buf)
+                result = vk.lib.vkGetPipelineCacheData(self.rt.device, cache, size, buf)
                 if result == vk.VK_SUCCESS:
                     return ffi.buffer(buf, size[0])[:]
             raise vk.VkError(f"vkGetPipelineCacheData: result {result}")
@@ -262,55 +265,63 @@ class Pipelines(DiskCache):
 
     # -- a session's compilation cache ---------------------------------------------------
     def adopt(self, cache) -> None:
-        """Merge the pipeline-cache entry (``TOKEN_ENTRY``) of ``cache``, a session's
-        ``CompilationCache``, into this Runtime's ``VkPipelineCache``, once per token and
-        process. The compilation cache checks the entry's bytes in memory (SHA-256 against its
-        mapping, key, own hash; environment: ``device_key``), then ``check_vk_header`` and the
-        driver (``vkCreatePipelineCache`` from them, ``vkMergePipelineCaches``); a refused entry
-        warns (``RuntimeWarning``), counts in ``stats["rejected"]`` and is replaced at
-        ``save_to``."""
+        """Give the token of ``cache``, a session's ``CompilationCache``, a ``VkPipelineCache`` of
+        its own, once per token and process: seeded with its pipeline-cache entry
+        (``TOKEN_ENTRY``), else (no entry, or a refused one) with this Runtime's cache. The
+        session's pipelines are created through it (``get``) and ``save_to`` saves its data, so
+        that a model's entry holds the pipelines of that model, not every pipeline the process
+        made (a process running five models saved each one's entry with the pipelines of all
+        the models before it, and the next process read and merged them all, 11-12 ms a model
+        on the H200). The compilation cache checks the entry's bytes in memory (SHA-256 against
+        its mapping, key; environment: ``device_key``), then ``check_vk_header`` and the driver
+        (``vkCreatePipelineCache`` from them); a refused entry warns (``RuntimeWarning``),
+        counts in ``stats["rejected"]`` and is replaced at ``save_to``."""
         with self._lock:
-            if cache.token in self._tokens:
+            if cache.token in self._token_caches:
                 return
-            self._tokens[cache.token] = (-1, b"")  # saved at the end of the resize unless loaded below
             payload = cache.load(TOKEN_ENTRY, self.key)
-            if payload is None:
-                return
-            vk = self.rt.vk
-            try:
-                check_vk_header(payload, self.info)
-                self.wait()  # the destination of a merge is externally synchronised
-                source = self._new_cache(payload)
+            own = None
+            if payload is not None:
+                vk = self.rt.vk
                 try:
-                    vk.vkMergePipelineCaches(self.rt.device, self.cache, 1, [source])
-                finally:
-                    vk.vkDestroyPipelineCache(self.rt.device, source, None)
-            except (ValueError, vk.VkError) as e:
-                self.stats["rejected"] += 1
-                self.last_rejection = f"{TOKEN_ENTRY}: {e or type(e).__name__}"
-                why = f"compilation cache entry {TOKEN_ENTRY!r} rejected ({self.last_rejection}); rebuilding"
-                warnings.warn(why, RuntimeWarning, 3)
-                return
-            self.stats["loaded"] += 1
-            self._tokens[cache.token] = (self.stats["created"], payload)
+                    check_vk_header(payload, self.info)
+                    own = self._new_cache(payload)
+                except (ValueError, vk.VkError) as e:
+                    self.stats["rejected"] += 1
+                    self.last_rejection = f"{TOKEN_ENTRY}: {e or type(e).__name__}"
+                    why = f"compilation cache entry {TOKEN_ENTRY!r} rejected ({self.last_rejection}); rebuilding"
+                    warnings.warn(why, RuntimeWarning, 3)
+                    payload = None
+                else:
+                    self.stats["loaded"] += 1
+            if own is None:  # no entry: this Runtime's pipelines (its disk cache) seed the token's
+                own = self._create_cache(None)
+                self.wait()  # the source of a merge is externally synchronised
+                self.rt.vk.vkMergePipelineCaches(self.rt.device, own, 1, [self.cache])
+            self._token_caches[cache.token] = own
+            self._tokens[cache.token] = (0, payload or b"")
 
     def save_to(self, cache) -> bool:
-        """Save the pipeline cache's data as ``cache``'s entry ``TOKEN_ENTRY`` when pipelines were
-        created since this token's entry was adopted or saved and the data differ from it;
-        True when saved (the data hold every pipeline of this Runtime, so the next process
-        creates the model's pipelines from them). A failure warns once (``write_failed``)."""
+        """Save the data of ``cache``'s token's ``VkPipelineCache`` (``adopt``) as its entry
+        ``TOKEN_ENTRY`` when pipelines were created through it since it was adopted or saved and
+        the data differ from the entry's; True when saved. With a disk cache of this Runtime,
+        the token's pipelines are merged into the Runtime's cache too (``save``). A failure
+        warns once (``write_failed``)."""
         with self._lock:
-            count, known = self._tokens.get(cache.token, (-1, b""))
-            if count == self.stats["created"]:
+            own = self._token_caches.get(cache.token)
+            created, known = self._tokens.get(cache.token, (0, b""))
+            if own is None or created == 0:
                 return False
             self.wait()
             try:
-                payload = self.data()
+                payload = self.data(own)
                 check_vk_header(payload, self.info)  # never save what the next adopt would refuse
             except Exception as e:  # a driver error or bad header
                 self.write_failed(f"{TOKEN_ENTRY} of {cache.folder}", e, stacklevel=2)
                 return False
-            self._tokens[cache.token] = (self.stats["created"], payload)
+            self._tokens[cache.token] = (0, payload)
+            if self.path is not None:
+                self.rt.vk.vkMergePipelineCaches(self.rt.device, self.cache, 1, [own])
             if payload == known:
                 return False  # pipelines created from the entry: nothing new to save
             cache.save(TOKEN_ENTRY, self.key, payload)
@@ -366,12 +377,15 @@ class Pipelines(DiskCache):
             self._layouts[key] = vk.vkCreatePipelineLayout(self.rt.device, info, None)
         return self._layouts[key]
 
-    def get(self, name: str, bindings: int, push_size: int, spec: tuple[tuple[int, SpecValue], ...] = ()) -> Pipeline:
+    def get(
+        self, name: str, bindings: int, push_size: int, spec: tuple[tuple[int, SpecValue], ...] = (), token: str | None = None
+    ) -> Pipeline:
         """The compute pipeline of variant ``name`` (entry ``main``) with these specialization
-        constants. A new one is created on one of ``MAX_THREADS`` threads: the pipelines a
-        resize asks for are compiled in parallel, and recording its command buffers waits for
-        them (``Pipeline.pipeline``); one whose creation failed is forgotten (asked again, it
-        is created again)."""
+        constants. A new one is created on one of ``MAX_THREADS`` threads, through the
+        ``VkPipelineCache`` of the compilation-cache ``token`` where it was adopted, else this
+        Runtime's: the pipelines a resize asks for are compiled in parallel, and recording its
+        command buffers waits for them (``Pipeline.pipeline``); one whose creation failed is
+        forgotten (asked again, it is created again)."""
         key = (name, bindings, push_size, spec)
         with self._lock:
             hit = self._pipelines.get(key)
@@ -383,9 +397,13 @@ class Pipelines(DiskCache):
             if self._threads is None:
                 workers = min(MAX_THREADS, os.cpu_count() or 1)
                 self._threads = ThreadPoolExecutor(workers, thread_name_prefix="mnnpy-vulkan-pipeline")
-            created = self._threads.submit(self._create, name, module, layout, spec)
+            through = self._token_caches.get(token, self.cache)
+            created = self._threads.submit(self._create, name, module, layout, spec, through)
             p = self._pipelines[key] = Pipeline(name, created, layout, self.set_layout(bindings), bindings, push_size)
             self.stats["created"] += 1
+            if token in self._tokens:
+                count, data = self._tokens[token]
+                self._tokens[token] = (count + 1, data)
             self._dirty = True
         created.add_done_callback(lambda f: f.exception() is None or self._forget(key, p))
         return p
@@ -402,7 +420,7 @@ class Pipelines(DiskCache):
             pending = [p.created for p in self._pipelines.values()]
         wait(pending)
 
-    def _create(self, name: str, module, layout, spec) -> Any:
+    def _create(self, name: str, module, layout, spec, through) -> Any:
         """A new ``VkPipeline`` (on a worker thread; the pipeline cache is internally synchronised)."""
         vk, ffi = self.rt.vk, self.rt.vk.ffi
         t0 = time.perf_counter()
@@ -421,6 +439,6 @@ class Pipelines(DiskCache):
             pSpecializationInfo=spec_info,
         )
         info = vk.VkComputePipelineCreateInfo(sType=vk.VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO, stage=stage, layout=layout)
-        pipeline = vk.vkCreateComputePipelines(self.rt.device, self.cache, 1, [info], None)[0]
+        pipeline = vk.vkCreateComputePipelines(self.rt.device, through, 1, [info], None)[0]
         _log.info("Vulkan pipeline %s %s: miss, created in %.1f ms", name, spec, (time.perf_counter() - t0) * 1e3)
         return pipeline
