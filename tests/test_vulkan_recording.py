@@ -163,12 +163,14 @@ def test_waits_poll_the_fence_on_a_gpu_then_block(rng, monkeypatch):
             np.testing.assert_allclose(dev.run({"a": a, "b": b})["c"], cpu.run({"a": a, "b": b})["c"], **ACCUMULATE)
 
 
-@pytest.mark.parametrize("direct", [True, False], ids=["written-in-place", "through-staging"])
-def test_only_constants_that_dispatches_bind_are_uploaded(rng, monkeypatch, direct):
+@pytest.mark.parametrize(
+    "direct, threads", [(True, False), (True, True), (False, False)], ids=["written-in-place", "on-threads", "through-staging"]
+)
+def test_only_constants_that_dispatches_bind_are_uploaded(rng, monkeypatch, direct, threads):
     """The general Conv reads its weights re-laid (``Conv2D.blocked_into``, written at
     upload): the graph's own weight tensor is bound by no dispatch and is not uploaded;
     outputs match the CPU's, with the constants written into mappable device memory (lavapipe
-    has it) and through a staging buffer (``MNNPY_VULKAN_DIRECT_CONSTANTS=0``, a discrete GPU
+    has it; large ones on several threads) and through a staging buffer (``MNNPY_VULKAN_DIRECT_CONSTANTS=0``, a discrete GPU
     without resizable BAR)."""
     from mnnpy.backends.vulkan import backend as vb
     from mnnpy.backends.vulkan import memory as vm
@@ -176,6 +178,8 @@ def test_only_constants_that_dispatches_bind_are_uploaded(rng, monkeypatch, dire
     from tests.backend_compare import conv_model
 
     monkeypatch.setattr(vm, "DIRECT_CONSTANTS", direct)
+    if threads:  # every constant counts as large: written by the writer threads (_write_constants)
+        monkeypatch.setattr(vb, "PARALLEL_WRITE_BYTES", 0)
     staged = []
     real_staging = vm.ResizeMemory.staging_block
     monkeypatch.setattr(

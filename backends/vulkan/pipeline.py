@@ -157,6 +157,25 @@ def _save_at_exit(ref: weakref.ref, pid: int) -> None:
             pass
 
 
+def _started_pool(workers: int) -> ThreadPoolExecutor:
+    """A pool of ``workers`` threads for creating pipelines, every thread started now (with
+    the Runtime: a warm process's first resize spent 3-7 ms starting them one pipeline at a
+    time); each start-up task waits (at most 5 s) until all have started, so that each runs on
+    a thread of its own."""
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="mnnpy-vulkan-pipeline")
+    gate = threading.Barrier(workers, timeout=5)
+
+    def arrive() -> None:
+        try:
+            gate.wait()
+        except threading.BrokenBarrierError:
+            pass
+
+    for _ in range(workers):
+        pool.submit(arrive)
+    return pool
+
+
 class Pipelines(DiskCache):
     """Per-Runtime cache of shader modules, set/pipeline layouts and compute pipelines, with
     the ``VkPipelineCache`` they are created through loaded from and saved to disk.
@@ -181,7 +200,7 @@ class Pipelines(DiskCache):
         self._layouts: dict[tuple[int, int], Any] = {}
         self._pipelines: dict[tuple, Pipeline] = {}
         self._lock = threading.RLock()
-        self._threads: ThreadPoolExecutor | None = None  # started at the first pipeline created
+        self._threads = _started_pool(min(MAX_THREADS, os.cpu_count() or 1))
         # compilation-cache token -> its VkPipelineCache (adopt), and (pipelines created through
         # it since it was adopted or saved, its entry's data then)
         self._token_caches: dict[str, Any] = {}
@@ -394,9 +413,6 @@ class Pipelines(DiskCache):
                 _log.debug("Vulkan pipeline %s %s: memory hit", name, spec)
                 return hit
             module, layout = self.module(name), self.layout(bindings, push_size)
-            if self._threads is None:
-                workers = min(MAX_THREADS, os.cpu_count() or 1)
-                self._threads = ThreadPoolExecutor(workers, thread_name_prefix="mnnpy-vulkan-pipeline")
             through = self._token_caches.get(token, self.cache)
             created = self._threads.submit(self._create, name, module, layout, spec, through)
             p = self._pipelines[key] = Pipeline(name, created, layout, self.set_layout(bindings), bindings, push_size)
