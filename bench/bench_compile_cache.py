@@ -13,7 +13,8 @@ The models are converted once (in this process) into a work folder. Then per bac
 repetition, with a new empty ``cache_dir``: a **cold** child process, then a **warm** one, each
 running the five models one after another (input shapes: 1x3x224x224, 640x640, 48x320,
 48x192). Each child reports, in ms: ``import`` (mnnpy), ``runtime`` (the backend's Runtime:
-instance, device, context, queues; per process), ``registries`` (importing the op schemas and
+instance, device, context, queues, and the CPU's, whose backend every session also has; per
+process; before 2026-12-03 the CPU's was made in the first model's create+resize), ``registries`` (importing the op schemas and
 the CPU's and the backend's Executions, done once per process by the first session), and per
 model ``load`` (``Interpreter``: read and validate the model) and ``create+resize``
 (``create_session(backend=..., cache_dir=...)`` then ``resize`` to the input shape: schedule,
@@ -81,6 +82,7 @@ def child(backend: str, cache_dir: str, workdir: str, names: list[str], profile:
     out: dict = {"import": _ms(t0), "models": {}, "profiles": {}}
     t0 = time.perf_counter()
     get_runtime(backend)
+    get_runtime("cpu")  # every session has the CPU backend too: its Runtime is per process as well
     out["runtime"] = _ms(t0)
     t0 = time.perf_counter()
     _load_registries(backend)
