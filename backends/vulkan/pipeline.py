@@ -28,10 +28,12 @@ earlier (``VulkanRuntime.save_pipeline_cache``). A folder that cannot be created
 disables the disk cache with one warning; pipelines still work.
 
 A session with a compilation cache (``create_session(cache_dir=...)``, ``mnnpy.compilation_cache``)
-also keeps the pipeline cache's data as the entry ``TOKEN_ENTRY`` of its model's token:
-merged into the Runtime's cache at its first resize (``adopt``: the compilation cache checks
-the bytes in memory, then the Vulkan header and the driver), saved after a resize that
-created pipelines (``save_to``). A refused entry warns and is replaced.
+also keeps the pipeline cache's data as the entry ``TOKEN_ENTRY`` of its model's token: the
+token gets a ``VkPipelineCache`` of its own at its first resize in a process, seeded from the
+entry (``adopt``: the compilation cache checks the bytes in memory, then the Vulkan header and
+the driver; no entry: from the Runtime's cache), its sessions create their pipelines through
+it, and its data are saved after a resize that created pipelines (``save_to``). A refused
+entry warns and is replaced.
 
 Source: Vulkan 1.3 specification, "Pipelines" (compute pipelines, specialization
 constants, pipeline cache, "Pipeline Cache Header", ``VkPipelineCacheHeaderVersionOne``)
