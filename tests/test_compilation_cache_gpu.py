@@ -231,3 +231,23 @@ def test_a_models_pipeline_entry_holds_its_own_pipelines(fresh, tmp_path):
     pipelines = fresh("vulkan")
     run(interp, feeds, "vulkan", tmp_path / "after-True")
     assert pipelines.stats["loaded"] == 1 and pipelines.stats["rejected"] == 0
+
+
+@pytest.mark.skipif(not backend_availability("vulkan")[0], reason="vulkan unavailable")
+def test_a_refused_pipeline_entry_is_replaced_when_its_pipelines_were_in_memory(cold, fresh, tmp_path):
+    """A damaged pipeline entry is replaced at the end of the resize even when no pipeline was
+    created for it (another token's session made them all in this process): the next process
+    loads the new entry without a warning."""
+    interp, feeds, want, token = cold("vulkan")
+    path = entry_path(tmp_path, token, "vulkan/pipeline-cache")
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x10
+    path.write_bytes(bytes(data))
+    pipelines = fresh("vulkan")
+    same(run(interp, feeds, "vulkan", tmp_path / "other", token="ab" * 32), want)  # every pipeline made here
+    made = pipelines.stats["created"]
+    same(run(interp, feeds, "vulkan", tmp_path, expect_warning=True), want)
+    assert pipelines.stats["created"] == made  # all from memory
+    again = fresh("vulkan")
+    same(run(interp, feeds, "vulkan", tmp_path), want)  # no warning: the entry was replaced
+    assert again.stats["loaded"] == 1 and again.stats["rejected"] == 0

@@ -188,9 +188,9 @@ class VulkanBackend(GPUBackend):
 
     def constant_filled(self, shape, dtype, fill) -> VkTensor:
         """A device constant of ``shape``/``dtype`` owned by this resize whose bytes ``fill(dst)``
-        writes at upload (``dst``: a C-contiguous view of the staging buffer), so that
-        prepared data (re-laid weights) is written once, straight into the staging memory.
-        Call it from ``prepare``."""
+        writes at upload (``dst``: a C-contiguous view of the staging buffer, or host memory
+        then copied into mappable device memory in one pass: ``_write_constants``), so that
+        prepared data (re-laid weights) is made where it is uploaded from. Call it from ``prepare``."""
         return self._memory.constant_filled(shape, dtype, fill)
 
     def weights(self, value: np.ndarray) -> VkTensor:
@@ -359,10 +359,10 @@ class VulkanBackend(GPUBackend):
                 device[t.offset - first : t.offset - first + v.nbytes] = np.ascontiguousarray(v).reshape(-1).view(np.uint8)
 
             big = [item for item in items if item[1].nbytes >= PARALLEL_WRITE_BYTES]
-            if len(big) > 1 and (os.cpu_count() or 1) > 1:  # NumPy's copies release the GIL
-                list(_writers().map(write, big))
-            else:
-                big = []
+            if len(big) < 2 or (os.cpu_count() or 1) < 2:
+                big = []  # nothing to spread
+            if big:
+                list(_writers().map(write, big))  # NumPy's copies release the GIL
             for item in items:
                 if not big or item[1].nbytes < PARALLEL_WRITE_BYTES:
                     write(item)

@@ -203,10 +203,11 @@ class Pipelines(DiskCache):
         self._pipelines: dict[tuple, Pipeline] = {}
         self._lock = threading.RLock()
         self._threads = _started_pool(min(MAX_THREADS, os.cpu_count() or 1))
-        # compilation-cache token -> its VkPipelineCache (adopt), and (pipelines created through
-        # it since it was adopted or saved, its entry's data then)
+        # compilation-cache token -> its VkPipelineCache (adopt), and (whether its entry is to be
+        # saved: pipelines created through it, or no valid entry, since adopt or save_to; the
+        # entry's data then)
         self._token_caches: dict[str, Any] = {}
-        self._tokens: dict[str, tuple[int, bytes]] = {}
+        self._tokens: dict[str, tuple[bool, bytes]] = {}
         self.cache = self._create_cache(self._load())
         if self.path is not None:
             atexit.register(_save_at_exit, weakref.ref(self), os.getpid())
@@ -320,7 +321,7 @@ class Pipelines(DiskCache):
                 self.wait()  # the source of a merge is externally synchronised
                 self.rt.vk.vkMergePipelineCaches(self.rt.device, own, 1, [self.cache])
             self._token_caches[cache.token] = own
-            self._tokens[cache.token] = (0, payload or b"")
+            self._tokens[cache.token] = (payload is None, payload or b"")  # no valid entry: saved at save_to
 
     def save_to(self, cache) -> bool:
         """Save the data of ``cache``'s token's ``VkPipelineCache`` (``adopt``) as its entry
@@ -330,8 +331,8 @@ class Pipelines(DiskCache):
         warns once (``write_failed``)."""
         with self._lock:
             own = self._token_caches.get(cache.token)
-            created, known = self._tokens.get(cache.token, (0, b""))
-            if own is None or created == 0:
+            pending, known = self._tokens.get(cache.token, (False, b""))
+            if own is None or not pending:
                 return False
             self.wait()
             try:
@@ -340,7 +341,7 @@ class Pipelines(DiskCache):
             except Exception as e:  # a driver error or bad header
                 self.write_failed(f"{TOKEN_ENTRY} of {cache.folder}", e, stacklevel=2)
                 return False
-            self._tokens[cache.token] = (0, payload)
+            self._tokens[cache.token] = (False, payload)
             if self.path is not None:
                 self.rt.vk.vkMergePipelineCaches(self.rt.device, self.cache, 1, [own])
             if payload == known:
@@ -419,9 +420,8 @@ class Pipelines(DiskCache):
             created = self._threads.submit(self._create, name, module, layout, spec, through)
             p = self._pipelines[key] = Pipeline(name, created, layout, self.set_layout(bindings), bindings, push_size)
             self.stats["created"] += 1
-            if token in self._tokens:
-                count, data = self._tokens[token]
-                self._tokens[token] = (count + 1, data)
+            if token in self._tokens:  # its entry is saved again at save_to
+                self._tokens[token] = (True, self._tokens[token][1])
             self._dirty = True
         created.add_done_callback(lambda f: f.exception() is None or self._forget(key, p))
         return p
