@@ -10,7 +10,8 @@ over the bytes read and their digest (waiting for that entry if the thread is on
 does not change: the digest is computed over the bytes in memory, and those bytes are the
 ones used (``CompilationCache.load`` compares it with the mapping's).
 
-``stop`` (after the first plan's ``flush``) ends the thread after its current entry and
+A process forked while the thread ran takes nothing from it (the child has no such thread:
+it reads its entries itself). ``stop`` (after the first plan's ``flush``) ends the thread after its current entry and
 drops what was read but not taken: the read-ahead serves a session's creation, and a later
 resize reads the entries it needs.
 """
@@ -18,6 +19,7 @@ resize reads the entries it needs.
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 from pathlib import Path
 
@@ -38,6 +40,7 @@ class ReadAhead:
             if total + size <= BYTES:
                 chosen.append((name, folder / str(rec.get("file"))))
                 total += size
+        self._pid = os.getpid()  # a forked child has no such thread: it reads for itself
         self._ready = {name: threading.Event() for name, _ in chosen}
         self._got: dict[str, tuple[bytes, str] | None] = {}
         self._stopped = False
@@ -62,7 +65,7 @@ class ReadAhead:
         """``(bytes, SHA-256 hex of those bytes)`` of entry ``name`` as read ahead (once), or
         ``None`` where it was not (the caller reads the file)."""
         event = self._ready.get(name)
-        if event is None:
+        if event is None or os.getpid() != self._pid:
             return None
         event.wait()
         return self._got.pop(name, None)

@@ -93,6 +93,33 @@ def test_entries_are_read_ahead_and_still_checked(models, tmp_path, monkeypatch)
     assert session_run(models, "a", tmp_path, expect_warning=True) == (ENTRIES - 1, 1)
 
 
+def test_a_forked_child_reads_its_entries_itself(models, tmp_path, monkeypatch):
+    """A process forked while the read-ahead thread is still reading takes nothing from it (the
+    child has no such thread, so waiting for it would hang): it reads the entry itself."""
+    import os
+
+    from mnnpy import cache_read_ahead
+
+    session_run(models, "a", tmp_path)
+    token = models["a"][0].model_token()
+    name, rec = next(iter(cc.read_mapping(tmp_path)[token].items()))
+    monkeypatch.setattr(cache_read_ahead.ReadAhead, "_read", lambda self, chosen: threading.Event().wait(30))
+    cache = cc.CompilationCache(tmp_path, token)  # its thread never finishes an entry
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 when it got the entry
+        os._exit(0 if cache.load(name, rec["environment"].rsplit("; ", 1)[-1]) is not None else 1)
+    for _ in range(200):
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        threading.Event().wait(0.05)
+    else:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        pytest.fail("the forked child waited for the parent's read-ahead thread")
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
 def test_npy_view_reads_what_save_wrote_and_refuses_the_rest():
     import io
 
