@@ -137,17 +137,15 @@ class ResizeMemory:
 
     def constant(self, value: np.ndarray) -> VkTensor:
         """A handle for ``value``, placed after the arena; its bytes are uploaded by ``materialize``."""
-        value = np.ascontiguousarray(value)
-        limits.charge(value.nbytes, f"a Vulkan constant {value.shape} {value.dtype}", "vulkan")
-        t = VkTensor(self, self.top, value.shape, value.dtype)
-        self.top = _align(self.top + max(value.nbytes, 1), CONSTANT_ALIGN)
-        self.constants.append((t, value))
-        return t
+        return self._place(np.ascontiguousarray(value))
 
     def constant_filled(self, shape, dtype, fill) -> VkTensor:
         """A handle like ``constant``'s whose bytes ``fill(dst)`` writes into the staging view
         ``dst`` at upload (``Filled``)."""
-        value = Filled(tuple(int(d) for d in shape), np.dtype(dtype), fill)
+        return self._place(Filled(tuple(int(d) for d in shape), np.dtype(dtype), fill))
+
+    def _place(self, value: np.ndarray | Filled) -> VkTensor:
+        """``value``'s handle after the arena and the constants placed before (charged first)."""
         limits.charge(value.nbytes, f"a Vulkan constant {value.shape} {value.dtype}", "vulkan")
         t = VkTensor(self, self.top, value.shape, value.dtype)
         self.top = _align(self.top + max(value.nbytes, 1), CONSTANT_ALIGN)

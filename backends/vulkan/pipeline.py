@@ -317,8 +317,7 @@ class Pipelines(DiskCache):
                 else:
                     self.stats["loaded"] += 1
             if own is None:  # no entry: this Runtime's pipelines (its disk cache) seed the token's
-                own = self._create_cache(None)
-                self.wait()  # the source of a merge is externally synchronised
+                own = self._create_cache(None)  # a merge's destination is externally synchronised: new, nobody else has it
                 self.rt.vk.vkMergePipelineCaches(self.rt.device, own, 1, [self.cache])
             self._token_caches[cache.token] = own
             self._tokens[cache.token] = (payload is None, payload or b"")  # no valid entry: saved at save_to
