@@ -17,6 +17,9 @@ Folder layout (``cache_dir``)::
                              environment, last use (s since the epoch); JSON inside a
                              hash-checked ``mnnpy.cache_file`` entry
     lock                     ``fcntl.flock`` target: writers hold it exclusively
+    sources                  model file identity -> its default token, a guess that lets a warm
+                             session start while the model's hash runs (``mnnpy.cache_sources``:
+                             compared with the hash before the session is handed out)
     entries/<token>/<sha>    one entry: a ``cache_file.pack`` file whose key is ``<token>/<name>``,
                              named by the SHA-256 of its bytes (content-addressed)
 
@@ -58,6 +61,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mnnpy import cache_sources
 from mnnpy.cache_file import pack, read_limited, unpack
 from mnnpy.cache_read_ahead import ReadAhead
 from mnnpy.errors import InputError
@@ -118,6 +122,13 @@ def read_mapping(folder: Path) -> dict:
     return tokens
 
 
+def checked_folder(folder: str | os.PathLike) -> Path:
+    """``cache_dir`` as a ``Path`` (``~`` expanded); ``InputError`` unless a non-empty path."""
+    if not isinstance(folder, (str, os.PathLike)) or not os.fspath(folder):
+        raise InputError(f"cache_dir must be a folder's path (a non-empty str or os.PathLike), got {folder!r}")
+    return Path(folder).expanduser()
+
+
 def _good_record(r: dict) -> bool:
     """Whether a mapping record has every field of the type ``save`` writes: ``file`` and
     ``sha256`` 64 hex digits, ``size`` an int >= 0, ``environment`` a str, ``used`` a finite
@@ -154,12 +165,20 @@ class CompilationCache:
     cannot be created or written, or for a malformed token. ``names_model``: set by the
     Interpreter where the token is the SHA-256 of the model's bytes (``create_session``'s
     default), so that it names the model exactly (``mnnpy.plan_cache`` keys graphs by position
-    then)."""
+    then). ``source``: the model's ``model_file.SourceDigest`` where ``token`` is its default
+    one: with ``guessed``, ``token`` is the guess of ``cache_sources`` and nothing is written
+    until ``confirmed``; without, the token is recorded for the file at ``flush``
+    (``for_model``)."""
 
-    def __init__(self, folder: str | os.PathLike, token: str | bytes, max_bytes: int = DEFAULT_MAX_BYTES):
-        if not isinstance(folder, (str, os.PathLike)) or not os.fspath(folder):
-            raise InputError(f"cache_dir must be a folder's path (a non-empty str or os.PathLike), got {folder!r}")
-        self.token, self.folder, self.max_bytes = checked_token(token), Path(folder).expanduser(), max_bytes
+    def __init__(
+        self,
+        folder: str | os.PathLike,
+        token: str | bytes,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        source=None,
+        guessed: bool = False,
+    ):
+        self.token, self.folder, self.max_bytes = checked_token(token), checked_folder(folder), max_bytes
         try:
             (self.folder / "entries").mkdir(parents=True, exist_ok=True)
             (self.folder / "lock").touch()
@@ -178,11 +197,41 @@ class CompilationCache:
         self.names_model = False
         self._lock = threading.RLock()  # sibling sessions (run lanes) share the cache: one bookkeeper at a time
         self._ahead = ReadAhead(self.folder / "entries" / self.token, self.records) if self.records else None
+        self._source = source if source is not None and source.key is not None else None
+        self._guess = self._source if guessed else None  # compared with the token at confirmed()
+        self.wrong = False  # a guessed token that was not the model's: nothing of it is kept
+
+    @classmethod
+    def for_model(cls, folder: str | os.PathLike, source, max_bytes: int = DEFAULT_MAX_BYTES) -> CompilationCache:
+        """The cache of the model whose bytes ``source`` (a ``model_file.SourceDigest``) hashes,
+        under their SHA-256; while the hash still runs, under the token ``cache_sources`` recorded
+        for the same file (``guessed``, to be ``confirmed``), where there is one."""
+        if source.key is not None and not source.done():
+            token = cache_sources.guess(checked_folder(folder), source.key)
+            if token is not None:
+                return cls(folder, token, max_bytes, source, guessed=True)
+        return cls(folder, source.hexdigest(), max_bytes, source)
+
+    @property
+    def guessed(self) -> bool:
+        """Whether the token is a guess not yet compared with the model's hash."""
+        return self._guess is not None
+
+    def confirmed(self) -> bool:
+        """Whether the token is the model's: a guessed one is compared with the model's
+        SHA-256 (waiting for it) the first time; False sets ``wrong`` for good."""
+        with self._lock:
+            if self._guess is not None:
+                self.wrong = self._guess.hexdigest() != self.token
+                self._guess = None
+                if not self.wrong:
+                    self._source = None  # the guess came from the sources file: recorded already
+            return not self.wrong
 
     def load(self, name: str, device: str) -> bytes | None:
         """The verified payload of entry ``name`` made on ``device`` (``environment``), or None
         (absent, or rejected with a ``RuntimeWarning``: the caller recomputes)."""
-        rec = self.records.get(name)
+        rec = self.records.get(name) if not self.wrong else None
         if rec is None:
             self.misses += 1
             return None
@@ -210,7 +259,10 @@ class CompilationCache:
 
     def save(self, name: str, device: str, payload: bytes) -> None:
         """Write entry ``name`` (atomic); the mapping records it at ``flush``. An ``OSError``
-        (a full disk) is a ``RuntimeWarning``: the session works without the entry."""
+        (a full disk) is a ``RuntimeWarning``: the session works without the entry. Nothing
+        is written under a token that is not the model's (``confirmed``)."""
+        if not self.confirmed():
+            return
         data = pack(MAGIC_ENTRY, FORMAT, f"{self.token}/{name}", payload)
         sha = hashlib.sha256(data).hexdigest()
         try:
@@ -241,20 +293,31 @@ class CompilationCache:
     def flush(self) -> None:
         """Record saved entries and last uses in the mapping file (under the lock), then evict
         the least recently used entries past ``max_bytes``. Nothing is written when nothing
-        changed and every entry used was used less than ``TOUCH_S`` ago."""
+        changed and every entry used was used less than ``TOUCH_S`` ago, nor while the token is
+        a guess (``create_session`` flushes once it is ``confirmed``) or a wrong one. Records
+        the model file's token (``cache_sources``) where it is not yet."""
         with self._lock:
             if self._ahead is not None:  # the first plan is made: later resizes read what they need
                 self._ahead.stop()
                 self._ahead = None
-            self._flush()
+            if self._guess is None and not self.wrong:
+                self._flush()
 
     def _flush(self) -> None:
         now = time.time()
         stale = {n for n in self.touched if now - float(self.records[n].get("used", 0)) > TOUCH_S}
-        if not self.saved and not stale:
+        source = self._source
+        if not self.saved and not stale and source is None:
+            return
+        self._source = None  # recorded (or tried) once
+        if source is not None and not self.saved and not stale and cache_sources.guess(self.folder, source.key) == self.token:
             return
         try:
             with locked(self.folder):
+                if source is not None:
+                    cache_sources.remember(self.folder, source.key, self.token)
+                if not self.saved and not stale:
+                    return
                 try:
                     tokens = read_mapping(self.folder)
                 except ValueError:

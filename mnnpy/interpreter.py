@@ -156,7 +156,28 @@ class Interpreter:
         check(prepare_by, "before preparing the session")
         t0 = time.perf_counter()
         config = checked_config(precision, num_threads, tuning)  # checked before the cache folder is touched
-        config = replace(config, cache=self._compilation_cache(cache_dir, cache_token))
+        cache = self._compilation_cache(cache_dir, cache_token)
+        options = (backend, memory_limit, priority, preference, devices, prepare_by)
+        try:
+            session = self._prepared(replace(config, cache=cache), *options)
+        except Exception:
+            if cache is None or not cache.guessed or cache.confirmed():
+                raise
+            session = None  # made from another model's entries (cache_sources): prepared again below
+        if cache is not None and cache.guessed and cache.confirmed():
+            cache.flush()  # what waited for the token to be confirmed
+            self._token = cache.token
+        elif cache is not None and cache.wrong:
+            _log.info("compilation cache: the token guessed for %s was not its SHA-256; prepared again", self.net.source)
+            session is None or session.close()
+            self.model_token()  # the hash, done: the next cache opens under it
+            cache = self._compilation_cache(cache_dir, cache_token)
+            session = self._prepared(replace(config, cache=cache), *options)
+        _log.info("session on %s created in %.1f ms", [b.name for b in session.backends], (time.perf_counter() - t0) * 1e3)
+        return session
+
+    def _prepared(self, config: BackendConfig, backend, memory_limit, priority, preference, devices, prepare_by) -> Session:
+        """``create_session``'s session on ``config``, planned where the inputs' shapes are static."""
         session = self.unplanned_session(backend, config, memory_limit, priority, preference, devices)
         check(prepare_by, "preparing the session, after its backends were made")
         fixed = {d.name: d.shape for d in session.inputs}
@@ -168,7 +189,6 @@ class Interpreter:
                 check(prepare_by, "preparing the session, after planning it")
         auto = {"preference": preference, "devices": devices}
         session._spawn = partial(self._sibling, backend, config, memory_limit, priority, auto, fixed if static else None)
-        _log.info("session on %s created in %.1f ms", [b.name for b in session.backends], (time.perf_counter() - t0) * 1e3)
         return session
 
     def model_token(self) -> str:
@@ -188,7 +208,13 @@ class Interpreter:
             return None
         from mnnpy.compilation_cache import CompilationCache
 
-        cache = CompilationCache(cache_dir, self.model_token() if cache_token is None else cache_token)
+        digest = self.net.source_digest
+        if cache_token is not None:
+            cache = CompilationCache(cache_dir, cache_token)
+        elif self._token is None and digest is not None:
+            cache = CompilationCache.for_model(cache_dir, digest)  # maybe a guess while the hash runs (cache_sources)
+        else:
+            cache = CompilationCache(cache_dir, self.model_token(), source=digest)
         cache.names_model = cache_token is None
         return cache
 

@@ -17,6 +17,7 @@ import threading
 
 import numpy as np
 
+from mnnpy.cache_sources import stat_key
 from mnnpy.errors import ModelFormatError
 from mnnpy.files import atomic_write, open_regular
 from mnnpy.ir import Net
@@ -56,12 +57,13 @@ def load(source: str | os.PathLike | bytes | bytearray | memoryview) -> Net:
     rewritten in place by another program (``cp new.mnnpy loaded.mnnpy``) changes the mapped
     pages under it (README, "Model files").
     """
+    key = None
     if isinstance(source, (bytes, bytearray, memoryview)):
         buf, where = _aligned_copy(source), "model bytes"
     else:
         where = os.fspath(source)
-        buf = _map_file(source, where)
-    digest = SourceDigest(buf)  # computed on another thread while the model is read
+        buf, key = _map_file(source, where)
+    digest = SourceDigest(buf, key)  # computed on another thread while the model is read
     net = ModelReader(buf, where, identifier=FILE_IDENTIFIER, version=FORMAT_VERSION, align=ALIGN).read()
     net.source = buf  # the very bytes the constants view (the compilation cache's token hashes them)
     net.source_digest = digest
@@ -72,12 +74,14 @@ class SourceDigest:
     """The SHA-256 of a model's bytes ``buf`` (the default compilation-cache token,
     ``Interpreter.model_token``), computed by a daemon thread started here: hashing releases
     the GIL, so it overlaps with reading the model (PP-OCRv4 det's 4.7 MB: about 2.5 ms;
-    ResNet-18's 46.8 MB: about 30). Below ``THREAD_BYTES`` it is computed when asked for."""
+    ResNet-18's 46.8 MB: about 30). Below ``THREAD_BYTES`` it is computed when asked for.
+    ``key``: the mapped file's identity (``cache_sources.stat_key``), None for bytes; the
+    compilation cache guesses the token from it while the hash runs (``mnnpy.cache_sources``)."""
 
     THREAD_BYTES = 1 << 20
 
-    def __init__(self, buf):
-        self._buf, self._hex = buf, None
+    def __init__(self, buf, key: str | None = None):
+        self._buf, self._hex, self.key = buf, None, key
         self._thread = None
         if len(buf) >= self.THREAD_BYTES:
             self._thread = threading.Thread(target=self._compute, name="mnnpy-model-digest", daemon=True)
@@ -85,6 +89,10 @@ class SourceDigest:
 
     def _compute(self) -> None:
         self._hex = hashlib.sha256(self._buf).hexdigest()
+
+    def done(self) -> bool:
+        """Whether ``hexdigest`` would return without waiting for the thread."""
+        return self._thread is None or not self._thread.is_alive()
 
     def hexdigest(self) -> str:
         """64 lower-case hex digits (waits for the thread where one runs)."""
@@ -95,14 +103,15 @@ class SourceDigest:
         return self._hex
 
 
-def _map_file(path: str | os.PathLike, where: str) -> mmap.mmap | bytes:
-    """The file's bytes, memory-mapped read-only (``b""`` for an empty file). Only a regular
+def _map_file(path: str | os.PathLike, where: str) -> tuple[mmap.mmap | bytes, str]:
+    """The file's bytes, memory-mapped read-only (``b""`` for an empty file), and its identity
+    as mapped (``cache_sources.stat_key`` of the open descriptor). Only a regular
     file is opened (non-blocking, ``mnnpy.files.open_regular``): a named pipe or a device is a
     ``ModelFormatError`` at once, never a hang."""
     try:
         with open_regular(path) as f:
-            size = os.fstat(f.fileno()).st_size
-            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+            st = os.fstat(f.fileno())
+            return (mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if st.st_size else b""), stat_key(st)
     except (OSError, ValueError) as e:  # ValueError: a path with a NUL byte
         raise ModelFormatError(f"{where}: cannot read model file: {e}") from e
 

@@ -3,7 +3,8 @@
 
 ``list``: per token, its entries with size (bytes) and last use; ``verify``: reads every
 entry into memory and checks it as a session would (mapping SHA-256, key, own hash), exit 1
-when one is bad; ``clear``: removes the mapping and every entry (under the writers' lock).
+when one is bad; ``clear``: removes the mapping, the model files' tokens (``mnnpy.cache_sources``) and every
+entry (under the writers' lock).
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ def run(args) -> int:
     if args.action == "clear":
         with locked(folder):
             (folder / "mapping").unlink(missing_ok=True)
+            (folder / "sources").unlink(missing_ok=True)
             shutil.rmtree(folder / "entries", ignore_errors=True)
         print(f"cleared {folder}")
         return 0
