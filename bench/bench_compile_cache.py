@@ -33,8 +33,8 @@ instead of the default token, the SHA-256 of the model file, which each process 
 (ResNet-18's 46.8 MB: about 35 ms on the H200 machine's CPU, in cold and warm alike).
 
 ``--profile N``: after each warm process a third one (the cache as warm) profiles each model's
-create+resize (cProfile) and the N functions with the largest cumulative time are printed
-below the table; the warm figures come from the unprofiled process (cProfile's overhead,
+create+resize (cProfile) and the N functions with the largest cumulative time, then the N with
+the largest own time, are printed below the table; the warm figures come from the unprofiled process (cProfile's overhead,
 30-100% on Python-heavy code, stays out of them; before 2026-12-03 the warm process itself
 was profiled, which inflated warm times).
 """
@@ -135,6 +135,7 @@ def _one_model(mnnpy, np, backend: str, cache_dir: str, path: Path, name: str, p
     if prof:
         buf = io.StringIO()
         pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats(profile)
+        pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(profile)
         text = buf.getvalue()
     return {"load": load, "create_resize": create, "outputs": digest.hexdigest()[:16]}, text
 
@@ -276,7 +277,13 @@ def main(argv: list[str] | None = None) -> int:
     lines = header(args, names) + table(results, status)
     for backend, pairs in results.items():
         for name, text in pairs[-1][1].get("profiles", {}).items():
-            lines += ["", f"warm create+resize of {name} on {backend}, cProfile (cumulative):", "```", text.strip(), "```"]
+            lines += [
+                "",
+                f"warm create+resize of {name} on {backend}, cProfile (cumulative, then own time):",
+                "```",
+                text.strip(),
+                "```",
+            ]
     print("\n".join(lines))
     if args.output:
         args.output.write_text("\n".join(lines) + "\n")

@@ -5,6 +5,7 @@ shader folder (package data, else the repository's ``shaders/``). Nothing here i
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +36,15 @@ def choose_device(
     return min(devices, key=rank), ""
 
 
+@cache
 def shader_dir(api: str, marker: str):
-    """The folder of ``api``'s shaders ("opencl", "vulkan"): package data ``mnnpy.shaders.<api>``
-    when it holds ``marker``, else the repository's ``shaders/<api>``."""
+    """The folder of ``api``'s shaders ("opencl", "vulkan") holding ``marker``: ``shaders/<api>``
+    two levels above this file (an installed package's ``mnnpy/shaders``, a checkout's
+    ``shaders``), else package data ``mnnpy.shaders.<api>`` (``importlib.resources``, imported
+    only then: with ``zipfile``, about 7 ms of a process's first session), else the former."""
+    here = Path(__file__).resolve().parents[2] / "shaders" / api
+    if (here / marker).is_file():
+        return here
     try:
         from importlib.resources import files
 
