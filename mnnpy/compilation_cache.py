@@ -66,8 +66,10 @@ from mnnpy.cache_file import pack, read_limited, unpack
 from mnnpy.cache_read_ahead import ReadAhead
 from mnnpy.errors import InputError
 from mnnpy.files import atomic_write
+from mnnpy.log import get_logger
 
 MAGIC_MAP, MAGIC_ENTRY, FORMAT = b"MNNPYMAP", b"MNNPYENT", 1
+_log = get_logger("cache")
 DEFAULT_MAX_BYTES = 1 << 30  # bytes (1 GiB) over all tokens of one folder
 TOUCH_S = 3600.0  # seconds: a last-use time younger than this is not rewritten
 HEX_TOKEN = re.compile(r"[0-9a-f]{64}")
@@ -186,20 +188,27 @@ class CompilationCache:
             raise InputError(f"cache_dir {self.folder} cannot be used: {e}") from None
         if not os.access(self.folder, os.W_OK | os.X_OK):
             raise InputError(f"cache_dir {self.folder} is not writable")
-        try:
-            self.records = read_mapping(self.folder).get(self.token, {})
-        except (ValueError, OSError) as e:
-            warnings.warn(f"compilation cache {self.folder}: mapping file rejected ({e}); rebuilding", RuntimeWarning, 2)
-            self.records = {}
         self.saved: dict[str, dict] = {}  # name -> record, not yet in the mapping file
         self.touched: set[str] = set()
-        self.hits = self.misses = 0
         self.names_model = False
         self._lock = threading.RLock()  # sibling sessions (run lanes) share the cache: one bookkeeper at a time
-        self._ahead = ReadAhead(self.folder / "entries" / self.token, self.records) if self.records else None
+        self._ahead = None
+        self._open(stacklevel=3)
         self._source = source if source is not None and source.key is not None else None
         self._guess = self._source if guessed else None  # compared with the token at confirmed()
         self.wrong = False  # a guessed token that was not the model's: nothing of it is kept
+
+    def _open(self, stacklevel: int) -> None:
+        """The records of ``token`` (from the mapping file), their read-ahead, counters at 0."""
+        try:
+            self.records = read_mapping(self.folder).get(self.token, {})
+        except (ValueError, OSError) as e:
+            warnings.warn(f"compilation cache {self.folder}: mapping file rejected ({e}); rebuilding", RuntimeWarning, stacklevel)
+            self.records = {}
+        self.hits = self.misses = 0
+        if self._ahead is not None:
+            self._ahead.stop()
+        self._ahead = ReadAhead(self.folder / "entries" / self.token, self.records) if self.records else None
 
     @classmethod
     def for_model(cls, folder: str | os.PathLike, source, max_bytes: int = DEFAULT_MAX_BYTES) -> CompilationCache:
@@ -227,6 +236,22 @@ class CompilationCache:
                 if not self.wrong:
                     self._source = None  # the guess came from the sources file: recorded already
             return not self.wrong
+
+    def settle(self) -> bool:
+        """Confirm a guessed token (``confirmed``); where it was wrong, the cache takes the
+        model's SHA-256 as its token from now on (its records, nothing of the guess kept) and
+        False says so: whatever was prepared under the guess (a plan loaded from another
+        model's entry) must be prepared again. True otherwise. ``GraphRunner.plan_for`` calls
+        it after each plan, before the plan is used or the mapping written."""
+        with self._lock:
+            if self.confirmed():
+                return True
+            self.token, self.wrong = self._source.hexdigest(), False
+            self.saved.clear()
+            self.touched.clear()
+            self._open(stacklevel=4)
+            _log.info("compilation cache: the token guessed for the model file is not its SHA-256; prepared again under the hash")
+            return False
 
     def load(self, name: str, device: str) -> bytes | None:
         """The verified payload of entry ``name`` made on ``device`` (``environment``), or None
@@ -294,7 +319,7 @@ class CompilationCache:
         """Record saved entries and last uses in the mapping file (under the lock), then evict
         the least recently used entries past ``max_bytes``. Nothing is written when nothing
         changed and every entry used was used less than ``TOUCH_S`` ago, nor while the token is
-        a guess (``create_session`` flushes once it is ``confirmed``) or a wrong one. Records
+        a guess (``GraphRunner.plan_for`` settles it first) or a wrong one. Records
         the model file's token (``cache_sources``) where it is not yet."""
         with self._lock:
             if self._ahead is not None:  # the first plan is made: later resizes read what they need
@@ -353,6 +378,13 @@ def npy_view(payload: bytes) -> np.ndarray:
     if f.tell() + count * dtype.itemsize != len(payload):
         raise ValueError(f"{len(payload) - f.tell()} data bytes for shape {shape} of {dtype}")
     return np.frombuffer(payload, dtype, count, f.tell()).reshape(shape)
+
+
+def settle_caches(backends) -> bool:
+    """``settle`` the compilation caches of ``backends`` (each once): False when a guessed
+    token was wrong (the plan just made must be made again)."""
+    caches = {id(b.config.cache): b.config.cache for b in backends if b.config.cache is not None}.values()
+    return all([cache.settle() for cache in caches])
 
 
 def flush_caches(backends) -> None:

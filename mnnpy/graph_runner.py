@@ -22,7 +22,7 @@ import numpy as np
 
 from mnnpy import limits
 from mnnpy.backend import Backend, OpInfo
-from mnnpy.compilation_cache import flush_caches
+from mnnpy.compilation_cache import flush_caches, settle_caches
 from mnnpy.device_tensor import DeviceTensor
 from mnnpy.errors import ShapeError
 from mnnpy.float_errors import loud, quiet
@@ -97,7 +97,7 @@ class GraphRunner:
             return plan
         _log.debug("plan cache miss: %s from op %d (%d plans kept)", lazy(self.named, shapes), start, len(cache))
         try:
-            plan = self.planner.plan(key, shapes, values or {}, start, dtypes or {})
+            plan = self._settled_plan(key, shapes, values or {}, start, dtypes or {})
         except ShapeError as e:
             raise ShapeError(f"input shapes {self.named(shapes)}: {e}") from None
         except MemoryError as e:
@@ -114,6 +114,18 @@ class GraphRunner:
                 b.on_plans_evicted()
         self.resize_count += 1
         return plan
+
+    def _settled_plan(self, key, shapes, values, start, dtypes) -> Plan:
+        """The Planner's plan, made again where the compilation cache's token was a wrong guess
+        (``mnnpy.cache_sources``: the plan, or its failure, may come from another model's
+        entries); ``settle_caches`` confirms the guess before the plan is used."""
+        try:
+            plan = self.planner.plan(key, shapes, values, start, dtypes)
+        except Exception:
+            if settle_caches(self.backends):
+                raise  # the token is the model's: the failure is the plan's own
+            return self.planner.plan(key, shapes, values, start, dtypes)
+        return plan if settle_caches(self.backends) else self.planner.plan(key, shapes, values, start, dtypes)
 
     def named(self, shapes: dict[int, Any]) -> dict[str, Any]:
         """``shapes`` keyed by tensor name."""

@@ -156,36 +156,10 @@ class Interpreter:
         check(prepare_by, "before preparing the session")
         t0 = time.perf_counter()
         config = checked_config(precision, num_threads, tuning)  # checked before the cache folder is touched
-        options = (backend, memory_limit, priority, preference, devices, prepare_by)
-        session = self._confirmed(config, cache_dir, cache_token, options)
+        config = replace(config, cache=self._compilation_cache(cache_dir, cache_token))
+        session = self._prepared(config, backend, memory_limit, priority, preference, devices, prepare_by)
         _log.info("session on %s created in %.1f ms", [b.name for b in session.backends], (time.perf_counter() - t0) * 1e3)
         return session
-
-    def _confirmed(self, config: BackendConfig, cache_dir, cache_token, options: tuple) -> Session:
-        """``_prepared`` with the compilation cache of ``cache_dir``/``cache_token``. Where its
-        token is a guess (``mnnpy.cache_sources``: the model's hash still ran), the guess is
-        compared with the hash before the session is handed out; a wrong one (or a failure
-        under it) throws the session away and prepares it again under the true token."""
-        cache = self._compilation_cache(cache_dir, cache_token)
-        try:
-            session = self._prepared(replace(config, cache=cache), *options)
-        except Exception:
-            if cache is None or not cache.guessed or cache.confirmed():
-                raise
-            session = None  # made from another model's entries: prepared again below
-        if cache is None or not (cache.guessed or cache.wrong):
-            return session
-        if cache.confirmed():
-            cache.flush()  # what waited for the token to be confirmed
-            self._token = cache.token
-            return session
-        _log.info(
-            "compilation cache: the token guessed for the model (%s...) is not its SHA-256; prepared again", cache.token[:12]
-        )
-        session is None or session.close()
-        self.model_token()  # the hash, done: the next cache opens under it
-        cache = self._compilation_cache(cache_dir, cache_token)
-        return self._prepared(replace(config, cache=cache), *options)
 
     def _prepared(self, config: BackendConfig, backend, memory_limit, priority, preference, devices, prepare_by) -> Session:
         """``create_session``'s session on ``config``, planned where the inputs' shapes are static."""

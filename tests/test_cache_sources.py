@@ -1,8 +1,8 @@
 """The default token guessed from the model file (``mnnpy.cache_sources``): a warm session is
-prepared under the token recorded for the same file while the model's SHA-256 still runs,
-writes nothing under it, and is thrown away and prepared again when the guess was wrong (a
-sources file pointing at another model's token must not make it use that model's weights or
-plan). The hash is made to look unfinished (``SourceDigest.done``) so that the guess is taken
+planned under the token recorded for the same file while the model's SHA-256 still runs,
+writes nothing under it, and plans again under the hash when the guess was wrong (a sources
+file pointing at another model's token must not make it use that model's weights or plan).
+The hash is made to look unfinished (``SourceDigest.done``) so that the guess is taken
 whatever the machine's speed."""
 
 from __future__ import annotations
@@ -89,6 +89,11 @@ def test_nothing_is_written_under_a_guess_until_it_is_confirmed(tmp_path, unfini
     cache.save("x", "cpu", b"payload")  # confirms first: the guess was wrong, so nothing is written
     assert cache.wrong and not cache.guessed and not list((folder / "entries").glob("*/*"))
     assert cache.load("x", "cpu") is None
+    assert not cache.settle() and cache.token == interp.model_token() and not cache.wrong  # the hash from now on
+    cache.save("x", "cpu", b"payload")
+    cache.flush()
+    assert cache.load("x", "cpu") == b"payload" and list(cc.read_mapping(folder)) == [interp.model_token()]
+    assert cache_sources.read_sources(folder) == {key: interp.model_token()}
 
 
 @pytest.mark.parametrize("convs", [2, 3])  # the same graph (another's weights) and another graph (another's plan)
@@ -102,9 +107,11 @@ def test_a_wrong_guess_is_prepared_again_under_the_true_token(tmp_path, unfinish
     key_b = interp_b.net.source_digest.key
     with cc.locked(folder):
         cache_sources.remember(folder, key_b, interp_a.model_token())  # b's file now points at a's entries
-    opened = spy_for_model(monkeypatch)
+    opened, settled = spy_for_model(monkeypatch), []
+    real_settle = cc.CompilationCache.settle
+    monkeypatch.setattr(cc.CompilationCache, "settle", lambda c: settled.append((c.token, r := real_settle(c))) or r)
     interp_b2, cache = run_once(b, feeds_b, want_b, folder)  # outputs b's, not a's
-    assert [(c.token, c.wrong) for c in opened] == [(interp_a.model_token(), True)]  # the guess, thrown away
+    assert opened == [cache] and settled[0] == (interp_a.model_token(), False)  # the guess, thrown away after the first plan
     assert cache.token == interp_b.model_token() and cache.hits == convs + 1 and not cache.wrong
     assert cc.read_mapping(folder)[interp_a.model_token()].keys() == mapping[interp_a.model_token()].keys()
     assert cache_sources.read_sources(folder)[key_b] == interp_b.model_token()  # the record is corrected
