@@ -236,13 +236,19 @@ def write_descriptor_sets(vk, device, pool, dispatches: list[Dispatch], buffer, 
     tensors' ranges of ``buffer``."""
     if not dispatches:
         return
-    info = vk.VkDescriptorSetAllocateInfo(
-        sType=vk.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
-        descriptorPool=pool,
-        descriptorSetCount=len(dispatches),
-        pSetLayouts=[d.pipeline.set_layout for d in dispatches],
+    ffi, count = vk.ffi, len(dispatches)
+    layouts = ffi.new(f"VkDescriptorSetLayout[{count}]", [d.pipeline.set_layout for d in dispatches])
+    info = ffi.new("VkDescriptorSetAllocateInfo*")  # raw: the wrapper converts each layout in Python
+    info.sType, info.descriptorPool, info.descriptorSetCount, info.pSetLayouts = (
+        vk.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
+        pool,
+        count,
+        layouts,
     )
-    sets = vk.vkAllocateDescriptorSets(device, info)
+    sets = ffi.new(f"VkDescriptorSet[{count}]")
+    result = vk.lib.vkAllocateDescriptorSets(device, info, sets)
+    if result != vk.VK_SUCCESS:
+        raise vk.exception_codes.get(result, vk.VkError)
     n = sum(len(d.bindings) for d in dispatches)  # one write per binding, built as raw C arrays (one update call)
     infos, writes = vk.ffi.new(f"VkDescriptorBufferInfo[{n}]"), vk.ffi.new(f"VkWriteDescriptorSet[{n}]")
     i = 0
