@@ -4,7 +4,7 @@ A warm session spends part of its creation reading its cache entries and computi
 SHA-256 (PP-OCRv4 det's Winograd weights and plan: about 4 ms of 32 here); both release
 the GIL, so a thread can do them while the session's own thread plans and prepares
 Executions (Python, holding the GIL). ``ReadAhead`` starts one daemon thread over a
-token's entries, most recently used first, up to ``BYTES`` in all; ``take(name)`` hands
+token's entries, plans first, then most recently used first, up to ``BYTES`` in all; ``take(name)`` hands
 over the bytes read and their digest (waiting for that entry if the thread is on it), or
 ``None`` where the entry was not read ahead (the caller reads it itself). The trust rule
 does not change: the digest is computed over the bytes in memory, and those bytes are the
@@ -26,14 +26,18 @@ from pathlib import Path
 from mnnpy.cache_file import read_limited
 
 BYTES = 64 << 20  # bytes read ahead at most per session (larger entries are read when used)
+PLAN_PREFIX = "plan/"  # entry names of plans (``mnnpy.plan_cache``)
 
 
 class ReadAhead:
     """The entries ``records`` (name -> mapping record) of the token folder ``folder``,
-    read and hashed by a daemon thread, most recently used first, up to ``BYTES`` in all."""
+    read and hashed by a daemon thread, plans first, then the most recently used, up to
+    ``BYTES`` in all."""
 
     def __init__(self, folder: Path, records: dict):
-        order = sorted(records.items(), key=lambda kv: -float(kv[1].get("used", 0)))
+        # plans first (a resize loads its plan before any Execution asks for prepared data), then
+        # the most recently used
+        order = sorted(records.items(), key=lambda kv: (not kv[0].startswith(PLAN_PREFIX), -float(kv[1].get("used", 0))))
         chosen, total = [], 0
         for name, rec in order:
             size = int(rec.get("size", 0))

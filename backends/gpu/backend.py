@@ -45,22 +45,14 @@ class GPUTensor:
     """A tensor on a GPU device: byte ``offset`` in its buffer, ``shape`` (outermost first),
     storage ``dtype``. Subclasses add the buffer; hashed by identity (border twins key on it)."""
 
-    __slots__ = ("offset", "shape", "dtype", "__weakref__")
+    __slots__ = ("offset", "shape", "dtype", "size", "nbytes", "__weakref__")
 
     def __init__(self, offset: int, shape, dtype):
         self.offset = int(offset)
         self.shape = tuple(int(d) for d in shape)
         self.dtype = np.dtype(dtype)
-
-    @property
-    def size(self) -> int:
-        """Number of elements."""
-        return math.prod(self.shape)
-
-    @property
-    def nbytes(self) -> int:
-        """Size in bytes (storage dtype)."""
-        return self.size * self.dtype.itemsize
+        self.size = math.prod(self.shape)  # elements (read at every binding: computed once)
+        self.nbytes = self.size * self.dtype.itemsize  # bytes (storage dtype)
 
     @property
     def elem_offset(self) -> int:

@@ -79,9 +79,16 @@ def binding_range(t: VkTensor, align: int) -> tuple[int, int, int]:
     descriptor starts at ``t.offset`` rounded down to ``align`` (the device's
     ``minStorageBufferOffsetAlignment``) and ends with the tensor (1 byte for an empty one:
     a range cannot be 0), so that it claims no bytes after the tensor, where the barriers,
-    which cover tensors' bytes, would not reach; the shader adds the element offset."""
+    which cover tensors' bytes, would not reach; the shader adds the element offset. Kept on
+    ``t`` (``VkTensor.bound``): a tensor is bound by several dispatches and written into each
+    descriptor set."""
+    got = t.bound
+    if got is not None and got[0] == align:
+        return got[1]
     base = t.offset - t.offset % align
-    return base, t.offset - base + max(t.nbytes, 1), (t.offset - base) // t.dtype.itemsize
+    r = base, t.offset - base + max(t.nbytes, 1), (t.offset - base) // t.dtype.itemsize
+    t.bound = (align, r)
+    return r
 
 
 def _overlaps(a: tuple[int, int], ranges: list[tuple[int, int]]) -> bool:

@@ -17,6 +17,7 @@ to mapped memory, coherence) and "Resource Creation" (buffers, memory requiremen
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import weakref
@@ -43,17 +44,25 @@ class VkTensor(GPUTensor):
     (or None) and ``host`` the numpy view of that slot once the staging buffer is mapped
     (float32 for an fp16 tensor at a border: its twin's slot)."""
 
-    __slots__ = ("memory", "staging", "host")
+    __slots__ = ("memory", "staging", "host", "bound")
 
     def __init__(self, memory: ResizeMemory, offset: int, shape: tuple[int, ...], dtype: np.dtype):
         super().__init__(offset, shape, dtype)
         self.memory = memory
         self.staging: int | None = None
         self.host: np.ndarray | None = None
+        self.bound = None  # (align, commands.binding_range's result) once computed
 
     def shares(self, other: GPUTensor) -> bool:
         """Same resize memory, same byte offset."""
         return isinstance(other, VkTensor) and self.memory is other.memory and self.offset == other.offset
+
+
+@functools.cache
+def _name(dtype: np.dtype) -> str:
+    """``str(dtype)`` ("float32"), kept: NumPy computes it in Python, about 8 µs, and every
+    constant's charge names its dtype."""
+    return str(dtype)
 
 
 def _destroy(vk, device, owned: list[tuple[str, Any]]) -> None:
@@ -146,7 +155,7 @@ class ResizeMemory:
 
     def _place(self, value: np.ndarray | Filled) -> VkTensor:
         """``value``'s handle after the arena and the constants placed before (charged first)."""
-        limits.charge(value.nbytes, f"a Vulkan constant {value.shape} {value.dtype}", "vulkan")
+        limits.charge(value.nbytes, f"a Vulkan constant {value.shape} {_name(value.dtype)}", "vulkan")
         t = VkTensor(self, self.top, value.shape, value.dtype)
         self.top = _align(self.top + max(value.nbytes, 1), CONSTANT_ALIGN)
         self.constants.append((t, value))
@@ -156,14 +165,14 @@ class ResizeMemory:
         """A handle for device memory of this resize placed after the arena, like a constant,
         but with no contents uploaded."""
         t = VkTensor(self, self.top, shape, dtype)
-        limits.charge(t.nbytes, f"Vulkan scratch {t.shape} {t.dtype}", "vulkan")
+        limits.charge(t.nbytes, f"Vulkan scratch {t.shape} {_name(t.dtype)}", "vulkan")
         self.top = _align(self.top + max(t.nbytes, 1), CONSTANT_ALIGN)
         return t
 
     def stage(self, t: VkTensor) -> None:
         """Give ``t`` a staging slot (once; empty tensors need none)."""
         if t.staging is None and t.nbytes:
-            limits.charge(t.nbytes, f"a Vulkan staging slot {t.shape} {t.dtype}", "vulkan")
+            limits.charge(t.nbytes, f"a Vulkan staging slot {t.shape} {_name(t.dtype)}", "vulkan")
             t.staging = self.staging_bytes
             self.staging_bytes = _align(self.staging_bytes + t.nbytes, STAGING_ALIGN)
             self.staged.append(t)
