@@ -271,6 +271,7 @@ class Planner:
                 sizes = self.infer(shapes, values, start, dtypes)
         else:
             sizes, schedule, layouts = cached
+        sizes.freeze()
         infos = {i: sizes.op_info(i) for i in sizes.runtime_ops}
         exports = self._exports(sizes)
         t.append(time.perf_counter())

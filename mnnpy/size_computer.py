@@ -40,13 +40,27 @@ class SizeResult:
     runtime_ops: list[int] = field(default_factory=list)
     barrier: int | None = None  # first op of the next segment (its values or shapes are only known at run)
     dynamic: int | None = None  # a dynamic op ending this segment, run on the host (``OpSchema.dynamic``)
+    _infos: dict | None = field(default=None, repr=False, compare=False)  # tensor -> TensorInfo once frozen
 
     def tensor(self, t: int) -> TensorInfo | None:
         """The ``TensorInfo`` of tensor ``t`` (``None`` for -1, an absent slot, or a tensor
-        not inferred)."""
+        not inferred); once ``freeze`` was called, one object per tensor."""
+        memo = self._infos
+        if memo is not None and t in memo:
+            return memo[t]
         if t < 0 or t not in self.shapes:
             return None
-        return TensorInfo(t, self.graph.tensors[t].name, self.shapes[t], self.dtypes[t], self.values.get(t))
+        info = TensorInfo(t, self.graph.tensors[t].name, self.shapes[t], self.dtypes[t], self.values.get(t))
+        if memo is not None:
+            memo[t] = info
+        return info
+
+    def freeze(self) -> SizeResult:
+        """Mark the result complete (the planner's, once inferred or loaded): ``tensor`` then
+        makes each ``TensorInfo`` once (the ops' infos and the handles share them; PP-OCRv4
+        rec: 827 made per resize for 300 tensors)."""
+        self._infos = {}
+        return self
 
     def op_info(self, i: int) -> OpInfo:
         """The ``OpInfo`` of op ``i``: resolved attributes, tensor infos per slot, geometry."""

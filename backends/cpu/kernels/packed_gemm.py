@@ -59,22 +59,24 @@ def pack(w: np.ndarray, out: np.ndarray | None = None, mr: int = MR) -> np.ndarr
     (``P = ceil(M/mr)``, zero rows past ``M``) in the order the kernel reads them: per batch,
     for each pass of ``KC`` rows of ``K`` (``k0 = 0, KC, ..``), the ``P`` panels' ``(kc, mr)``
     blocks one after the other, so a pass reads one contiguous stream (module doc). Written
-    into ``out`` where given (that shape, C-contiguous)."""
+    into ``out`` where given (that shape, C-contiguous). Each pass is written in place one
+    lane of every panel at a time (rows ``i, i + mr, ..`` of ``W``: long contiguous reads):
+    faster than one transposed copy into panels then reordered by pass (PP-OCRv4 det's 384x384
+    weights: 134 -> 75 µs; 192x192: 31 -> 24)."""
     bw, m, k = w.shape
     p = -(-m // mr)
     if out is None:
         out = np.empty((bw, p, k, mr), np.float32)
-    panels = out if k <= KC else np.empty((bw, p, k, mr), np.float32)  # one pass: already the kernel's order
-    full = m // mr
-    panels[:, :full] = w[:, : full * mr].reshape(bw, full, mr, k).transpose(0, 1, 3, 2)
-    if full < p:
-        panels[:, full:] = 0
-        panels[:, full, :, : m - full * mr] = w[:, full * mr :].transpose(0, 2, 1)
-    if panels is not out:
-        flat = out.reshape(bw, -1)
-        for k0 in range(0, k, KC):
-            k1 = min(k, k0 + KC)
-            flat[:, k0 * p * mr : k1 * p * mr] = panels[:, :, k0:k1].reshape(bw, -1)
+    flat, full = out.reshape(bw, -1), m // mr
+    for k0 in range(0, k, KC):
+        k1 = min(k, k0 + KC)
+        block = flat[:, k0 * p * mr : k1 * p * mr].reshape(bw, p, k1 - k0, mr)
+        src = w[:, :, k0:k1]
+        for i in range(mr):
+            block[:, :full, :, i] = src[:, i : full * mr : mr]
+        if full < p:
+            block[:, full] = 0
+            block[:, full, :, : m - full * mr] = src[:, full * mr :].transpose(0, 2, 1)
     return out
 
 
