@@ -178,8 +178,9 @@ def test_only_constants_that_dispatches_bind_are_uploaded(rng, monkeypatch, dire
     from tests.backend_compare import conv_model
 
     monkeypatch.setattr(vm, "DIRECT_CONSTANTS", direct)
-    if threads:  # every constant counts as large: written by the writer threads (_write_constants)
+    if threads:  # every constant counts as large, cut in 64-byte slices: written by the writer threads (_write_constants)
         monkeypatch.setattr(vb, "PARALLEL_WRITE_BYTES", 0)
+        monkeypatch.setattr(vb, "WRITE_CHUNK", 64)
     staged = []
     real_staging = vm.ResizeMemory.staging_block
     monkeypatch.setattr(
@@ -212,3 +213,31 @@ def vk_direct_possible() -> bool:
 
     rt = get_runtime("vulkan")
     return any(rt.mappable_device_type(1 << i) is not None for i in range(rt.memory.memoryTypeCount))
+
+
+def test_constant_writes_are_sliced_and_dealt_to_threads():
+    """``_write_groups`` cuts constants into ``WRITE_CHUNK`` slices (a ``Filled`` stays whole)
+    dealt to the writer threads by bytes; below ``PARALLEL_WRITE_BYTES`` in all, one group;
+    ``_write_pieces`` puts every byte where it belongs."""
+    pytest.importorskip("vulkan")
+    from mnnpy.backends.vulkan import backend as vb
+    from mnnpy.backends.vulkan.memory import Filled
+
+    big = np.arange(3 * vb.WRITE_CHUNK // 4 + 5, dtype=np.float32)  # 3 slices and 20 bytes
+    small = np.arange(3, dtype=np.int64)
+    filled = Filled((4, 4), np.dtype(np.float32), lambda dst: dst.fill(7.0))
+    pieces = [(0, big), (big.nbytes, small), (big.nbytes + small.nbytes, filled)]
+    groups = vb._write_groups(pieces, 4)
+    assert len(groups) == 4
+    flat = [p for g in groups for p in g]
+    assert [p for p in flat if isinstance(p[1], Filled)] == [pieces[2]]
+    assert max(v.nbytes for _, v in flat) <= vb.WRITE_CHUNK and len(flat) == 6
+    loads = sorted(sum(v.nbytes for _, v in g) for g in groups)
+    assert loads[-1] == vb.WRITE_CHUNK and loads[0] == 20 + small.nbytes + filled.nbytes
+    device = np.zeros(big.nbytes + small.nbytes + filled.nbytes, np.uint8)
+    for g in groups:
+        vb._write_pieces(device, g)
+    np.testing.assert_array_equal(device[: big.nbytes].view(np.float32), big)
+    np.testing.assert_array_equal(device[big.nbytes : big.nbytes + small.nbytes].view(np.int64), small)
+    np.testing.assert_array_equal(device[big.nbytes + small.nbytes :].view(np.float32), np.full(16, 7.0, np.float32))
+    assert len(vb._write_groups([(0, small), (24, filled)], 4)) == 1  # 88 bytes: not worth a thread
