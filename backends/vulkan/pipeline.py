@@ -269,10 +269,12 @@ class Pipelines(DiskCache):
     def save(self) -> bool:
         """Write the cache file (atomically) if pipelines were created since the last load or
         save; True when written. A failed write warns once and leaves the cache in memory."""
+        if self.path is None or not self._dirty:
+            return False
+        self.wait()  # outside the lock: a pipeline still waiting for its token's cache (_adopt) takes it
         with self._lock:
-            if self.path is None or not self._dirty:
+            if not self._dirty:
                 return False
-            self.wait()
             try:
                 payload = self.data()
                 check_vk_header(payload, self.info)  # never write what the next load would reject
@@ -297,30 +299,41 @@ class Pipelines(DiskCache):
         on the H200). The compilation cache checks the entry's bytes in memory (SHA-256 against
         its mapping, key; environment: ``device_key``), then ``check_vk_header`` and the driver
         (``vkCreatePipelineCache`` from them); a refused entry warns (``RuntimeWarning``),
-        counts in ``stats["rejected"]`` and is replaced at ``save_to``."""
+        counts in ``stats["rejected"]`` and is replaced at ``save_to``. The entry is read and the
+        driver builds the cache on a pipeline thread (``_adopt``: 5-8 ms on the H200 machine), while
+        the session's thread prepares its Executions; the pipelines of the token wait for it on
+        their threads (``_create``), submitted after it."""
         with self._lock:
             if cache.token in self._token_caches:
                 return
-            payload = cache.load(TOKEN_ENTRY, self.key)
-            own = None
-            if payload is not None:
-                vk = self.rt.vk
-                try:
-                    check_vk_header(payload, self.info)
-                    own = self._new_cache(payload)
-                except (ValueError, vk.VkError) as e:
-                    self.stats["rejected"] += 1
-                    self.last_rejection = f"{TOKEN_ENTRY}: {e or type(e).__name__}"
-                    why = f"compilation cache entry {TOKEN_ENTRY!r} rejected ({self.last_rejection}); rebuilding"
-                    warnings.warn(why, RuntimeWarning, 3)
-                    payload = None
-                else:
-                    self.stats["loaded"] += 1
-            if own is None:  # no entry: this Runtime's pipelines (its disk cache) seed the token's
-                own = self._create_cache(None)  # a merge's destination is externally synchronised: new, nobody else has it
-                self.rt.vk.vkMergePipelineCaches(self.rt.device, own, 1, [self.cache])
-            self._token_caches[cache.token] = own
-            self._tokens[cache.token] = (payload is None, payload or b"")  # no valid entry: saved at save_to
+            self._tokens[cache.token] = (False, b"")  # get() marks it pending meanwhile
+            self._token_caches[cache.token] = self._threads.submit(self._adopt, cache)
+
+    def _adopt(self, cache) -> Any:
+        """``adopt``'s work (on a pipeline thread, the lock taken only to count): the token's
+        ``VkPipelineCache``."""
+        payload, own, rejected = cache.load(TOKEN_ENTRY, self.key), None, None
+        if payload is not None:
+            vk = self.rt.vk
+            try:
+                check_vk_header(payload, self.info)
+                own = self._new_cache(payload)
+            except (ValueError, vk.VkError) as e:
+                rejected, payload = f"{TOKEN_ENTRY}: {e or type(e).__name__}", None
+        if own is None:  # no entry: this Runtime's pipelines (its disk cache) seed the token's
+            own = self._create_cache(None)  # a merge's destination is externally synchronised: new, nobody else has it
+            self.rt.vk.vkMergePipelineCaches(self.rt.device, own, 1, [self.cache])
+        with self._lock:
+            if rejected is not None:
+                self.stats["rejected"] += 1
+                self.last_rejection = rejected
+            elif payload is not None:
+                self.stats["loaded"] += 1
+            made = self._tokens[cache.token][0]  # pipelines asked for meanwhile
+            self._tokens[cache.token] = (payload is None or made, payload or b"")  # no valid entry: saved at save_to
+        if rejected is not None:
+            warnings.warn(f"compilation cache entry {TOKEN_ENTRY!r} rejected ({rejected}); rebuilding", RuntimeWarning, 2)
+        return own
 
     def save_to(self, cache) -> bool:
         """Save the data of ``cache``'s token's ``VkPipelineCache`` (``adopt``) as its entry
@@ -328,12 +341,15 @@ class Pipelines(DiskCache):
         the data differ from the entry's; True when saved. With a disk cache of this Runtime,
         the token's pipelines are merged into the Runtime's cache too (``save``). A failure
         warns once (``write_failed``)."""
+        adopted = self._token_caches.get(cache.token)
+        if adopted is None:
+            return False
+        own = adopted.result()  # outside the lock, as the wait: _adopt and failed pipelines take it
+        self.wait()
         with self._lock:
-            own = self._token_caches.get(cache.token)
             pending, known = self._tokens.get(cache.token, (False, b""))
-            if own is None or not pending:
+            if not pending:
                 return False
-            self.wait()
             try:
                 payload = self.data(own)
                 check_vk_header(payload, self.info)  # never save what the next adopt would refuse
@@ -447,6 +463,8 @@ class Pipelines(DiskCache):
         needs (about 0.1 ms a pipeline)."""
         vk, ffi = self.rt.vk, self.rt.vk.ffi
         t0 = time.perf_counter()
+        if isinstance(through, Future):  # the token's cache, being adopted (adopt)
+            through = through.result()
         info = ffi.new("VkComputePipelineCreateInfo*")
         info.sType, info.layout = vk.VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO, layout
         stage = info.stage
