@@ -379,14 +379,27 @@ class Pipelines(DiskCache):
 
     def module(self, name: str):
         """The ``VkShaderModule`` of ``<name>.spv``; ``FileNotFoundError`` for an unknown variant."""
-        if name not in self._modules:
-            vk, ffi = self.rt.vk, self.rt.vk.ffi
+        got = self._module_task(name)
+        return got.result() if isinstance(got, Future) else got
+
+    def _module_task(self, name: str):
+        """``module``'s handle, or the ``Future`` of it: the SPIR-V is read here (an unknown
+        variant raises ``FileNotFoundError`` at once) and the driver makes the module on a
+        pipeline thread, before the pipelines of it that are submitted after (``_create``)."""
+        got = self._modules.get(name)
+        if isinstance(got, Future) and got.done() and got.exception() is not None:
+            got = None  # the driver failed to make it: asked again, made again
+        if got is None:
             code = shader_dir().joinpath(f"{name}.spv").read_bytes()
-            words = ffi.from_buffer("uint32_t[]", code)
-            info = ffi.new("VkShaderModuleCreateInfo*")
-            info.sType, info.codeSize, info.pCode = vk.VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, len(code), words
-            self._modules[name] = self._call("vkCreateShaderModule", info, "VkShaderModule")
-        return self._modules[name]
+            got = self._modules[name] = self._threads.submit(self._new_module, code)
+        return got
+
+    def _new_module(self, code: bytes):
+        vk, ffi = self.rt.vk, self.rt.vk.ffi
+        words = ffi.from_buffer("uint32_t[]", code)
+        info = ffi.new("VkShaderModuleCreateInfo*")
+        info.sType, info.codeSize, info.pCode = vk.VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, len(code), words
+        return self._call("vkCreateShaderModule", info, "VkShaderModule")
 
     def set_layout(self, bindings: int):
         """Descriptor set layout: ``bindings`` storage buffers, compute stage."""
@@ -433,7 +446,7 @@ class Pipelines(DiskCache):
                 self.stats["memory_hits"] += 1
                 _log.debug("Vulkan pipeline %s %s: memory hit", name, spec)
                 return hit
-            module, layout = self.module(name), self.layout(bindings, push_size)
+            module, layout = self._module_task(name), self.layout(bindings, push_size)
             through = self._token_caches.get(token, self.cache)
             created = self._threads.submit(self._create, name, module, layout, spec, through)
             p = self._pipelines[key] = Pipeline(name, created, layout, self.set_layout(bindings), bindings, push_size)
@@ -465,6 +478,8 @@ class Pipelines(DiskCache):
         t0 = time.perf_counter()
         if isinstance(through, Future):  # the token's cache, being adopted (adopt)
             through = through.result()
+        if isinstance(module, Future):  # the shader module, being made (_module_task)
+            module = module.result()
         info = ffi.new("VkComputePipelineCreateInfo*")
         info.sType, info.layout = vk.VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO, layout
         stage = info.stage
