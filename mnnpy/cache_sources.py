@@ -8,11 +8,11 @@ file, keyed by the file's identity when it was mapped (``stat_key``: device, ino
 modification and change times in ns). A later process that maps the same file guesses the
 token from it and prepares the session with that token's entries while the hash runs on its
 thread (``model_file.SourceDigest``); ``CompilationCache`` writes nothing under a guessed
-token, and ``create_session`` compares the guess with the hash before it hands the session
-out: a wrong guess (a file rewritten in place within one change-time tick) throws that
-session away and prepares another under the true token. The guess is never trusted: it
-only picks which entries to read, and those are verified as always
-(``mnnpy.compilation_cache``).
+token, and ``GraphRunner.plan_for`` compares the guess with the hash after each plan, before
+the plan is used (``CompilationCache.settle``): after a wrong guess (a file rewritten in place
+within one change-time tick, an edited ``sources`` file) the cache takes the true token and
+the plan is made again. The guess is never trusted: it only picks which entries to read,
+and those are verified as always (``mnnpy.compilation_cache``).
 
 File: a ``cache_file.pack`` entry (magic ``MAGIC``, key ``"sources"``) holding JSON
 ``{stat_key: token}``, at most ``LIMIT`` files (the oldest forgotten first). A missing,

@@ -19,7 +19,7 @@ Folder layout (``cache_dir``)::
     lock                     ``fcntl.flock`` target: writers hold it exclusively
     sources                  model file identity -> its default token, a guess that lets a warm
                              session start while the model's hash runs (``mnnpy.cache_sources``:
-                             compared with the hash before the session is handed out)
+                             compared with the hash after each plan, before the plan is used)
     entries/<token>/<sha>    one entry: a ``cache_file.pack`` file whose key is ``<token>/<name>``,
                              named by the SHA-256 of its bytes (content-addressed)
 
