@@ -157,12 +157,6 @@ class Interpreter:
         t0 = time.perf_counter()
         config = checked_config(precision, num_threads, tuning)  # checked before the cache folder is touched
         config = replace(config, cache=self._compilation_cache(cache_dir, cache_token))
-        session = self._prepared(config, backend, memory_limit, priority, preference, devices, prepare_by)
-        _log.info("session on %s created in %.1f ms", [b.name for b in session.backends], (time.perf_counter() - t0) * 1e3)
-        return session
-
-    def _prepared(self, config: BackendConfig, backend, memory_limit, priority, preference, devices, prepare_by) -> Session:
-        """``create_session``'s session on ``config``, planned where the inputs' shapes are static."""
         session = self.unplanned_session(backend, config, memory_limit, priority, preference, devices)
         check(prepare_by, "preparing the session, after its backends were made")
         fixed = {d.name: d.shape for d in session.inputs}
@@ -174,6 +168,7 @@ class Interpreter:
                 check(prepare_by, "preparing the session, after planning it")
         auto = {"preference": preference, "devices": devices}
         session._spawn = partial(self._sibling, backend, config, memory_limit, priority, auto, fixed if static else None)
+        _log.info("session on %s created in %.1f ms", [b.name for b in session.backends], (time.perf_counter() - t0) * 1e3)
         return session
 
     def model_token(self) -> str:

@@ -53,4 +53,4 @@ def shader_dir(api: str, marker: str):
             return d
     except (ImportError, ModuleNotFoundError, TypeError):
         pass
-    return Path(__file__).resolve().parents[2] / "shaders" / api
+    return here

@@ -377,15 +377,11 @@ class Pipelines(DiskCache):
             raise vk.exception_codes.get(result, vk.VkError)
         return out[0]
 
-    def module(self, name: str):
-        """The ``VkShaderModule`` of ``<name>.spv``; ``FileNotFoundError`` for an unknown variant."""
-        got = self._module_task(name)
-        return got.result() if isinstance(got, Future) else got
-
     def _module_task(self, name: str):
-        """``module``'s handle, or the ``Future`` of it: the SPIR-V is read here (an unknown
-        variant raises ``FileNotFoundError`` at once) and the driver makes the module on a
-        pipeline thread, before the pipelines of it that are submitted after (``_create``)."""
+        """The ``VkShaderModule`` of ``<name>.spv``, or the ``Future`` of it: the SPIR-V is read
+        here (an unknown variant raises ``FileNotFoundError`` at once) and the driver makes the
+        module on a pipeline thread, before the pipelines of it that are submitted after
+        (``_create``)."""
         got = self._modules.get(name)
         if isinstance(got, Future) and got.done() and got.exception() is not None:
             got = None  # the driver failed to make it: asked again, made again
