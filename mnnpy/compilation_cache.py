@@ -334,9 +334,7 @@ class CompilationCache:
         source = self._source
         if not self.saved and not stale and source is None:
             return
-        self._source = None  # recorded (or tried) once
-        if source is not None and not self.saved and not stale and cache_sources.guess(self.folder, source.key) == self.token:
-            return
+        self._source = None  # recorded (or tried) once; remember writes nothing when it is recorded already
         try:
             with locked(self.folder):
                 if source is not None:
@@ -380,17 +378,21 @@ def npy_view(payload: bytes) -> np.ndarray:
     return np.frombuffer(payload, dtype, count, f.tell()).reshape(shape)
 
 
+def _caches(backends) -> list[CompilationCache]:
+    """The compilation caches of ``backends``, each once (sibling backends share one)."""
+    return list({id(b.config.cache): b.config.cache for b in backends if b.config.cache is not None}.values())
+
+
 def settle_caches(backends) -> bool:
     """``settle`` the compilation caches of ``backends`` (each once): False when a guessed
     token was wrong (the plan just made must be made again)."""
-    caches = {id(b.config.cache): b.config.cache for b in backends if b.config.cache is not None}.values()
-    return all([cache.settle() for cache in caches])
+    return all([cache.settle() for cache in _caches(backends)])
 
 
 def flush_caches(backends) -> None:
     """``flush`` the compilation caches of ``backends`` (each once): after each plan made
     (``GraphRunner.plan_for``, at resize or at run) and at a Session's ``close``."""
-    for cache in {id(b.config.cache): b.config.cache for b in backends if b.config.cache is not None}.values():
+    for cache in _caches(backends):
         cache.flush()
 
 

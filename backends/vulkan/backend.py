@@ -389,7 +389,8 @@ class VulkanBackend(GPUBackend):
         """The constants ``items`` written straight into the device buffer, whose memory the
         host can map (``ResizeMemory.direct``: resizable BAR, unified memory): no staging
         buffer, copy command or wait. Host-coherent memory: the next submission sees the
-        writes. Each constant is written front to back in one copy (mapped video memory is
+        writes. The constants go in slices of at most ``WRITE_CHUNK`` bytes, each written front
+        to back in one copy, on the writer threads (``_write_groups``; mapped video memory is
         write-combined: the lane-by-lane writes of a ``Filled`` go to host memory first)."""
         vk, dev = self.vk, self.runtime.device
         first = min(t.offset for t, _ in items)
