@@ -253,9 +253,10 @@ class CompilationCache:
             _log.info("compilation cache: the token guessed for the model file is not its SHA-256; prepared again under the hash")
             return False
 
-    def load(self, name: str, device: str) -> bytes | None:
+    def load(self, name: str, device: str, view: bool = False) -> bytes | None:
         """The verified payload of entry ``name`` made on ``device`` (``environment``), or None
-        (absent, or rejected with a ``RuntimeWarning``: the caller recomputes)."""
+        (absent, or rejected with a ``RuntimeWarning``: the caller recomputes). ``view``: a
+        read-only ``memoryview`` of the bytes read rather than a copy (``cache_file.unpack``)."""
         rec = self.records.get(name) if not self.wrong else None
         if rec is None:
             self.misses += 1
@@ -270,7 +271,7 @@ class CompilationCache:
                 raise ValueError("file missing")
             if (digest or hashlib.sha256(data).hexdigest()) != rec.get("sha256"):
                 raise ValueError("SHA-256 differs from the mapping's")
-            payload = unpack(data, MAGIC_ENTRY, FORMAT, f"{self.token}/{name}", whole_file_hashed=True)
+            payload = unpack(data, MAGIC_ENTRY, FORMAT, f"{self.token}/{name}", whole_file_hashed=True, view=view)
         except (ValueError, OSError) as e:
             warnings.warn(f"compilation cache entry {name!r} rejected ({e}); rebuilding", RuntimeWarning, 3)
             self.misses += 1
@@ -303,7 +304,7 @@ class CompilationCache:
     def array(self, name: str, device: str, compute) -> np.ndarray:
         """The array of entry ``name`` if a valid one is cached (a read-only view of the bytes
         read), else ``compute()`` (saved)."""
-        payload = self.load(name, device)
+        payload = self.load(name, device, view=True)
         if payload is not None:
             try:
                 return npy_view(payload)

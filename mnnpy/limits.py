@@ -192,6 +192,8 @@ class PlanCharge:
         self.used = 0
         self.by_backend: dict[str, int] = {}
         self.log: list[tuple[int, str, str | None]] | None = None  # see ``recording``
+        # per backend, where it carves this plan's buffers from (the CPU backend's ScratchRegion)
+        self.regions: dict[str, object] = {}
 
     def charge(self, nbytes: int, what: str, backend: str | None = None) -> None:
         """Count ``nbytes`` more for ``what`` (e.g. "the CPU arena"), held by ``backend`` (its

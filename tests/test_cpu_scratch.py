@@ -74,3 +74,54 @@ def test_shared_buffer_zero_with_or_without_populate(monkeypatch, works):
     assert b.ctypes.data == a.ctypes.data and shared.touched == 9 << 20
     assert (b[: 5 << 20] == 3).all() and not b[5 << 20 : 9 << 20].any()
     assert scratch.filled((6 << 20,), np.uint8).max() == 0
+
+
+@pytest.mark.skipif(scratch._madvise() is None, reason="madvise through ctypes needs Linux")
+def test_page_mapper_maps_on_its_thread_and_keeps_writes():
+    """The arena's pages are mapped on the mapper's thread; bytes written meanwhile stay, and
+    after ``wait`` every page of the range is resident."""
+    pages = scratch.PageMapper()
+    arena = scratch.mapped(12 << 20, pages)
+    arena[:100] = 9  # written while the thread may still be mapping
+    pages.wait()
+    if not scratch.populate(arena, 0, 1):
+        pytest.skip("this kernel has no MADV_POPULATE_WRITE (Linux < 5.14)")
+    assert _resident_pages(arena) >= arena.nbytes // mmap.PAGESIZE
+    assert (arena[:100] == 9).all() and not arena[100:].any()
+
+
+def test_scratch_is_carved_from_the_plans_region():
+    """While a plan has a CPU region, scratch buffers are consecutive, aligned, zero (or the
+    fill asked for) views of it, charged like any other; outside a plan they stand alone."""
+    from mnnpy import limits
+
+    pages = scratch.PageMapper()
+    charge = limits.MemoryBudget(1 << 30).plan("test")
+    with limits.planning(charge):
+        charge.regions[scratch.REGION] = region = scratch.ScratchRegion(pages)
+        a = scratch.scratch((3, 5), np.float32)
+        b = scratch.scratch((1000,), np.int64, fill=7)
+        c = scratch.scratch((4 << 20,), np.uint8, fill=None)
+    pages.wait()
+    root = region.buf.ctypes.data
+    for x in (a, b, c):
+        assert x.ctypes.data % scratch.ALIGN == 0 and root <= x.ctypes.data < root + region.used
+        assert x.flags.writeable and x.flags.c_contiguous
+    assert a.ctypes.data < b.ctypes.data < c.ctypes.data
+    assert not a.any() and (b == 7).all() and not c.any()
+    assert charge.used == a.nbytes + b.nbytes + c.nbytes
+    assert region.mapped >= region.used and region.mapped % scratch.ScratchRegion.CHUNK == 0
+    alone = scratch.scratch((3,), np.float32)
+    assert not root <= alone.ctypes.data < root + scratch.RESERVE_BYTES
+
+
+def test_scratch_region_refused_falls_back(monkeypatch):
+    """Where no range can be reserved (strict overcommit), scratch allocates each buffer alone."""
+    from mnnpy import limits
+
+    monkeypatch.setattr(scratch, "_reserved", lambda: None)
+    charge = limits.MemoryBudget(1 << 30).plan("test")
+    with limits.planning(charge):
+        charge.regions[scratch.REGION] = scratch.ScratchRegion(scratch.PageMapper())
+        a = scratch.scratch((10,), np.float32, fill=2)
+    assert (a == 2).all() and a.flags.writeable

@@ -15,12 +15,13 @@ import threading
 
 import numpy as np
 
+from mnnpy import limits
 from mnnpy.backend import Backend, BackendConfig, Execution, OpInfo, Runtime, TensorInfo
 from mnnpy.backends.cpu.blas import BlasThreads
 from mnnpy.backends.cpu.fusion import fuse
 from mnnpy.backends.cpu.program import replaced, segments
 from mnnpy.backends.cpu.registry import execution
-from mnnpy.backends.cpu.scratch import SharedBuffer, Workspace, mapped
+from mnnpy.backends.cpu.scratch import REGION, PageMapper, ScratchRegion, SharedBuffer, Workspace, mapped
 from mnnpy.backends.cpu.worker_pool import WorkerPool
 from mnnpy.errors import UnsupportedOperatorError
 from mnnpy.heap import give_back_freed
@@ -39,7 +40,8 @@ class CPUBackend(Backend):
         self.arena = np.empty(0, np.uint8)
         self.num_threads = config.num_threads or runtime.default_threads
         self.pool = runtime.pool(self.num_threads)
-        self._temporaries = SharedBuffer()
+        self._pages = PageMapper()  # maps the arena's and temporaries' pages beside the resize
+        self._temporaries = SharedBuffer(self._pages)
 
     def workspace(self) -> Workspace:
         """An allocator for one Execution's temporaries, in memory shared with the others."""
@@ -70,7 +72,17 @@ class CPUBackend(Backend):
                 state.segments = segs
 
     def allocate_arena(self, nbytes: int) -> None:
-        self.arena = mapped(nbytes)  # pages mapped now (charged by the planner)
+        self.arena = mapped(nbytes, self._pages)  # pages mapped by the resize's end (charged by the planner)
+
+    def on_resize_begin(self) -> None:
+        """The plan being made carves its scratch buffers from a ``ScratchRegion`` of its own."""
+        plan = limits.current()
+        if plan is not None:
+            plan.regions.setdefault(REGION, ScratchRegion(self._pages))
+
+    def on_resize_end(self) -> None:
+        """The arena's, temporaries' and scratch buffers' pages are mapped (``PageMapper``) before the resize returns."""
+        self._pages.wait()
 
     def on_plans_evicted(self) -> None:
         """The temporaries' buffer is kept only while kept plans use it; freed heap pages go

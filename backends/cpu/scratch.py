@@ -16,21 +16,54 @@ import math
 import numpy as np
 
 from mnnpy import limits
+from mnnpy.process_threads import threads
 
 
-def filled(shape, dtype, fill=0) -> np.ndarray:
+def filled(shape, dtype, fill=0, pages: PageMapper | None = None) -> np.ndarray:
     """A new ``shape``/``dtype`` array filled with ``fill`` (pages mapped now), not charged:
     for memory the planner charged already (the arena). ``fill=None``: left as it is, for a
     buffer the caller writes whole at once (its write maps the pages). From ``HUGE_MIN_BYTES``
-    an anonymous mapping of its own with huge pages asked for (``_anonymous``)."""
+    an anonymous mapping of its own with huge pages asked for (``_anonymous``); with ``pages``,
+    such a mapping's zero pages are mapped on ``pages``' thread (``PageMapper``)."""
     dtype = np.dtype(dtype)
     dims = tuple(int(d) for d in shape) if isinstance(shape, (tuple, list, np.ndarray)) else (int(shape),)
     nbytes = math.prod(dims) * dtype.itemsize
     raw = _anonymous(nbytes) if nbytes >= HUGE_MIN_BYTES else None
     a = raw.view(dtype).reshape(dims) if raw is not None else np.empty(dims, dtype)
+    if fill == 0 and raw is not None and pages is not None and pages.populate(raw, 0, nbytes):
+        return a
     if fill is not None and not (fill == 0 and raw is not None and populate(raw, 0, nbytes)):
         a.fill(fill)
     return a
+
+
+class PageMapper:
+    """Maps the pages of a backend's new zero buffers (the arena, the shared temporaries) on a
+    thread of the process's own (``mnnpy.process_threads``) while the resize goes on, and waits
+    for them at its end (``wait``): the system call (``populate``) leaves the GIL to the
+    Executions' ``on_resize``. det at 640x640 maps about 40 MB a resize (2-10 ms here); its
+    Executions take about 12 ms of Python beside it. A buffer's contents are untouched (zero
+    pages read as zero whether mapped yet or not), so an Execution may write to one meanwhile."""
+
+    def __init__(self):
+        self._pending: list = []
+
+    def populate(self, buf: np.ndarray, start: int, end: int) -> bool:
+        """Map bytes ``[start, end)`` of ``buf`` (a C-contiguous array over a new anonymous
+        mapping) on the thread; ``False`` where the system cannot (``populate``'s fallback is
+        the caller's, now). A system call that fails on the thread leaves the pages to be
+        mapped at their first write."""
+        if _madvise() is None:
+            return False
+        if end > start:
+            self._pending.append(threads("cpu-pages", 1).submit(populate, buf, start, end))
+        return True
+
+    def wait(self) -> None:
+        """Return once every range given to ``populate`` is mapped."""
+        pending, self._pending = self._pending, []
+        for f in pending:
+            f.result()
 
 
 MADV_POPULATE_WRITE = 23  # linux/mman.h (Linux 5.14); Python's mmap module has no name for it
@@ -82,10 +115,61 @@ def charge_taps(taps: int, what: str) -> None:
 def scratch(shape, dtype, fill=0) -> np.ndarray:
     """A new ``shape``/``dtype`` array filled with ``fill`` (pages mapped now; ``None``: see
     ``filled``), charged to the plan being made. Raises ``ShapeError`` naming its bytes when it would pass the memory
-    limit (writing it could get the process killed rather than fail cleanly)."""
+    limit (writing it could get the process killed rather than fail cleanly). While a CPU
+    backend resizes, it is carved from the plan's ``ScratchRegion`` (zero until written)."""
     dims = tuple(int(d) for d in shape) if isinstance(shape, (tuple, list, np.ndarray)) else (int(shape),)
-    limits.charge(math.prod(dims) * np.dtype(dtype).itemsize, f"a CPU scratch buffer {dims} {np.dtype(dtype)}")
-    return filled(dims, dtype, fill)
+    dtype = np.dtype(dtype)
+    nbytes = math.prod(dims) * dtype.itemsize
+    limits.charge(nbytes, f"a CPU scratch buffer {dims} {dtype}")
+    plan = limits.current()
+    region = plan.regions.get(REGION) if plan is not None else None
+    raw = region.take(nbytes) if region is not None else None
+    if raw is None:
+        return filled(dims, dtype, fill)
+    a = raw.view(dtype).reshape(dims)
+    if fill is not None and fill != 0:
+        a.fill(fill)
+    return a
+
+
+REGION = "cpu"  # the key of the CPU backend's ScratchRegion in ``PlanCharge.regions``
+
+
+class ScratchRegion:
+    """The memory a plan's CPU scratch buffers (``scratch``: re-laid weights, biases, tables)
+    are carved from, one after the other: one reserved range of address space
+    (``RESERVE_BYTES``, ``MAP_NORESERVE``, huge pages asked for) whose pages are mapped in
+    ``CHUNK``s on the ``PageMapper``'s thread as buffers are carved, so that the Executions
+    that write them (packing weights) find them mapped, and a buffer asked for zeros is
+    zero without being written. det at 640x640 carves about 12 MB in 150 buffers; each was a
+    heap allocation of its own, its pages mapped by its first write (fill or packing) in
+    4 KiB faults. The region lives as long as a buffer carved from it (their views hold it):
+    it goes with the plan, as each buffer did."""
+
+    CHUNK = 2 << 20  # bytes mapped at a time (one huge page)
+
+    def __init__(self, pages: PageMapper):
+        self.pages = pages
+        self.buf: np.ndarray | None = None
+        self.used = self.mapped = 0
+
+    def take(self, nbytes: int) -> np.ndarray | None:
+        """The next ``nbytes`` zero bytes (``uint8``, 64-byte aligned), or ``None`` where no
+        range can be reserved (strict overcommit) or it is full: the caller allocates alone."""
+        if self.buf is None:
+            self.buf = _reserved()
+            if self.buf is None:
+                self.buf = np.empty(0, np.uint8)
+        start = -(-self.used // ALIGN) * ALIGN
+        end = start + int(nbytes)
+        if end > self.buf.nbytes:
+            return None
+        self.used = end
+        if end > self.mapped:
+            upto = min(self.buf.nbytes, -(-end // self.CHUNK) * self.CHUNK)
+            self.pages.populate(self.buf, self.mapped, upto)  # else mapped at the first write
+            self.mapped = upto
+        return self.buf[start:end]
 
 
 ALIGN = 64
@@ -136,7 +220,8 @@ class SharedBuffer:
     smaller shape after it.
     """
 
-    def __init__(self):
+    def __init__(self, pages: PageMapper | None = None):
+        self.pages = pages  # maps the pages written on its thread (``PageMapper``); None: now
         self.release()
 
     def release(self) -> None:
@@ -153,7 +238,8 @@ class SharedBuffer:
         if self.touched < nbytes:
             what = f"a CPU scratch buffer for the temporaries Executions share ({nbytes} bytes in all)"
             limits.charge(nbytes - self.touched, what)
-            if not populate(self.buf, self.touched, nbytes):  # a new mapping's pages read as zero
+            mapper = self.pages.populate if self.pages is not None else populate
+            if not mapper(self.buf, self.touched, nbytes):  # a new mapping's pages read as zero
                 self.buf[self.touched : nbytes].fill(0)
             self.touched = nbytes
         return self.buf
@@ -167,31 +253,40 @@ def _reserve(nbytes: int) -> np.ndarray:
     anonymous ``MAP_NORESERVE`` mapping of ``RESERVE_BYTES`` (page-aligned, huge pages asked
     for: ``_huge``), else (a larger request, or a system that refuses to overcommit)
     ``np.empty`` of ``nbytes``."""
+    reserved = _reserved() if nbytes <= RESERVE_BYTES else None
+    if reserved is not None:
+        return reserved
+    raw = np.empty(nbytes + ALIGN, np.uint8)
+    return _aligned(raw, nbytes)
+
+
+def _reserved() -> np.ndarray | None:
+    """An anonymous ``MAP_NORESERVE`` mapping of ``RESERVE_BYTES`` as ``uint8`` (page-aligned,
+    huge pages asked for: ``_huge``; no page mapped yet), or ``None`` where the system refuses."""
     import mmap
     import sys
 
     noreserve = getattr(mmap, "MAP_NORESERVE", 0x4000 if sys.platform.startswith("linux") else None)  # Python < 3.13
-    if nbytes <= RESERVE_BYTES and noreserve is not None:
-        try:
-            m = mmap.mmap(-1, RESERVE_BYTES, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | noreserve)
-            _huge(m)
-            return np.frombuffer(m, np.uint8)
-        except (OSError, ValueError):
-            pass
-    raw = np.empty(nbytes + ALIGN, np.uint8)
-    return _aligned(raw, nbytes)
+    if noreserve is None:
+        return None
+    try:
+        m = mmap.mmap(-1, RESERVE_BYTES, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | noreserve)
+    except (OSError, ValueError):
+        return None
+    _huge(m)
+    return np.frombuffer(m, np.uint8)
 
 
 HUGE_MIN_BYTES = 4 << 20  # buffers from this size are mapped on their own, in huge pages where the system gives them
 
 
-def mapped(nbytes: int) -> np.ndarray:
+def mapped(nbytes: int, pages: PageMapper | None = None) -> np.ndarray:
     """``nbytes`` zero bytes (``uint8``, 64-byte aligned, pages mapped now) for a buffer the
     planner charged already (the arena): ``filled``, whose large buffers are mappings of their
     own in huge pages (Linux maps a 40 MiB arena's 2 MiB pages in about 3 ms where writing
     4 KiB pages took 4-15 ms, runs take fewer TLB misses, and the memory goes back to the
-    system when the arena is dropped)."""
-    return _aligned(filled(nbytes + ALIGN, np.uint8), nbytes)
+    system when the arena is dropped). ``pages``: see ``filled``."""
+    return _aligned(filled(nbytes + ALIGN, np.uint8, pages=pages), nbytes)
 
 
 def _anonymous(nbytes: int) -> np.ndarray | None:

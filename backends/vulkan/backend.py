@@ -59,6 +59,7 @@ from mnnpy.backends.vulkan.fed import fed_variant
 from mnnpy.backends.vulkan.memory import Filled, ResizeMemory, VkTensor, check_allocation
 from mnnpy.backends.vulkan.timestamps import PartitionClock
 from mnnpy.log import get_logger
+from mnnpy.process_threads import threads
 
 _log = get_logger("vulkan")
 
@@ -117,17 +118,10 @@ def _write_pieces(device: np.ndarray, pieces: list) -> None:
 
 
 def _writers():
-    """The process's threads for writing constants (``_write_constants``; started at the first
-    use and kept, per process: a forked child has none of its parent's threads): ResNet-18's 20
-    re-laid Conv weights (46.7 MB) took 25 ms on one thread on the H200 machine."""
-    return _writer_pool(os.getpid())
-
-
-@functools.cache
-def _writer_pool(pid: int):
-    from concurrent.futures import ThreadPoolExecutor
-
-    return ThreadPoolExecutor(_writer_count(), thread_name_prefix="mnnpy-vulkan-constants")
+    """The process's threads for writing constants (``_write_constants``; kept per process,
+    ``mnnpy.process_threads``): ResNet-18's 20 re-laid Conv weights (46.7 MB) took 25 ms on one
+    thread on the H200 machine."""
+    return threads("vulkan-constants", _writer_count())
 
 
 class VulkanBackend(GPUBackend):

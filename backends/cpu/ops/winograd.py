@@ -110,7 +110,10 @@ class _Winograd:
         a2 = (m + 2) ** 2
         th, tw = -(-out[0] // m), -(-out[1] // m)
         threads = exe.backend.num_threads
-        self.exe, self.m, self.u = exe, m, scratch((a2, mo, c), np.float32)
+        self.exe, self.m = exe, m
+        # constant weights: U as the compilation cache holds it (a view of the bytes read) or as
+        # computed; else a buffer that ``prepare`` writes whole every run
+        self.u = self._transformed(np.asarray(w)) if exe.const else scratch((a2, mo, c), np.float32, fill=None)
         self.b = scratch((mo,), np.float32)
         fused = codes(exe.attrs["activation"], exe.attrs["activation_params"])
         self.fused_activation = fused is not None  # else Conv applies the activation afterwards
@@ -165,15 +168,22 @@ class _Winograd:
             tasks.append(sequence(steps))
         self.phases.append(tasks)
 
-    def prepare(self, w, b):
-        w = np.asarray(w)
-        self.w = w
+    def _transformed(self, w: np.ndarray) -> np.ndarray:
+        """``U (a*a, M, C)`` float32, C-contiguous, of ``w (M, C, 3, 3)``: from the session's
+        compilation cache where the weights are constants (``prepared``), else computed."""
 
         def transform():
             with self.exe.backend.runtime.blas.single():  # only when computed (not when loaded from the cache)
                 return winograd_weights(w, self.m)
 
-        np.copyto(self.u, prepared(self.exe, "winograd", w, transform, self.m, code_digest(winograd_weights)))
+        u = prepared(self.exe, "winograd", w, transform, self.m, code_digest(winograd_weights))
+        return np.ascontiguousarray(u, np.float32)
+
+    def prepare(self, w, b):
+        w = np.asarray(w)
+        self.w = w
+        if not self.exe.const:  # constants' U was made once, in ``__init__``
+            np.copyto(self.u, self._transformed(w))
         bias_into(self.b, b)
 
     def native_phases(self):
