@@ -201,6 +201,10 @@ class Backend:
         """Allocate the pooled memory (bytes) that dynamic tensors live in."""
         raise NotImplementedError
 
+    def on_close(self) -> None:
+        """Called when the session closes, before it drops its plans: memory that only they
+        used may be kept for the next session (the CPU backend's ``page_pool``). Default: nothing."""
+
     def on_plans_evicted(self) -> None:
         """Called after a session dropped cached plans (their arenas and Executions are
         unreferenced and collected by then): give back memory that only they used."""

@@ -142,7 +142,10 @@ class GraphRunner:
 
     def clear(self) -> None:
         """Forget every plan and body (``Session.close``): their arenas, Executions and
-        device memory go now; the backends give back what only they used."""
+        device memory go now (``Backend.on_close`` first: the CPU's pages may serve the next
+        session); the backends give back what only they used."""
+        for b in self.backends:
+            b.on_close()
         self._plans.clear()
         self._bodies.clear()
         self.plan, self.segments = None, []

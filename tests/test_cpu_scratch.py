@@ -54,7 +54,7 @@ def _resident_pages(a: np.ndarray) -> int:
 
 @pytest.mark.skipif(scratch._madvise() is None, reason="madvise through ctypes needs Linux")
 def test_populate_maps_pages_without_writing():
-    buf = scratch._reserve(8 << 20)
+    buf, _ = scratch.page_pool.reserve()
     part = buf[: 2 << 20]
     if not scratch.populate(part, 100, part.nbytes):
         pytest.skip("this kernel has no MADV_POPULATE_WRITE (Linux < 5.14)")
@@ -119,7 +119,7 @@ def test_scratch_region_refused_falls_back(monkeypatch):
     """Where no range can be reserved (strict overcommit), scratch allocates each buffer alone."""
     from mnnpy import limits
 
-    monkeypatch.setattr(scratch, "_reserved", lambda: None)
+    monkeypatch.setattr(scratch.page_pool, "reserve", lambda: None)
     charge = limits.MemoryBudget(1 << 30).plan("test")
     with limits.planning(charge):
         charge.regions[scratch.REGION] = scratch.ScratchRegion(scratch.PageMapper())

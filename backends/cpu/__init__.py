@@ -84,6 +84,12 @@ class CPUBackend(Backend):
         """The arena's, temporaries' and scratch buffers' pages are mapped (``PageMapper``) before the resize returns."""
         self._pages.wait()
 
+    def on_close(self) -> None:
+        """The session is closed: its memory (arenas, scratch regions, temporaries) goes to the
+        process's pool of mapped pages as its plans are collected (``page_pool``)."""
+        self._pages.close()
+        self._temporaries.release()
+
     def on_plans_evicted(self) -> None:
         """The temporaries' buffer is kept only while kept plans use it; freed heap pages go
         back to the system (``give_back_freed``): memory follows the plans kept."""

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import functools
 import math
+import weakref
 
 import numpy as np
 
 from mnnpy import limits
+from mnnpy.backends.cpu import page_pool
+from mnnpy.backends.cpu.page_pool import RESERVE_BYTES, huge
 from mnnpy.process_threads import threads
 
 
@@ -47,6 +50,20 @@ class PageMapper:
 
     def __init__(self):
         self._pending: list = []
+        self._leases: weakref.WeakSet = weakref.WeakSet()  # of the ranges reserved through ``reserve``
+
+    def reserve(self) -> tuple[np.ndarray, page_pool.Lease] | None:
+        """``page_pool.reserve()``, its lease kept for ``close``."""
+        got = page_pool.reserve()
+        if got is not None:
+            self._leases.add(got[1])
+        return got
+
+    def close(self) -> None:
+        """The session is closed: the ranges reserved through ``reserve`` go to the process's
+        pool once nothing views them (``page_pool``)."""
+        for lease in list(self._leases):
+            lease.pooled = True
 
     def populate(self, buf: np.ndarray, start: int, end: int) -> bool:
         """Map bytes ``[start, end)`` of ``buf`` (a C-contiguous array over a new anonymous
@@ -151,15 +168,16 @@ class ScratchRegion:
     def __init__(self, pages: PageMapper):
         self.pages = pages
         self.buf: np.ndarray | None = None
+        self.lease: page_pool.Lease | None = None
         self.used = self.mapped = 0
 
     def take(self, nbytes: int) -> np.ndarray | None:
         """The next ``nbytes`` zero bytes (``uint8``, 64-byte aligned), or ``None`` where no
         range can be reserved (strict overcommit) or it is full: the caller allocates alone."""
         if self.buf is None:
-            self.buf = _reserved()
-            if self.buf is None:
-                self.buf = np.empty(0, np.uint8)
+            got = self.pages.reserve()
+            self.buf, self.lease = got if got is not None else (np.empty(0, np.uint8), None)
+            self.mapped = self.lease.mapped if self.lease is not None else 0  # a range from the pool comes mapped
         start = -(-self.used // ALIGN) * ALIGN
         end = start + int(nbytes)
         if end > self.buf.nbytes:
@@ -169,6 +187,7 @@ class ScratchRegion:
             upto = min(self.buf.nbytes, -(-end // self.CHUNK) * self.CHUNK)
             self.pages.populate(self.buf, self.mapped, upto)  # else mapped at the first write
             self.mapped = upto
+        self.lease.use(end, self.mapped)
         return self.buf[start:end]
 
 
@@ -227,6 +246,7 @@ class SharedBuffer:
     def release(self) -> None:
         """Forget the buffer (views handed out keep it alive); the next request starts anew."""
         self.buf = np.empty(0, np.uint8)
+        self.lease: page_pool.Lease | None = None
         self.touched = 0
 
     def at_least(self, nbytes: int) -> np.ndarray:
@@ -234,7 +254,9 @@ class SharedBuffer:
         Raises ``ShapeError`` (``limits.charge``) when the bytes newly written would pass the
         session's memory limit."""
         if self.buf.nbytes < nbytes:
-            self.buf, self.touched = _reserve(nbytes), 0
+            got = (self.pages.reserve() if self.pages is not None else page_pool.reserve()) if nbytes <= RESERVE_BYTES else None
+            self.buf, self.lease = got if got is not None else (_aligned(np.empty(nbytes + ALIGN, np.uint8), nbytes), None)
+            self.touched = self.lease.mapped if self.lease is not None else 0  # a range from the pool: mapped, zero
         if self.touched < nbytes:
             what = f"a CPU scratch buffer for the temporaries Executions share ({nbytes} bytes in all)"
             limits.charge(nbytes - self.touched, what)
@@ -242,39 +264,9 @@ class SharedBuffer:
             if not mapper(self.buf, self.touched, nbytes):  # a new mapping's pages read as zero
                 self.buf[self.touched : nbytes].fill(0)
             self.touched = nbytes
+            if self.lease is not None:
+                self.lease.use(nbytes, nbytes)
         return self.buf
-
-
-RESERVE_BYTES = 1 << 36  # address space reserved per shared buffer (64 GiB; pages are mapped only when written)
-
-
-def _reserve(nbytes: int) -> np.ndarray:
-    """A ``uint8`` array of at least ``nbytes`` bytes whose pages are not mapped yet: an
-    anonymous ``MAP_NORESERVE`` mapping of ``RESERVE_BYTES`` (page-aligned, huge pages asked
-    for: ``_huge``), else (a larger request, or a system that refuses to overcommit)
-    ``np.empty`` of ``nbytes``."""
-    reserved = _reserved() if nbytes <= RESERVE_BYTES else None
-    if reserved is not None:
-        return reserved
-    raw = np.empty(nbytes + ALIGN, np.uint8)
-    return _aligned(raw, nbytes)
-
-
-def _reserved() -> np.ndarray | None:
-    """An anonymous ``MAP_NORESERVE`` mapping of ``RESERVE_BYTES`` as ``uint8`` (page-aligned,
-    huge pages asked for: ``_huge``; no page mapped yet), or ``None`` where the system refuses."""
-    import mmap
-    import sys
-
-    noreserve = getattr(mmap, "MAP_NORESERVE", 0x4000 if sys.platform.startswith("linux") else None)  # Python < 3.13
-    if noreserve is None:
-        return None
-    try:
-        m = mmap.mmap(-1, RESERVE_BYTES, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | noreserve)
-    except (OSError, ValueError):
-        return None
-    _huge(m)
-    return np.frombuffer(m, np.uint8)
 
 
 HUGE_MIN_BYTES = 4 << 20  # buffers from this size are mapped on their own, in huge pages where the system gives them
@@ -285,8 +277,17 @@ def mapped(nbytes: int, pages: PageMapper | None = None) -> np.ndarray:
     planner charged already (the arena): ``filled``, whose large buffers are mappings of their
     own in huge pages (Linux maps a 40 MiB arena's 2 MiB pages in about 3 ms where writing
     4 KiB pages took 4-15 ms, runs take fewer TLB misses, and the memory goes back to the
-    system when the arena is dropped). ``pages``: see ``filled``."""
-    return _aligned(filled(nbytes + ALIGN, np.uint8, pages=pages), nbytes)
+    system when the arena is dropped). With ``pages`` (the backend's ``PageMapper``), from
+    ``HUGE_MIN_BYTES`` on: the start of a reserved range (``page_pool``; from the process's
+    pool where it holds one, its pages mapped already), the rest mapped on ``pages``' thread."""
+    got = pages.reserve() if pages is not None and HUGE_MIN_BYTES <= nbytes <= RESERVE_BYTES else None
+    if got is None:
+        return _aligned(filled(nbytes + ALIGN, np.uint8, pages=pages), nbytes)
+    root, lease = got
+    if lease.mapped < nbytes:
+        pages.populate(root, lease.mapped, nbytes)
+    lease.use(nbytes, nbytes)
+    return root[:nbytes]
 
 
 def _anonymous(nbytes: int) -> np.ndarray | None:
@@ -298,21 +299,8 @@ def _anonymous(nbytes: int) -> np.ndarray | None:
         m = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     except (OSError, ValueError, AttributeError):
         return None
-    _huge(m)
+    huge(m)
     return np.frombuffer(m, np.uint8)
-
-
-def _huge(m) -> None:
-    """Ask for transparent huge pages on mapping ``m`` (``madvise(MADV_HUGEPAGE)``: Linux
-    with ``transparent_hugepage`` at ``madvise`` or ``always``); nothing where the system has none."""
-    import mmap
-
-    advice = getattr(mmap, "MADV_HUGEPAGE", None)
-    if advice is not None:
-        try:
-            m.madvise(advice)
-        except (OSError, ValueError):
-            pass
 
 
 def _aligned(raw: np.ndarray, nbytes: int) -> np.ndarray:

@@ -273,6 +273,7 @@ class WorkerPool:
                 mine = e
             for i, target, native in posted:
                 self._wait(i, target, native)
+                self._tasks[i] = None  # a native task's call is not run by the worker, which would drop it (its views of the arena)
             errors = [mine] + [self._errors[i] for i, _, _ in posted]
             for i, _, _ in posted:
                 self._errors[i] = None
