@@ -20,9 +20,7 @@ C, H = 16, 320  # 6.5 MB a tensor: from HUGE_MIN_BYTES, the arena is a reserved 
 def model():
     rng = np.random.default_rng(0)
     inits = {f"w{i}": (0.1 * rng.standard_normal((C, C, 3, 3))).astype(np.float32) for i in range(3)}
-    nodes = [
-        helper.make_node("Conv", ["x" if i == 0 else f"c{i - 1}", f"w{i}"], [f"c{i}"], pads=[1, 1, 1, 1]) for i in range(3)
-    ]
+    nodes = [helper.make_node("Conv", ["x" if i == 0 else f"c{i - 1}", f"w{i}"], [f"c{i}"], pads=[1, 1, 1, 1]) for i in range(3)]
     return convert(make_model(nodes, {"x": np.zeros((1, C, H, H), np.float32)}, ["c2"], inits))
 
 

@@ -273,7 +273,7 @@ class WorkerPool:
                 mine = e
             for i, target, native in posted:
                 self._wait(i, target, native)
-                self._tasks[i] = None  # a native task's call is not run by the worker, which would drop it (its views of the arena)
+                self._tasks[i] = None  # a native call the worker did not run (it drops what it runs): it held arena views
             errors = [mine] + [self._errors[i] for i, _, _ in posted]
             for i, _, _ in posted:
                 self._errors[i] = None
