@@ -67,7 +67,7 @@ def test_a_closed_sessions_pages_serve_the_next_session(model):
 
 
 def test_ranges_come_back_zeroed():
-    pages = scratch.PageMapper()
+    pages = scratch.ResizeHelper()
     arena = scratch.mapped(8 << 20, pages)
     pages.wait()
     arena[:] = 7
@@ -75,7 +75,7 @@ def test_ranges_come_back_zeroed():
     pages.close()
     del arena
     _settled()
-    again = scratch.mapped(8 << 20, scratch.PageMapper())
+    again = scratch.mapped(8 << 20, scratch.ResizeHelper())
     assert again.ctypes.data == address and not again.any()
 
 
@@ -94,7 +94,7 @@ def test_the_limit_holds(monkeypatch):
     monkeypatch.setenv(page_pool.POOL_ENV, "20")
     held = []
     for _ in range(4):
-        pages = scratch.PageMapper()
+        pages = scratch.ResizeHelper()
         a = scratch.mapped(8 << 20, pages)
         pages.wait()
         held.append((pages, a))
@@ -104,7 +104,7 @@ def test_the_limit_holds(monkeypatch):
     _settled()
     assert 0 < page_pool.pooled_bytes() <= 20 << 20
     monkeypatch.setenv(page_pool.POOL_ENV, "0")
-    pages = scratch.PageMapper()
+    pages = scratch.ResizeHelper()
     a = scratch.mapped(8 << 20, pages)
     pages.close()
     before = page_pool.pooled_bytes()
@@ -116,5 +116,5 @@ def test_the_limit_holds(monkeypatch):
 def test_pool_refused_falls_back(monkeypatch):
     """Where no range can be reserved, the arena is a mapping of its own."""
     monkeypatch.setattr(page_pool, "reserve", lambda: None)
-    a = scratch.mapped(5 << 20, scratch.PageMapper())
+    a = scratch.mapped(5 << 20, scratch.ResizeHelper())
     assert a.nbytes == 5 << 20 and not a.any()

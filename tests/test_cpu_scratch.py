@@ -80,7 +80,7 @@ def test_shared_buffer_zero_with_or_without_populate(monkeypatch, works):
 def test_page_mapper_maps_on_its_thread_and_keeps_writes():
     """The arena's pages are mapped on the mapper's thread; bytes written meanwhile stay, and
     after ``wait`` every page of the range is resident."""
-    pages = scratch.PageMapper()
+    pages = scratch.ResizeHelper()
     arena = scratch.mapped(12 << 20, pages)
     arena[:100] = 9  # written while the thread may still be mapping
     pages.wait()
@@ -95,7 +95,7 @@ def test_scratch_is_carved_from_the_plans_region():
     fill asked for) views of it, charged like any other; outside a plan they stand alone."""
     from mnnpy import limits
 
-    pages = scratch.PageMapper()
+    pages = scratch.ResizeHelper()
     charge = limits.MemoryBudget(1 << 30).plan("test")
     with limits.planning(charge):
         charge.regions[scratch.REGION] = region = scratch.ScratchRegion(pages)
@@ -122,6 +122,6 @@ def test_scratch_region_refused_falls_back(monkeypatch):
     monkeypatch.setattr(scratch.page_pool, "reserve", lambda: None)
     charge = limits.MemoryBudget(1 << 30).plan("test")
     with limits.planning(charge):
-        charge.regions[scratch.REGION] = scratch.ScratchRegion(scratch.PageMapper())
+        charge.regions[scratch.REGION] = scratch.ScratchRegion(scratch.ResizeHelper())
         a = scratch.scratch((10,), np.float32, fill=2)
     assert (a == 2).all() and a.flags.writeable

@@ -21,7 +21,7 @@ from mnnpy.backends.cpu.blas import BlasThreads
 from mnnpy.backends.cpu.fusion import fuse
 from mnnpy.backends.cpu.program import replaced, segments
 from mnnpy.backends.cpu.registry import execution
-from mnnpy.backends.cpu.scratch import REGION, PageMapper, ScratchRegion, SharedBuffer, Workspace, mapped
+from mnnpy.backends.cpu.scratch import REGION, ResizeHelper, ScratchRegion, SharedBuffer, Workspace, mapped
 from mnnpy.backends.cpu.worker_pool import WorkerPool
 from mnnpy.errors import UnsupportedOperatorError
 from mnnpy.heap import give_back_freed
@@ -40,8 +40,8 @@ class CPUBackend(Backend):
         self.arena = np.empty(0, np.uint8)
         self.num_threads = config.num_threads or runtime.default_threads
         self.pool = runtime.pool(self.num_threads)
-        self._pages = PageMapper()  # maps the arena's and temporaries' pages beside the resize
-        self._temporaries = SharedBuffer(self._pages)
+        self.helper = ResizeHelper()  # maps pages and packs weights beside the resize
+        self._temporaries = SharedBuffer(self.helper)
 
     def workspace(self) -> Workspace:
         """An allocator for one Execution's temporaries, in memory shared with the others."""
@@ -72,22 +72,22 @@ class CPUBackend(Backend):
                 state.segments = segs
 
     def allocate_arena(self, nbytes: int) -> None:
-        self.arena = mapped(nbytes, self._pages)  # pages mapped by the resize's end (charged by the planner)
+        self.arena = mapped(nbytes, self.helper)  # pages mapped by the resize's end (charged by the planner)
 
     def on_resize_begin(self) -> None:
         """The plan being made carves its scratch buffers from a ``ScratchRegion`` of its own."""
         plan = limits.current()
         if plan is not None:
-            plan.regions.setdefault(REGION, ScratchRegion(self._pages))
+            plan.regions.setdefault(REGION, ScratchRegion(self.helper))
 
     def on_resize_end(self) -> None:
-        """The arena's, temporaries' and scratch buffers' pages are mapped (``PageMapper``) before the resize returns."""
-        self._pages.wait()
+        """The arena's, temporaries' and scratch buffers' pages are mapped (``ResizeHelper``) before the resize returns."""
+        self.helper.wait()
 
     def on_close(self) -> None:
         """The session is closed: its memory (arenas, scratch regions, temporaries) goes to the
         process's pool of mapped pages as its plans are collected (``page_pool``)."""
-        self._pages.close()
+        self.helper.close()
         self._temporaries.release()
 
     def on_plans_evicted(self) -> None:
@@ -185,6 +185,7 @@ class CPUBackend(Backend):
         out_arrays = [np.empty(t.shape, t.dtype) if t is not None else None for t in info.outputs]
         exe = self.create_execution(info)
         exe.on_resize(values, out_arrays)
+        self.helper.wait()  # what on_resize left to the helper (packing)
         exe.on_execute(values, out_arrays)
         return out_arrays
 

@@ -22,12 +22,12 @@ from mnnpy.backends.cpu.page_pool import RESERVE_BYTES, huge
 from mnnpy.process_threads import threads
 
 
-def filled(shape, dtype, fill=0, pages: PageMapper | None = None) -> np.ndarray:
+def filled(shape, dtype, fill=0, pages: ResizeHelper | None = None) -> np.ndarray:
     """A new ``shape``/``dtype`` array filled with ``fill`` (pages mapped now), not charged:
     for memory the planner charged already (the arena). ``fill=None``: left as it is, for a
     buffer the caller writes whole at once (its write maps the pages). From ``HUGE_MIN_BYTES``
     an anonymous mapping of its own with huge pages asked for (``_anonymous``); with ``pages``,
-    such a mapping's zero pages are mapped on ``pages``' thread (``PageMapper``)."""
+    such a mapping's zero pages are mapped on ``pages``' thread (``ResizeHelper``)."""
     dtype = np.dtype(dtype)
     dims = tuple(int(d) for d in shape) if isinstance(shape, (tuple, list, np.ndarray)) else (int(shape),)
     nbytes = math.prod(dims) * dtype.itemsize
@@ -40,13 +40,17 @@ def filled(shape, dtype, fill=0, pages: PageMapper | None = None) -> np.ndarray:
     return a
 
 
-class PageMapper:
-    """Maps the pages of a backend's new zero buffers (the arena, the shared temporaries) on a
-    thread of the process's own (``mnnpy.process_threads``) while the resize goes on, and waits
-    for them at its end (``wait``): the system call (``populate``) leaves the GIL to the
-    Executions' ``on_resize``. det at 640x640 maps about 40 MB a resize (2-10 ms here); its
-    Executions take about 12 ms of Python beside it. A buffer's contents are untouched (zero
-    pages read as zero whether mapped yet or not), so an Execution may write to one meanwhile."""
+class ResizeHelper:
+    """A CPU backend's work beside its resize, on a thread of the process's own
+    (``mnnpy.process_threads``), waited for at the resize's end (``wait``): mapping the pages of
+    its new zero buffers (``populate``: the arena, the scratch region, the shared temporaries)
+    and compiled calls that leave the GIL (``submit``: packing constant weights), while the
+    Executions' ``on_resize`` goes on in Python. det at 640x640 maps about 50 MB a resize
+    (2-40 ms here) and packs 3.6 MB of pointwise weights (about 2.5 ms); its Executions take
+    about 12 ms beside them. A buffer's contents are untouched by the mapping (zero pages read
+    as zero whether mapped yet or not), so an Execution may write to one meanwhile; a call
+    submitted runs after the mapping submitted before it. Also keeps the leases of the ranges
+    it reserved (``reserve``, ``close``: ``page_pool``)."""
 
     def __init__(self):
         self._pending: list = []
@@ -76,8 +80,13 @@ class PageMapper:
             self._pending.append(threads("cpu-pages", 1).submit(populate, buf, start, end))
         return True
 
+    def submit(self, call) -> None:
+        """Run ``call`` (no arguments; it should leave the GIL) on the thread, before ``wait`` returns."""
+        self._pending.append(threads("cpu-pages", 1).submit(call))
+
     def wait(self) -> None:
-        """Return once every range given to ``populate`` is mapped."""
+        """Return once every range given to ``populate`` is mapped and every call submitted
+        has run (raising the first call's exception)."""
         pending, self._pending = self._pending, []
         for f in pending:
             f.result()
@@ -156,7 +165,7 @@ class ScratchRegion:
     """The memory a plan's CPU scratch buffers (``scratch``: re-laid weights, biases, tables)
     are carved from, one after the other: one reserved range of address space
     (``RESERVE_BYTES``, ``MAP_NORESERVE``, huge pages asked for) whose pages are mapped in
-    ``CHUNK``s on the ``PageMapper``'s thread as buffers are carved, so that the Executions
+    ``CHUNK``s on the ``ResizeHelper``'s thread as buffers are carved, so that the Executions
     that write them (packing weights) find them mapped, and a buffer asked for zeros is
     zero without being written. det at 640x640 carves about 12 MB in 150 buffers; each was a
     heap allocation of its own, its pages mapped by its first write (fill or packing) in
@@ -165,7 +174,7 @@ class ScratchRegion:
 
     CHUNK = 2 << 20  # bytes mapped at a time (one huge page)
 
-    def __init__(self, pages: PageMapper):
+    def __init__(self, pages: ResizeHelper):
         self.pages = pages
         self.buf: np.ndarray | None = None
         self.lease: page_pool.Lease | None = None
@@ -239,8 +248,8 @@ class SharedBuffer:
     smaller shape after it.
     """
 
-    def __init__(self, pages: PageMapper | None = None):
-        self.pages = pages  # maps the pages written on its thread (``PageMapper``); None: now
+    def __init__(self, pages: ResizeHelper | None = None):
+        self.pages = pages  # maps the pages written on its thread (``ResizeHelper``); None: now
         self.release()
 
     def release(self) -> None:
@@ -272,12 +281,12 @@ class SharedBuffer:
 HUGE_MIN_BYTES = 4 << 20  # buffers from this size are mapped on their own, in huge pages where the system gives them
 
 
-def mapped(nbytes: int, pages: PageMapper | None = None) -> np.ndarray:
+def mapped(nbytes: int, pages: ResizeHelper | None = None) -> np.ndarray:
     """``nbytes`` zero bytes (``uint8``, 64-byte aligned, pages mapped now) for a buffer the
     planner charged already (the arena): ``filled``, whose large buffers are mappings of their
     own in huge pages (Linux maps a 40 MiB arena's 2 MiB pages in about 3 ms where writing
     4 KiB pages took 4-15 ms, runs take fewer TLB misses, and the memory goes back to the
-    system when the arena is dropped). With ``pages`` (the backend's ``PageMapper``), from
+    system when the arena is dropped). With ``pages`` (the backend's ``ResizeHelper``), from
     ``HUGE_MIN_BYTES`` on: the start of a reserved range (``page_pool``; from the process's
     pool where it holds one, its pages mapped already), the rest mapped on ``pages``' thread."""
     got = pages.reserve() if pages is not None and HUGE_MIN_BYTES <= nbytes <= RESERVE_BYTES else None

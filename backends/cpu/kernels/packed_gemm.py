@@ -44,6 +44,7 @@ from __future__ import annotations
 import numpy as np
 
 from mnnpy.backends.cpu.kernels import compiled
+from mnnpy.backends.cpu.kernels.native import bind
 from mnnpy.backends.cpu.parallel import split
 
 MR = 8  # rows of one weight panel of ``packed``
@@ -78,6 +79,30 @@ def pack(w: np.ndarray, out: np.ndarray | None = None, mr: int = MR) -> np.ndarr
             block[:, full] = 0
             block[:, full, :, : m - full * mr] = src[:, full * mr :].transpose(0, 2, 1)
     return out
+
+
+def pack_later(w: np.ndarray, out: np.ndarray, beside=None) -> None:
+    """``pack(w, out)``; with ``beside`` (a callable that runs a call of no arguments on
+    another thread: the CPU backend's ``ResizeHelper.submit``), by the compiled ``pack_kernel``
+    there where it compiles and ``w`` is a C-contiguous float32 array (the session's resize
+    waits for it), else now."""
+    kernel = pack_kernel() if beside is not None else None
+    if kernel is not None and w.dtype == np.float32 and w.flags.c_contiguous and out.flags.c_contiguous:
+        beside(bind(kernel, w, out))
+    else:
+        pack(w, out)
+
+
+def _build_pack(numba):
+    from mnnpy.backends.cpu.kernels import packed_gemm_jit
+
+    return packed_gemm_jit.build_pack(numba)
+
+
+def pack_kernel():
+    """The compiled ``pack(w, out)`` (``pack``'s layout; ``w`` C-contiguous float32), releasing
+    the GIL; ``None`` where numba cannot compile here (a warning was given)."""
+    return compiled("packed_gemm_pack", _build_pack)
 
 
 def panel_rows(m: int, parts: int) -> list[tuple[int, int]]:

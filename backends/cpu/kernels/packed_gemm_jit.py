@@ -136,3 +136,30 @@ def build(numba_module):
     f3, i8, f = nb.float32[:, :, ::1], nb.int64, nb.float32
     sig = nb.void(nb.float32[:, :, :, ::1], f3, f3, nb.float32[::1], i8, i8, i8, i8, i8, i8, f, f)
     return nb.njit(sig, nogil=True, cache=True)(packed)
+
+
+def pack(w, out):  # pragma: no cover - compiled
+    """``packed_gemm.pack``'s panels, compiled: ``w: (Bw, M, K)`` -> ``out: (Bw, P, K, MR)``,
+    pass by pass of ``KC`` rows of ``K``, zero rows past ``M``."""
+    bw, m, k = w.shape
+    panels, mr = out.shape[1], out.shape[3]
+    flat = out.reshape(bw, panels * k * mr)
+    for b in range(bw):
+        for k0 in range(0, k, KC):
+            kc = min(k, k0 + KC) - k0
+            for p in range(panels):
+                at = k0 * panels * mr + p * kc * mr
+                for i in range(mr):
+                    row = p * mr + i
+                    if row < m:
+                        for kk in range(kc):
+                            flat[b, at + kk * mr + i] = w[b, row, k0 + kk]
+                    else:
+                        for kk in range(kc):
+                            flat[b, at + kk * mr + i] = 0.0
+
+
+def build_pack(numba_module):
+    """``pack`` compiled for ``(float32 3-d, float32 4-d)``, releasing the GIL, cached."""
+    nb = numba_module
+    return nb.njit(nb.void(nb.float32[:, :, ::1], nb.float32[:, :, :, ::1]), nogil=True, cache=True)(pack)

@@ -66,6 +66,7 @@ class _Im2colNumba:
         ho, wo = out
         rowsz = cg * kh * kw
         threads = exe.backend.num_threads
+        self.beside = exe.backend.helper.submit if exe.const else None  # prepare runs once, in on_resize
         self.b = scratch((m,), np.float32)
         self.has_bias = bias is not None
         fused = codes(exe.attrs["activation"], exe.attrs["activation_params"])
@@ -137,7 +138,7 @@ class _Im2colNumba:
 
     def prepare(self, w, b):
         if self.wp is not None:  # (G, M/G, C/G*KH*KW) packed straight from the weight tensor
-            packed_gemm.pack(np.asarray(w).reshape(self.wp.shape[0], -1, self.wp.shape[2]), self.wp)
+            packed_gemm.pack_later(np.asarray(w).reshape(self.wp.shape[0], -1, self.wp.shape[2]), self.wp, self.beside)
         else:
             np.copyto(self.w, np.asarray(w).reshape(self.w.shape))
         if b is not None:

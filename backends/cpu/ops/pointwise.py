@@ -70,6 +70,7 @@ class _Pointwise:
             self.x, self.y = view_as(x, (n, g, c // g, hw)), view_as(y, (n, g, m // g, hw))
         self.fused_bias = self.fused_activation = self.fused(exe, x, w, y)
         self.wp = None
+        self.beside = exe.backend.helper.submit if exe.const else None  # prepare runs once, in on_resize
         if not self.fused_bias:
             self.mm = MatMul(exe.backend, self.w, self.x, self.y)
             return
@@ -113,9 +114,10 @@ class _Pointwise:
         tail()
 
     def prepare(self, w, b):
-        # self.w is a view of the weight tensor (constant or the same arena view every run)
+        # self.w is a view of the weight tensor (constant or the same arena view every run);
+        # constant weights are packed once, beside the rest of the resize (ResizeHelper)
         if self.wp is not None:
-            packed_gemm.pack(np.asarray(w).reshape(1, *self.w.shape), self.wp)
+            packed_gemm.pack_later(np.asarray(w).reshape(1, *self.w.shape), self.wp, self.beside)
         if self.fused_bias:
             bias_into(self.b, b)
 
