@@ -76,16 +76,22 @@ def test_warm_session_loads_what_the_cold_one_saved(models, tmp_path):
     assert set(cc.read_mapping(tmp_path)) == {token} and token == hashlib.sha256(model(1)[0]).hexdigest()
 
 
-def test_entries_are_read_ahead_and_still_checked(models, tmp_path, monkeypatch):
-    """A warm session's entries come from the read-ahead thread (``mnnpy.cache_read_ahead``):
-    the session's own thread reads none of them, and what the thread read is checked against
-    the mapping as before (a damaged file read ahead is rejected and rebuilt)."""
+def test_entries_are_read_once_ahead_or_when_asked_and_still_checked(models, tmp_path, monkeypatch):
+    """A warm session's entries come from the read-ahead thread (``mnnpy.cache_read_ahead``),
+    or, where the session asks for one the thread has not reached, from the session's own
+    thread (the read-ahead then skips it): each entry is read once, and what was read is
+    checked against the mapping as before (a damaged file is rejected and rebuilt)."""
+    from mnnpy import cache_read_ahead
+
     session_run(models, "a", tmp_path)
     reads = []
-    read = cc.read_limited
-    monkeypatch.setattr(cc, "read_limited", lambda path, *a: reads.append(Path(path)) or read(path, *a))
+    for module in (cc, cache_read_ahead):
+        monkeypatch.setattr(
+            module, "read_limited", lambda path, *a, _read=module.read_limited: reads.append(Path(path)) or _read(path, *a)
+        )
     assert session_run(models, "a", tmp_path) == (ENTRIES, 0)
-    assert [p for p in reads if "entries" in p.parts] == []
+    entries = [p for p in reads if "entries" in p.parts]
+    assert len(entries) == len(set(entries)) == ENTRIES
     victim = entry_files(tmp_path)[0]
     data = bytearray(victim.read_bytes())
     data[len(data) // 2] ^= 0x40
