@@ -198,7 +198,8 @@ class PlanCharge:
     def charge(self, nbytes: int, what: str, backend: str | None = None) -> None:
         """Count ``nbytes`` more for ``what`` (e.g. "the CPU arena"), held by ``backend`` (its
         name: ``by_backend``) if given; ``ShapeError`` when this plan's bytes with those of the
-        session's other plans would pass the limit (after the budget reclaimed what it could)."""
+        session's other plans would pass the limit (after the budget reclaimed what it could).
+        ``what`` may be a callable returning the text, called only when it is needed."""
         nbytes = int(nbytes)
         b = self.budget
         if self.used + nbytes + b.held > b.limit:
@@ -206,13 +207,14 @@ class PlanCharge:
             held = b.held
             if self.used + nbytes + held > b.limit:
                 others = f" and {gib(held)} held by the session's other plans" if held else ""
+                where, what = _text(self.where), _text(what)
                 raise ShapeError(
-                    f"{self.where}: {what} asks for {gib(nbytes)}; with the {gib(self.used)} this plan holds already{others} "
+                    f"{where}: {what} asks for {gib(nbytes)}; with the {gib(self.used)} this plan holds already{others} "
                     f"that passes the memory limit of {gib(b.limit)}"
                 )
         self.used += nbytes
         if self.log is not None:
-            self.log.append((nbytes, what, backend))
+            self.log.append((nbytes, _text(what), backend))
         if backend is not None:
             self.attribute(backend, nbytes)
 
@@ -238,8 +240,9 @@ class PlanCharge:
             self.log = before
 
     @contextlib.contextmanager
-    def at(self, where: str) -> Iterator[None]:
-        """Name ``where`` in this charge's messages for the duration (one op's preparation)."""
+    def at(self, where) -> Iterator[None]:
+        """Name ``where`` in this charge's messages for the duration (one op's preparation): a
+        ``str``, or a callable returning it, called only when a message is made."""
         before, self.where = self.where, where
         try:
             yield
@@ -281,7 +284,12 @@ def charge(nbytes: int, what: str, backend: str | None = None) -> None:
         return
     limit = default_memory_limit()
     if nbytes > limit:
-        raise ShapeError(f"{what} asks for {gib(nbytes)}, over the memory limit of {gib(limit)}")
+        raise ShapeError(f"{_text(what)} asks for {gib(nbytes)}, over the memory limit of {gib(limit)}")
+
+
+def _text(what) -> str:
+    """``what`` as text: a ``str``, or a callable returning one (made only for a message or a record)."""
+    return what() if callable(what) else what
 
 
 def attribute(backend: str, nbytes: int) -> None:

@@ -33,6 +33,7 @@ the same way (``mnnpy.graph_runner``).
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -381,8 +382,7 @@ class Planner:
         charge = limits.current()
         for i in part.ops:
             op = self.graph.ops[i]
-            shapes = [t.shape if t is not None else None for t in infos[i].inputs]
-            with charge.at(f"{op.type} '{op.name}' with input shapes {shapes} on {backend.name}"):
+            with charge.at(functools.partial(_op_where, op, infos[i], backend.name)):
                 exe = backend.create_execution(infos[i])
                 ins = [h[t] if t >= 0 else None for t in op.inputs]
                 outs = [h[t] if t >= 0 else None for t in op.outputs]
@@ -391,6 +391,12 @@ class Planner:
         step = PartitionStep(backend, list(part.ops), copies, runs, [h[t] for t in ups], [h[t] for t in downs], private=private)
         backend.on_resize_partition(step)
         return step
+
+
+def _op_where(op, info: OpInfo, backend: str) -> str:
+    """An op being prepared, as memory-limit messages name it."""
+    shapes = [t.shape if t is not None else None for t in info.inputs]
+    return f"{op.type} '{op.name}' with input shapes {shapes} on {backend}"
 
 
 def _resize_line(

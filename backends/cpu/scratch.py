@@ -146,7 +146,7 @@ def scratch(shape, dtype, fill=0) -> np.ndarray:
     dims = tuple(int(d) for d in shape) if isinstance(shape, (tuple, list, np.ndarray)) else (int(shape),)
     dtype = np.dtype(dtype)
     nbytes = math.prod(dims) * dtype.itemsize
-    limits.charge(nbytes, f"a CPU scratch buffer {dims} {dtype}")
+    limits.charge(nbytes, functools.partial(_scratch_what, dims, dtype))
     plan = limits.current()
     region = plan.regions.get(REGION) if plan is not None else None
     raw = region.take(nbytes) if region is not None else None
@@ -156,6 +156,10 @@ def scratch(shape, dtype, fill=0) -> np.ndarray:
     if fill is not None and fill != 0:
         a.fill(fill)
     return a
+
+
+def _scratch_what(dims: tuple, dtype: np.dtype) -> str:
+    return f"a CPU scratch buffer {dims} {dtype}"
 
 
 REGION = "cpu"  # the key of the CPU backend's ScratchRegion in ``PlanCharge.regions``
