@@ -44,7 +44,7 @@ from __future__ import annotations
 import numpy as np
 
 from mnnpy.backends.cpu.kernels import compiled
-from mnnpy.backends.cpu.kernels.native import bind
+from mnnpy.backends.cpu.kernels.native import NativeKernel, bind
 from mnnpy.backends.cpu.parallel import split
 
 MR = 8  # rows of one weight panel of ``packed``
@@ -87,7 +87,9 @@ def pack_later(w: np.ndarray, out: np.ndarray, beside=None) -> None:
     there where it compiles and ``w`` is a C-contiguous float32 array (the session's resize
     waits for it), else now."""
     kernel = pack_kernel() if beside is not None else None
-    if kernel is not None and w.dtype == np.float32 and w.flags.c_contiguous and out.flags.c_contiguous:
+    # numba's own dispatcher (native kernels off) takes no read-only array: a model's constants are
+    usable = kernel is not None and (isinstance(kernel, NativeKernel) or w.flags.writeable)
+    if usable and w.dtype == np.float32 and w.flags.c_contiguous and out.flags.c_contiguous:
         beside(bind(kernel, w, out))
     else:
         pack(w, out)
