@@ -38,7 +38,7 @@ def _settled():
     gc.collect()
     from mnnpy.process_threads import threads
 
-    threads("cpu-pages", 1).submit(lambda: None).result()
+    threads(page_pool.HELPER_THREADS, 1).submit(lambda: None).result()
 
 
 def _run(data, x):

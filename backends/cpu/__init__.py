@@ -239,9 +239,14 @@ class CPURuntime(Runtime):
 
     @classmethod
     def warm_up(cls) -> None:
-        """numba loads on a background thread (``kernels.warm_up``)."""
+        """numba loads on a background thread (``kernels.warm_up``). The resize helper's thread
+        (``ResizeHelper``) starts first: a thread started while that one loads kernels
+        (``dlopen`` holds the GIL) waited up to 90 ms here for its first breath."""
         from mnnpy.backends.cpu.kernels import warm_up
+        from mnnpy.backends.cpu.page_pool import HELPER_THREADS
+        from mnnpy.process_threads import threads
 
+        threads(HELPER_THREADS, 1).submit(int)
         warm_up()
 
     @classmethod

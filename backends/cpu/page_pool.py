@@ -28,6 +28,7 @@ import numpy as np
 
 from mnnpy.process_threads import threads
 
+HELPER_THREADS = "cpu-pages"  # the process's pool (one thread) for work beside a resize: mapping and zeroing pages, packing
 RESERVE_BYTES = 1 << 36  # address space reserved per range (64 GiB; pages are mapped only when written)
 POOL_ENV = "MNNPY_CPU_POOL_MB"  # MiB of mapped pages the pool may keep; "0": none
 DEFAULT_POOL_MB = 256
@@ -102,7 +103,7 @@ def _returned(lease: Lease) -> None:
     the range is unmapped with its ``mmap``."""
     if lease.pooled and limit_bytes() > 0:
         try:
-            threads("cpu-pages", 1).submit(_pool().give, lease)
+            threads(HELPER_THREADS, 1).submit(_pool().give, lease)
         except RuntimeError:  # the interpreter is shutting down: no new work for threads
             pass
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from mnnpy import limits
 from mnnpy.backends.cpu import page_pool
-from mnnpy.backends.cpu.page_pool import RESERVE_BYTES, huge
+from mnnpy.backends.cpu.page_pool import HELPER_THREADS, RESERVE_BYTES, huge
 from mnnpy.process_threads import threads
 
 
@@ -77,12 +77,12 @@ class ResizeHelper:
         if _madvise() is None:
             return False
         if end > start:
-            self._pending.append(threads("cpu-pages", 1).submit(populate, buf, start, end))
+            self._pending.append(threads(HELPER_THREADS, 1).submit(populate, buf, start, end))
         return True
 
     def submit(self, call) -> None:
         """Run ``call`` (no arguments; it should leave the GIL) on the thread, before ``wait`` returns."""
-        self._pending.append(threads("cpu-pages", 1).submit(call))
+        self._pending.append(threads(HELPER_THREADS, 1).submit(call))
 
     def wait(self) -> None:
         """Return once every range given to ``populate`` is mapped and every call submitted

@@ -303,8 +303,10 @@ def key() -> str:
     for f in sorted(Path(__file__).parent.glob("*.py")):
         h.update(f.name.encode() + f.read_bytes())
     spec = importlib.util.find_spec("numba")
-    site = Path(spec.origin).parent.parent if spec and spec.origin else None
-    numba_dist = sorted(p.name for p in site.glob("numba-*")) if site else []
+    # numba's version as its package records it (``_version.py``): one small file, where listing
+    # site-packages for its dist-info took up to 75 ms of a new process's first session here
+    version = Path(spec.origin).parent / "_version.py" if spec and spec.origin else None
+    numba_dist = [version.read_bytes().decode("utf-8", "replace")] if version is not None and version.is_file() else []
     import llvmlite
 
     from mnnpy import __version__
