@@ -94,7 +94,7 @@ def unpack(data: bytes, magic: bytes, fmt: int, key: str, *, whole_file_hashed: 
     saying what is wrong. ``whole_file_hashed``: the caller has matched the SHA-256 of all of
     ``data`` against a record made when ``pack`` wrote it (the compilation cache's mapping),
     which covers the content hash inside, so that one is not computed again. ``view``: a
-    ``memoryview`` of ``data`` (no copy: PP-OCRv4 det's Winograd weights are 9.4 MB)."""
+    ``memoryview`` of ``data`` (the payload is not copied)."""
     if len(data) < HEAD.size:
         raise ValueError(f"truncated header ({len(data)} bytes)")
     got_magic, got_fmt, klen = HEAD.unpack_from(data)

@@ -118,3 +118,25 @@ def test_pool_refused_falls_back(monkeypatch):
     monkeypatch.setattr(page_pool, "reserve", lambda: None)
     a = scratch.mapped(5 << 20, scratch.ResizeHelper())
     assert a.nbytes == 5 << 20 and not a.any()
+
+
+def test_a_pooled_range_is_charged_as_handed_out():
+    """A range from the pool (its pages mapped) serving the shared temporaries: the plan is still
+    charged the bytes handed out, and they read as zero."""
+    from mnnpy import limits
+
+    pages = scratch.ResizeHelper()
+    a = scratch.mapped(8 << 20, pages)
+    pages.wait()
+    a[:] = 5
+    pages.close()
+    del a
+    _settled()
+    assert page_pool.pooled_bytes() >= 8 << 20
+    charge = limits.MemoryBudget(1 << 30).plan("test")
+    with limits.planning(charge):
+        helper = scratch.ResizeHelper()
+        buf = scratch.SharedBuffer(helper).at_least(3 << 20)
+        helper.wait()
+    assert page_pool.pooled_bytes() == 0  # taken
+    assert charge.used == 3 << 20 and not buf[: 3 << 20].any()

@@ -94,7 +94,7 @@ def pooled_bytes() -> int:
 
 
 def release() -> None:
-    """Unmap every range the pool holds (``mnnpy.release_memory``)."""
+    """Unmap every range the pool holds now (``MNNPY_CPU_POOL_MB=0`` keeps none at all)."""
     _pool().clear()
 
 

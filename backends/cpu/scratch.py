@@ -200,7 +200,8 @@ class ScratchRegion:
             upto = min(self.buf.nbytes, -(-end // self.CHUNK) * self.CHUNK)
             self.pages.populate(self.buf, self.mapped, upto)  # else mapped at the first write
             self.mapped = upto
-        self.lease.use(end, self.mapped)
+        if self.lease is not None:
+            self.lease.use(end, self.mapped)
         return self.buf[start:end]
 
 
@@ -269,13 +270,14 @@ class SharedBuffer:
         if self.buf.nbytes < nbytes:
             got = (self.pages.reserve() if self.pages is not None else page_pool.reserve()) if nbytes <= RESERVE_BYTES else None
             self.buf, self.lease = got if got is not None else (_aligned(np.empty(nbytes + ALIGN, np.uint8), nbytes), None)
-            self.touched = self.lease.mapped if self.lease is not None else 0  # a range from the pool: mapped, zero
+            self.touched = 0
         if self.touched < nbytes:
             what = f"a CPU scratch buffer for the temporaries Executions share ({nbytes} bytes in all)"
             limits.charge(nbytes - self.touched, what)
+            start = max(self.touched, self.lease.mapped if self.lease is not None else 0)  # a range from the pool comes mapped
             mapper = self.pages.populate if self.pages is not None else populate
-            if not mapper(self.buf, self.touched, nbytes):  # a new mapping's pages read as zero
-                self.buf[self.touched : nbytes].fill(0)
+            if start < nbytes and not mapper(self.buf, start, nbytes):  # a new mapping's pages read as zero
+                self.buf[start:nbytes].fill(0)
             self.touched = nbytes
             if self.lease is not None:
                 self.lease.use(nbytes, nbytes)

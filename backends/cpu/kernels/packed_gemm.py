@@ -87,7 +87,7 @@ def pack_later(w: np.ndarray, out: np.ndarray, beside=None) -> None:
     there where it compiles and ``w`` is a C-contiguous float32 array (the session's resize
     waits for it), else now."""
     kernel = pack_kernel() if beside is not None else None
-    # numba's own dispatcher (native kernels off) takes no read-only array: a model's constants are
+    # numba's own dispatcher (native kernels off) takes no read-only array, and a model's constants are read-only
     usable = kernel is not None and (isinstance(kernel, NativeKernel) or w.flags.writeable)
     if usable and w.dtype == np.float32 and w.flags.c_contiguous and out.flags.c_contiguous:
         beside(bind(kernel, w, out))
