@@ -180,8 +180,7 @@ class Session:
             settle(self, locked=True)
             if not self.runner.value_inputs:
                 self.runner.plan = self.runner.plan_for(checked)
-                self.runner.segments = []
-                self._output_shapes = None
+                self.runner.segments, self._output_shapes = [], None
 
     @property
     def value_inputs(self) -> list[str]:
@@ -189,6 +188,8 @@ class Session:
         return [self.graph.tensors[t].name for t in self.runner.value_inputs]
 
     def _check_shapes(self, shapes: Mapping[str, Any]) -> dict[int, tuple[int, ...]]:
+        if self._closed:  # checked under the lock by resize: a resize racing close plans nothing after it
+            raise InputError("the session is closed")
         if not isinstance(shapes, Mapping):
             raise InputError(f"resize() takes a dict of input name -> shape, got {type(shapes).__name__}")
         check_names(self._input_index, self._input_desc, shapes, sequences_given=False)

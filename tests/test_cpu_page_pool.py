@@ -140,3 +140,28 @@ def test_a_pooled_range_is_charged_as_handed_out():
         helper.wait()
     assert page_pool.pooled_bytes() == 0  # taken
     assert charge.used == 3 << 20 and not buf[: 3 << 20].any()
+
+
+@pytest.mark.parametrize("value", ["abc", "", "0.5", "-5", "1e3", str(10**20)])
+def test_a_bad_limit_warns_and_keeps_the_default(monkeypatch, value):
+    monkeypatch.setenv(page_pool.POOL_ENV, value)
+    page_pool._limit_mb.cache_clear()
+    with pytest.warns(RuntimeWarning, match=page_pool.POOL_ENV):
+        assert page_pool.limit_bytes() == page_pool.DEFAULT_POOL_MB << 20
+
+
+def test_a_second_close_leaves_a_range_another_session_took_alone():
+    """A range back in the pool is a new lease: closing its old session again does not mark
+    the range that another session has taken since."""
+    first = scratch.ResizeHelper()
+    a = scratch.mapped(8 << 20, first)
+    first.wait()
+    first.close()
+    del a
+    _settled()
+    second = scratch.ResizeHelper()
+    b = scratch.mapped(8 << 20, second)
+    first.close()  # again
+    del b  # the second helper was never closed: back to the system
+    _settled()
+    assert page_pool.pooled_bytes() == 0

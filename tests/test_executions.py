@@ -517,4 +517,7 @@ def test_close_frees_the_plans_and_refuses_later_runs(backend):
         s.run({"x": X})
     with pytest.raises(InputError, match="closed"):
         s.run_async({"x": X})
+    with pytest.raises(InputError, match="closed"):  # it planned again, and kept the plan
+        s.resize({"x": X.shape})
+    assert not s.runner.cached()
     s.close()  # twice: nothing

@@ -22,6 +22,7 @@ import mmap
 import os
 import sys
 import threading
+import warnings
 import weakref
 
 import numpy as np
@@ -108,12 +109,28 @@ def _returned(lease: Lease) -> None:
             pass
 
 
+MAX_POOL_MB = 1 << 30  # a limit beyond this (1 PiB) is not a number anyone meant
+
+
 @functools.cache
 def _limit_mb(value: str | None) -> int:
-    try:
-        return max(0, int(value)) if value is not None else DEFAULT_POOL_MB
-    except ValueError:
+    """MiB from ``POOL_ENV``'s ``value``: a whole number from 0 to ``MAX_POOL_MB``; anything
+    else is ``DEFAULT_POOL_MB`` with a ``RuntimeWarning`` (once per value)."""
+    if value is None:
         return DEFAULT_POOL_MB
+    try:
+        mb = int(value)
+    except ValueError:
+        mb = -1
+    if not 0 <= mb <= MAX_POOL_MB:
+        warnings.warn(
+            f"{POOL_ENV}={value!r} is not a whole number of MiB from 0 to {MAX_POOL_MB}; the CPU page pool keeps "
+            f"{DEFAULT_POOL_MB} MiB",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return DEFAULT_POOL_MB
+    return mb
 
 
 def limit_bytes() -> int:
@@ -135,7 +152,8 @@ class PagePool:
         dirty = min(max(lease.extent, lease.mapped), RESERVE_BYTES)
         if dirty:
             ctypes.memset(lease.address, 0, dirty)
-        lease.extent, lease.mapped, lease.pooled = 0, max(lease.mapped, dirty), False
+        # a new lease: the closed session's helper still knows the old one (and may close again)
+        lease = Lease(lease.m, lease.address, max(lease.mapped, dirty))
         cap = limit_bytes()
         with self._lock:
             self._free.append(lease)
