@@ -36,9 +36,7 @@ def empty_pool():
 def _settled():
     """Collect garbage, then wait for the pages thread (zeroing runs there)."""
     gc.collect()
-    from mnnpy.process_threads import threads
-
-    threads(page_pool.HELPER_THREADS, 1).submit(lambda: None).result()
+    page_pool.helper().submit(lambda: None).result()
 
 
 def _run(data, x):

@@ -243,10 +243,9 @@ class CPURuntime(Runtime):
         (``ResizeHelper``) starts first: a thread started while that one loads kernels
         (``dlopen`` holds the GIL) waited up to 90 ms here for its first breath."""
         from mnnpy.backends.cpu.kernels import warm_up
-        from mnnpy.backends.cpu.page_pool import HELPER_THREADS
-        from mnnpy.process_threads import threads
+        from mnnpy.backends.cpu.page_pool import helper
 
-        threads(HELPER_THREADS, 1).submit(int)
+        helper().submit(int)
         warm_up()
 
     @classmethod

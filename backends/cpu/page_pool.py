@@ -29,7 +29,6 @@ import numpy as np
 
 from mnnpy.process_threads import threads
 
-HELPER_THREADS = "cpu-pages"  # the process's pool (one thread) for work beside a resize: mapping and zeroing pages, packing
 RESERVE_BYTES = 1 << 36  # address space reserved per range (64 GiB; pages are mapped only when written)
 POOL_ENV = "MNNPY_CPU_POOL_MB"  # MiB of mapped pages the pool may keep; "0": none
 DEFAULT_POOL_MB = 256
@@ -99,12 +98,18 @@ def release() -> None:
     _pool().clear()
 
 
+def helper():
+    """The process's one thread for work beside a resize (mapping and zeroing pages, packing
+    weights: ``scratch.ResizeHelper``), a ``ThreadPoolExecutor`` (``mnnpy.process_threads``)."""
+    return threads("cpu-pages", 1)
+
+
 def _returned(lease: Lease) -> None:
     """The last view of ``lease``'s range died: to the pool if its session was closed, else
     the range is unmapped with its ``mmap``."""
     if lease.pooled and limit_bytes() > 0:
         try:
-            threads(HELPER_THREADS, 1).submit(_pool().give, lease)
+            helper().submit(_pool().give, lease)
         except RuntimeError:  # the interpreter is shutting down: no new work for threads
             pass
 

@@ -18,23 +18,19 @@ import numpy as np
 
 from mnnpy import limits
 from mnnpy.backends.cpu import page_pool
-from mnnpy.backends.cpu.page_pool import HELPER_THREADS, RESERVE_BYTES, huge
-from mnnpy.process_threads import threads
+from mnnpy.backends.cpu.page_pool import RESERVE_BYTES, helper, huge
 
 
-def filled(shape, dtype, fill=0, pages: ResizeHelper | None = None) -> np.ndarray:
+def filled(shape, dtype, fill=0) -> np.ndarray:
     """A new ``shape``/``dtype`` array filled with ``fill`` (pages mapped now), not charged:
     for memory the planner charged already (the arena). ``fill=None``: left as it is, for a
     buffer the caller writes whole at once (its write maps the pages). From ``HUGE_MIN_BYTES``
-    an anonymous mapping of its own with huge pages asked for (``_anonymous``); with ``pages``,
-    such a mapping's zero pages are mapped on ``pages``' thread (``ResizeHelper``)."""
+    an anonymous mapping of its own with huge pages asked for (``_anonymous``)."""
     dtype = np.dtype(dtype)
     dims = tuple(int(d) for d in shape) if isinstance(shape, (tuple, list, np.ndarray)) else (int(shape),)
     nbytes = math.prod(dims) * dtype.itemsize
     raw = _anonymous(nbytes) if nbytes >= HUGE_MIN_BYTES else None
     a = raw.view(dtype).reshape(dims) if raw is not None else np.empty(dims, dtype)
-    if fill == 0 and raw is not None and pages is not None and pages.populate(raw, 0, nbytes):
-        return a
     if fill is not None and not (fill == 0 and raw is not None and populate(raw, 0, nbytes)):
         a.fill(fill)
     return a
@@ -77,12 +73,12 @@ class ResizeHelper:
         if _madvise() is None:
             return False
         if end > start:
-            self._pending.append(threads(HELPER_THREADS, 1).submit(populate, buf, start, end))
+            self._pending.append(helper().submit(populate, buf, start, end))
         return True
 
     def submit(self, call) -> None:
         """Run ``call`` (no arguments; it should leave the GIL) on the thread, before ``wait`` returns."""
-        self._pending.append(threads(HELPER_THREADS, 1).submit(call))
+        self._pending.append(helper().submit(call))
 
     def wait(self) -> None:
         """Return once every range given to ``populate`` is mapped and every call submitted
@@ -297,7 +293,7 @@ def mapped(nbytes: int, pages: ResizeHelper | None = None) -> np.ndarray:
     pool where it holds one, its pages mapped already), the rest mapped on ``pages``' thread."""
     got = pages.reserve() if pages is not None and HUGE_MIN_BYTES <= nbytes <= RESERVE_BYTES else None
     if got is None:
-        return _aligned(filled(nbytes + ALIGN, np.uint8, pages=pages), nbytes)
+        return _aligned(filled(nbytes + ALIGN, np.uint8), nbytes)  # no range reserved: mapped now
     root, lease = got
     if lease.mapped < nbytes:
         pages.populate(root, lease.mapped, nbytes)
