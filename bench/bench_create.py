@@ -2,8 +2,11 @@
 
 Per model: mnnpy's ``Interpreter(bytes)`` (read), ``create_session(backend="cpu",
 num_threads=T, cache_dir=...)`` (create) and ``resize`` to the input shape, with a
-compilation cache that an untimed first session filled (warm: plan, Winograd weights);
-onnxruntime's ``InferenceSession(bytes)`` with ``intra_op_num_threads=T``. The two alternate,
+compilation cache that an untimed first session filled (warm: plan, Winograd weights) and
+the model's skeleton from the first read (``mnnpy.model_memo``: read is then the SHA-256 of
+the bytes and rebuilding the ``Net``); after ``close``, untimed, the wait for the closed
+session's pages to be zeroed for the next (``page_pool.settle``), so that neither engine shares
+the CPU with it; onnxruntime's ``InferenceSession(bytes)`` with ``intra_op_num_threads=T``. The two alternate,
 ``--rounds`` times each after ``--skip`` untimed rounds; medians and first quartiles in ms and
 mnnpy's medians over onnxruntime's. Both engines' first sessions in a new process are
 ``bench_fresh.py --cache-dir``'s.
@@ -33,6 +36,7 @@ def measure(model: str, rounds: int, skip: int, threads: int) -> dict[str, list[
     import onnxruntime as ort
 
     import mnnpy
+    from mnnpy.backends.cpu import page_pool
     from mnnpy.converter import convert
 
     data, feeds = bench.load_models([model])[model]
@@ -51,6 +55,7 @@ def measure(model: str, rounds: int, skip: int, threads: int) -> dict[str, list[
             session.resize(shapes)
             t3 = time.perf_counter()
             session.close()
+            page_pool.settle()  # its pages zeroed for the pool (untimed, as onnxruntime's teardown is)
             t4 = time.perf_counter()
             other = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
             t5 = time.perf_counter()

@@ -26,6 +26,7 @@ _CODE_TO_NP = {
     12: np.dtype(np.bool_),
 }
 _NP_TO_CODE = {v: k for k, v in _CODE_TO_NP.items()}
+STORED = tuple(_CODE_TO_NP.values())  # the dtypes a model file can hold
 
 # ONNX TensorProto.DataType code -> numpy dtype (the ones the engine supports)
 _ONNX_TO_NP = {

@@ -17,6 +17,7 @@ import threading
 
 import numpy as np
 
+from mnnpy import model_memo
 from mnnpy.cache_sources import stat_key
 from mnnpy.errors import ModelFormatError
 from mnnpy.files import atomic_write, open_regular
@@ -55,7 +56,9 @@ def load(source: str | os.PathLike | bytes | bytearray | memoryview) -> Net:
     are copied once into a 64-byte aligned buffer that the constants then view. The mapping
     lives as long as the ``Net``: mnnpy replaces files atomically (``save``), but a file
     rewritten in place by another program (``cp new.mnnpy loaded.mnnpy``) changes the mapped
-    pages under it (README, "Model files").
+    pages under it (README, "Model files"). Bytes whose SHA-256 equals that of a model read
+    before in this process are not read again: the ``Net`` is rebuilt from the first read's
+    validated skeleton (``mnnpy.model_memo``).
     """
     key = None
     if isinstance(source, (bytes, bytearray, memoryview)):
@@ -64,7 +67,10 @@ def load(source: str | os.PathLike | bytes | bytearray | memoryview) -> Net:
         where = os.fspath(source)
         buf, key = _map_file(source, where)
     digest = SourceDigest(buf, key)  # computed on another thread while the model is read
-    net = ModelReader(buf, where, identifier=FILE_IDENTIFIER, version=FORMAT_VERSION, align=ALIGN).read()
+    net = model_memo.lookup(buf, digest)  # the same bytes read before in this process
+    if net is None:
+        net = ModelReader(buf, where, identifier=FILE_IDENTIFIER, version=FORMAT_VERSION, align=ALIGN).read()
+        model_memo.remember(net, buf, digest)
     net.source = buf  # the very bytes the constants view (the compilation cache's token hashes them)
     net.source_digest = digest
     return net
@@ -89,6 +95,7 @@ class SourceDigest:
 
     def _compute(self) -> None:
         self._hex = hashlib.sha256(self._buf).hexdigest()
+        self._buf = None  # kept by a model memo's entry (``mnnpy.model_memo``), this would keep the bytes
 
     def done(self) -> bool:
         """Whether ``hexdigest`` would return without waiting for the thread."""

@@ -322,3 +322,8 @@ def test_addresses_of_writable_read_only_and_empty_arrays():
     ro.flags.writeable = False
     for a in (np.zeros((3, 4), np.float32)[1:], ro, np.frombuffer(b"abcdefgh", np.uint8), np.zeros(0, np.float32)):
         assert _address(a) == a.__array_interface__["data"][0]
+    assert native._DATA_FIELD is not None  # CPython: the data field is read directly
+    sub = np.arange(6.0).view(np.recarray)  # a subclass: through NumPy, not the field
+    assert _address(sub) == sub.__array_interface__["data"][0]
+    rev = np.arange(10.0)[::-3]  # a negative stride: the field is the first element's address
+    assert _address(rev) == rev.__array_interface__["data"][0]

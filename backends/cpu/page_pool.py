@@ -104,6 +104,16 @@ def helper():
     return threads("cpu-pages", 1)
 
 
+def settle() -> None:
+    """Wait until the helper thread has done what was given to it so far (zeroing the ranges
+    of closed sessions among it); a benchmark calls this so that the next thing it times does
+    not share the CPU with that work."""
+    try:
+        helper().submit(int).result()
+    except RuntimeError:  # the interpreter is shutting down
+        pass
+
+
 def _returned(lease: Lease) -> None:
     """The last view of ``lease``'s range died: to the pool if its session was closed, else
     the range is unmapped with its ``mmap``."""

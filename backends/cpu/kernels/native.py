@@ -238,9 +238,33 @@ class NativeKernel:
         return bound
 
 
+def _data_field() -> int | None:
+    """Where an ndarray object keeps its data pointer, in bytes from the object's address: the
+    ``data`` field of NumPy's ``PyArrayObject_fields`` (what the ``PyArray_DATA`` macro of its
+    stable C ABI reads; 16 on 64-bit CPython). Found and checked on writable, read-only, view
+    and empty arrays at import; None where it does not hold (another interpreter): then
+    ``_address`` asks NumPy."""
+    if sys.implementation.name != "cpython":
+        return None
+    probes = [np.zeros((3, 5), np.float32), np.arange(7.0)[2:], np.empty(0, np.int8)]
+    probes.append(np.frombuffer(bytes(16), np.uint8))  # read-only
+    size = ctypes.sizeof(ctypes.c_void_p)
+    for at in range(size, 8 * size, size):
+        if all(ctypes.c_void_p.from_address(id(p) + at).value == p.__array_interface__["data"][0] for p in probes):
+            return at
+    return None
+
+
+_DATA_FIELD = _data_field()
+_void_at = ctypes.c_void_p.from_address
+
+
 def _address(a: np.ndarray) -> int:
-    """The data address of array ``a``: through ctypes for a writable one (0.27 µs), else
-    ``__array_interface__`` (1.2 µs; read-only arrays such as a model's constants)."""
+    """The data address of ndarray ``a`` (exactly ``np.ndarray``, not a subclass, where the
+    field is read directly): 0.3 us against 1 us through ctypes' buffer protocol and 3.8 us
+    through ``__array_interface__`` for a read-only array (a model's constants, cached weights)."""
+    if _DATA_FIELD is not None and a.__class__ is np.ndarray:
+        return _void_at(id(a) + _DATA_FIELD).value or 0
     try:
         return ctypes.addressof(ctypes.c_char.from_buffer(a))
     except (TypeError, ValueError, BufferError):
