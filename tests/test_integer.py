@@ -64,6 +64,11 @@ def test_qlinear_matmul(rng, dtype):
 def test_qlinear_conv(rng, dtype, per_channel):
     x = _q(rng, dtype, 1, 3, 7, 6)
     w = _q(rng, np.int8, 4, 3, 3, 3)
+    if dtype == np.uint8:
+        # onnxruntime's u8 x s8 kernel on AVX2 without VNNI adds pairs of products in int16
+        # (VPMADDUBSW), which saturate beyond 2 * 255 * 64 (seen on an AMD EPYC: 25 of 84
+        # outputs off by up to 17); 7-bit weights keep the oracle exact (its "reduce_range")
+        w = (w // 2).astype(np.int8)
     inits = {
         "xs": np.array(0.05, np.float32),
         "xzp": _q(rng, dtype),
