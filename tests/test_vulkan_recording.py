@@ -207,6 +207,44 @@ def test_only_constants_that_dispatches_bind_are_uploaded(rng, monkeypatch, dire
         assert (False in staged) != direct, staged  # the constants' temporary staging buffer: only when not direct
 
 
+def test_constants_written_beside_the_recording_fail_cleanly(rng, monkeypatch):
+    """Constants written into mappable memory go on while the command buffers are recorded
+    (``_write_constants`` returns the wait): a write that fails fails the resize with its
+    error, after every write ended and the memory was unmapped once; the next session runs."""
+    from mnnpy.backends.vulkan import backend as vb
+    from mnnpy.backends.vulkan import memory as vm
+    from mnnpy.converter import convert
+    from tests.backend_compare import conv_model
+
+    if not vk_direct_possible():
+        pytest.skip("no mappable device memory on this Vulkan device: constants go through staging")
+    monkeypatch.setattr(vm, "DIRECT_CONSTANTS", True)
+    monkeypatch.setattr(vb, "PARALLEL_WRITE_BYTES", 0)  # on the writer threads
+    monkeypatch.setattr(vb, "WRITE_CHUNK", 64)
+    model, feeds = conv_model(rng, (1, 8, 9, 11), (12, 8, 3, 3), {"pads": [1, 1, 1, 1]})
+    interp = mnnpy.Interpreter(convert(model))
+    real_write, calls = vb._write_pieces, []
+
+    def failing(device, pieces):
+        calls.append(len(pieces))
+        if len(calls) == 2:
+            raise OSError("a write failed")
+        real_write(device, pieces)
+
+    vk = device_backend(interp.create_session(backend="vulkan")).vk
+    real_unmap, unmapped = vk.vkUnmapMemory, []
+    monkeypatch.setattr(vb, "_write_pieces", failing)
+    monkeypatch.setattr(vk, "vkUnmapMemory", lambda dev, mem: unmapped.append(mem) or real_unmap(dev, mem))
+    with pytest.raises(OSError, match="a write failed"):
+        interp.create_session(backend="vulkan", precision="high").run(feeds)
+    assert len(calls) == min(vb._writer_count(), len(calls)) >= 2 and len(unmapped) == 1  # each group tried, then one unmap
+    monkeypatch.setattr(vb, "_write_pieces", real_write)
+    got = interp.create_session(backend="vulkan", precision="high").run(feeds)
+    want = interp.create_session(backend="cpu").run(feeds)
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], **ACCUMULATE)
+
+
 def vk_direct_possible() -> bool:
     """Whether this device has mappable memory on its main heap (lavapipe: yes)."""
     from mnnpy.backend import get_runtime

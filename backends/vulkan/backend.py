@@ -37,6 +37,7 @@ import os
 import struct
 import warnings
 import weakref
+from concurrent import futures
 from time import perf_counter_ns
 
 import numpy as np
@@ -297,37 +298,48 @@ class VulkanBackend(GPUBackend):
             pool = memory.own("vkDestroyCommandPool", vk.vkCreateCommandPool(rt.device, pool_info, None))
             memory.pool = pool  # fed variants are recorded from it later (fed.py)
             dispatches = [d for p in parts for d in p.dispatches]
-            self._upload_constants(memory, pool, {id(t) for d in dispatches for t in d.bindings})
-            if dispatches:
-                sizes = [
-                    vk.VkDescriptorPoolSize(
-                        type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=sum(len(d.bindings) for d in dispatches)
-                    )
-                ]
-                info = vk.VkDescriptorPoolCreateInfo(
-                    sType=vk.VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
-                    maxSets=len(dispatches),
-                    poolSizeCount=1,
-                    pPoolSizes=sizes,
-                )
-                descriptors = memory.own("vkDestroyDescriptorPool", vk.vkCreateDescriptorPool(rt.device, info, None))
-                write_descriptor_sets(vk, rt.device, descriptors, dispatches, memory.buffer, self.align)
-            if parts:
-                commands = self._command_buffers(pool, len(parts) * (3 if self.clocked else 1))
-                for k, part in enumerate(parts):
-                    part.command = commands[k]
-                    if self.profiling and part.dispatches:
-                        part.timestamps = profile.Timestamps(rt, memory, len(part.dispatches) + 1)
-                    if self.clocked:
-                        begin, end = commands[len(parts) + 2 * k : len(parts) + 2 * k + 2]
-                        part.clock = PartitionClock(rt, memory, begin, end)
-                    record_partition(vk, part, memory)
+            # mappable memory: the constants are written on the writer threads while the
+            # descriptor sets are written and the command buffers recorded here
+            writes = self._upload_constants(memory, pool, {id(t) for d in dispatches for t in d.bindings})
+            try:
+                self._record(memory, pool, parts, dispatches)
+            finally:
+                if writes is not None:
+                    writes()
             _log.debug("recorded %d command buffers, %d dispatches", len(parts), len(dispatches))
         except vk.VkError as e:
             raise VulkanError(f"Vulkan resize failed: {type(e).__name__}") from e
         if self.config.cache is not None:  # first: it merges the token's pipelines into the Runtime's cache
             self.runtime.pipelines.save_to(self.config.cache)
         self.runtime.pipelines.save()  # new pipelines reach the disk cache now, not only at exit
+
+    def _record(self, memory: ResizeMemory, pool, parts: list, dispatches: list) -> None:
+        """The descriptor sets of ``dispatches`` and one command buffer per partition of ``parts``."""
+        vk, rt = self.vk, self.runtime
+        if dispatches:
+            sizes = [
+                vk.VkDescriptorPoolSize(
+                    type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=sum(len(d.bindings) for d in dispatches)
+                )
+            ]
+            info = vk.VkDescriptorPoolCreateInfo(
+                sType=vk.VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
+                maxSets=len(dispatches),
+                poolSizeCount=1,
+                pPoolSizes=sizes,
+            )
+            descriptors = memory.own("vkDestroyDescriptorPool", vk.vkCreateDescriptorPool(rt.device, info, None))
+            write_descriptor_sets(vk, rt.device, descriptors, dispatches, memory.buffer, self.align)
+        if parts:
+            commands = self._command_buffers(pool, len(parts) * (3 if self.clocked else 1))
+            for k, part in enumerate(parts):
+                part.command = commands[k]
+                if self.profiling and part.dispatches:
+                    part.timestamps = profile.Timestamps(rt, memory, len(part.dispatches) + 1)
+                if self.clocked:
+                    begin, end = commands[len(parts) + 2 * k : len(parts) + 2 * k + 2]
+                    part.clock = PartitionClock(rt, memory, begin, end)
+                record_partition(vk, part, memory)
 
     def _command_buffers(self, pool, count: int) -> list:
         vk = self.vk
@@ -339,19 +351,20 @@ class VulkanBackend(GPUBackend):
         )
         return list(vk.vkAllocateCommandBuffers(self.runtime.device, info))
 
-    def _upload_constants(self, memory: ResizeMemory, pool, bound: set[int]) -> None:
+    def _upload_constants(self, memory: ResizeMemory, pool, bound: set[int]):
         """Copy the constants that dispatches bind (``id`` in ``bound``) into the device buffer
-        once, through a temporary staging buffer. Only dispatches read constants on the device
-        (uploads and downloads are computed tensors); a graph constant that every Execution
-        reading it replaced by a prepared copy (the general Conv's blocked weights: half of
-        ResNet-18's 91 MB) is not uploaded."""
+        once, through a temporary staging buffer, or straight into mappable device memory
+        (``_write_constants``): then the writes go on beside the caller, and what is returned
+        waits for them (else None). Only dispatches read constants on the device (uploads and
+        downloads are computed tensors); a graph constant that every Execution reading it
+        replaced by a prepared copy (the general Conv's blocked weights: half of ResNet-18's
+        91 MB) is not uploaded."""
         items = [(t, v) for t, v in memory.constants if v.nbytes and id(t) in bound]
         if not items:
-            return
+            return None
         vk, dev = self.vk, self.runtime.device
         if memory.direct:
-            self._write_constants(memory, items)
-            return
+            return self._write_constants(memory, items)
         total = sum(v.nbytes for _, v in items)
         buf, mem, size = memory.staging_block(total, owned=False)
         try:
@@ -379,13 +392,16 @@ class VulkanBackend(GPUBackend):
         finally:
             memory.free_block(buf, mem)
 
-    def _write_constants(self, memory: ResizeMemory, items: list) -> None:
+    def _write_constants(self, memory: ResizeMemory, items: list):
         """The constants ``items`` written straight into the device buffer, whose memory the
         host can map (``ResizeMemory.direct``: resizable BAR, unified memory): no staging
         buffer, copy command or wait. Host-coherent memory: the next submission sees the
         writes. The constants go in slices of at most ``WRITE_CHUNK`` bytes, each written front
         to back in one copy, on the writer threads (``_write_groups``; mapped video memory is
-        write-combined: the lane-by-lane writes of a ``Filled`` go to host memory first)."""
+        write-combined: the lane-by-lane writes of a ``Filled`` go to host memory first).
+        Returns a function that waits for every write, unmaps the memory and raises the first
+        write's error, if any: the caller records its command buffers meanwhile (NumPy's
+        copies and Vulkan's calls through cffi leave the GIL)."""
         vk, dev = self.vk, self.runtime.device
         first = min(t.offset for t, _ in items)
         end = max(t.offset + v.nbytes for t, v in items)
@@ -393,12 +409,20 @@ class VulkanBackend(GPUBackend):
         try:
             device = np.frombuffer(mapped, np.uint8, count=end - first)
             groups = _write_groups([(t.offset - first, v) for t, v in items], _writer_count())
-            if len(groups) > 1:
-                list(_writers().map(lambda g: _write_pieces(device, g), groups))  # NumPy's copies release the GIL
-            else:
-                _write_pieces(device, groups[0])
-        finally:
+            pending = [_writers().submit(_write_pieces, device, g) for g in groups]
+        except BaseException:
             vk.vkUnmapMemory(dev, memory.device_memory)
+            raise
+
+        def written() -> None:
+            try:
+                futures.wait(pending)
+                for f in pending:
+                    f.result()
+            finally:
+                vk.vkUnmapMemory(dev, memory.device_memory)
+
+        return written
 
     # -- run ----------------------------------------------------------------------------
     def upload(self, src: np.ndarray, dst: VkTensor) -> None:
