@@ -316,7 +316,7 @@ def test_object_code_kept_for_want_of_a_linker_is_built_again_where_one_is_found
 
 
 def test_addresses_of_writable_read_only_and_empty_arrays():
-    from mnnpy.backends.cpu.kernels.native import _address
+    from mnnpy.backends.cpu.kernels.native import address as _address
 
     ro = np.arange(12, dtype=np.float32)
     ro.flags.writeable = False

@@ -205,7 +205,7 @@ class NativeKernel:
             if dtype is not None:
                 if a.__class__ is not np.ndarray or a.dtype is not dtype or a.ndim != ndim or not a.flags.c_contiguous:
                     self._check_array(a, dtype, ndim)
-                ints.append(_address(a))
+                ints.append(address(a))
                 ints += a.shape
             elif is_float:
                 floats.append(float(a))
@@ -222,7 +222,7 @@ class NativeKernel:
 
     def __call__(self, *args):
         ints, floats = self._blocks(args)
-        return self._fn(_address(ints), _address(floats))
+        return self._fn(address(ints), address(floats))
 
     def bind(self, *args):
         """``functools.partial`` of the C function over the blocks of ``args`` (all of them).
@@ -230,7 +230,7 @@ class NativeKernel:
         address, float block address), the call as a worker thread makes it without Python or
         the GIL (``worker_pool.py``, ``spin.serve``)."""
         ints, floats = self._blocks(args)
-        at_ints, at_floats = _address(ints), _address(floats)
+        at_ints, at_floats = address(ints), address(floats)
         bound = functools.partial(self._fn, at_ints, at_floats)
         bound.keep = (ints, floats, args)  # the memory behind the pointers
         if self.ret == "none" and self.address:
@@ -243,7 +243,7 @@ def _data_field() -> int | None:
     ``data`` field of NumPy's ``PyArrayObject_fields`` (what the ``PyArray_DATA`` macro of its
     stable C ABI reads; 16 on 64-bit CPython). Found and checked on writable, read-only, view
     and empty arrays at import; None where it does not hold (another interpreter): then
-    ``_address`` asks NumPy."""
+    ``address`` asks NumPy."""
     if sys.implementation.name != "cpython":
         return None
     probes = [np.zeros((3, 5), np.float32), np.arange(7.0)[2:], np.empty(0, np.int8)]
@@ -259,7 +259,7 @@ _DATA_FIELD = _data_field()
 _void_at = ctypes.c_void_p.from_address
 
 
-def _address(a: np.ndarray) -> int:
+def address(a: np.ndarray) -> int:
     """The data address of ndarray ``a`` (exactly ``np.ndarray``, not a subclass, where the
     field is read directly): 0.3 us against 1 us through ctypes' buffer protocol and 3.8 us
     through ``__array_interface__`` for a read-only array (a model's constants, cached weights)."""

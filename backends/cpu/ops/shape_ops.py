@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from mnnpy.backend import Execution
+from mnnpy.backends.cpu.kernels.native import address
 from mnnpy.backends.cpu.registry import cpu_execution
 from mnnpy.errors import ShapeError
 from mnnpy.float_errors import loud, quiet
@@ -19,12 +20,7 @@ def same_buffer(a: np.ndarray, b: np.ndarray) -> bool:
     """Whether ``a`` and ``b`` are the same bytes (an aliased reshape-like output)."""
     if a.size == 0 or b.size == 0:
         return True
-    return (
-        a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
-        and a.nbytes == b.nbytes
-        and a.flags.c_contiguous
-        and b.flags.c_contiguous
-    )
+    return address(a) == address(b) and a.nbytes == b.nbytes and a.flags.c_contiguous and b.flags.c_contiguous
 
 
 @cpu_execution("Reshape", "Flatten", "Squeeze", "Unsqueeze")

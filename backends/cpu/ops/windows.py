@@ -5,19 +5,21 @@ from __future__ import annotations
 
 import numpy as np
 
+from mnnpy.backends.cpu.kernels.native import address
+
 
 def view_as(a: np.ndarray, shape) -> np.ndarray:
     """``a.reshape(shape)`` that must be a view (a copy would silently break the kernels): a
     reshaped view starts at ``a``'s first element, a copy does not (a pointer comparison where
     ``np.shares_memory`` solved an overlap problem)."""
     v = a.reshape(shape)
-    assert v.size == 0 or v.__array_interface__["data"][0] == a.__array_interface__["data"][0], "reshape copied"
+    assert v.size == 0 or address(v) == address(a), "reshape copied"
     return v
 
 
 def same_elements(a: np.ndarray, b: np.ndarray) -> bool:
     """Whether ``a`` and ``b`` are the same elements (one array in place of the other)."""
-    return a.__array_interface__["data"][0] == b.__array_interface__["data"][0] and a.shape == b.shape
+    return address(a) == address(b) and a.shape == b.shape
 
 
 def box_complement(shape, box) -> list[tuple[slice, ...]]:
