@@ -14,6 +14,7 @@ import hashlib
 import mmap
 import os
 import threading
+import time
 
 import numpy as np
 
@@ -69,8 +70,9 @@ def load(source: str | os.PathLike | bytes | bytearray | memoryview) -> Net:
     digest = SourceDigest(buf, key)  # computed on another thread while the model is read
     net = model_memo.lookup(buf, digest)  # the same bytes read before in this process
     if net is None:
+        t0 = time.perf_counter()
         net = ModelReader(buf, where, identifier=FILE_IDENTIFIER, version=FORMAT_VERSION, align=ALIGN).read()
-        model_memo.remember(net, buf, digest)
+        model_memo.remember(net, buf, digest, time.perf_counter() - t0)
     net.source = buf  # the very bytes the constants view (the compilation cache's token hashes them)
     net.source_digest = digest
     return net
@@ -88,13 +90,16 @@ class SourceDigest:
 
     def __init__(self, buf, key: str | None = None):
         self._buf, self._hex, self.key = buf, None, key
+        self.seconds: float | None = None  # how long the hash took, once computed
         self._thread = None
         if len(buf) >= self.THREAD_BYTES:
             self._thread = threading.Thread(target=self._compute, name="mnnpy-model-digest", daemon=True)
             self._thread.start()
 
     def _compute(self) -> None:
+        t0 = time.perf_counter()
         self._hex = hashlib.sha256(self._buf).hexdigest()
+        self.seconds = time.perf_counter() - t0
         self._buf = None  # kept by a model memo's entry (``mnnpy.model_memo``), this would keep the bytes
 
     def done(self) -> bool:

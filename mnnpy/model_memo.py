@@ -33,7 +33,8 @@ MAX_BYTES = 16 << 20  # of pickled skeletons (det's: 39 KB)
 ENV = "MNNPY_MODEL_MEMO"
 
 _lock = threading.Lock()
-_entries: OrderedDict[int, tuple[int, object, bytes]] = OrderedDict()  # id -> (length, digest, skeleton)
+# id -> (length, digest, skeleton, seconds its first read took)
+_entries: OrderedDict[int, tuple[int, object, bytes, float]] = OrderedDict()
 _next_id = 0
 
 
@@ -51,7 +52,8 @@ def lookup(buf, digest) -> Net | None:
         return None
     n = len(buf)
     with _lock:
-        candidates = [(key, d, blob) for key, (length, d, blob) in reversed(_entries.items()) if length == n]
+        kept = reversed(_entries.items())
+        candidates = [(key, d, blob) for key, (length, d, blob, read_s) in kept if length == n and _worth(d, read_s)]
     if not candidates:
         return None
     key, d, blob = candidates[0]
@@ -66,9 +68,10 @@ def lookup(buf, digest) -> Net | None:
     return None
 
 
-def remember(net: Net, buf, digest) -> None:
-    """Keep ``net`` (just read and validated from ``buf``, whose hash ``digest`` computes) as a
-    skeleton. Does not wait for the hash. A ``Net`` that cannot be pickled is not kept."""
+def remember(net: Net, buf, digest, read_s: float) -> None:
+    """Keep ``net`` (just read and validated from ``buf`` in ``read_s`` seconds, whose hash
+    ``digest`` computes) as a skeleton. Does not wait for the hash. A ``Net`` that cannot be
+    pickled is not kept."""
     if not enabled():
         return
     try:
@@ -84,7 +87,7 @@ def remember(net: Net, buf, digest) -> None:
     global _next_id
     with _lock:
         _next_id += 1
-        _entries[_next_id] = (len(buf), digest, blob)
+        _entries[_next_id] = (len(buf), digest, blob, read_s)
         while len(_entries) > MAX_ENTRIES or sum(len(e[2]) for e in _entries.values()) > MAX_BYTES:
             _entries.popitem(last=False)
 
@@ -93,6 +96,12 @@ def clear() -> None:
     """Drop every skeleton."""
     with _lock:
         _entries.clear()
+
+
+def _worth(digest, read_s: float) -> bool:
+    """Whether waiting for a hash of these bytes is quicker than reading them: the skeleton's
+    own hash (``digest.seconds``, bytes of the same length) took less than its first read."""
+    return digest.done() and digest.seconds is not None and digest.seconds < read_s
 
 
 def _base(buf) -> tuple[int, int]:
