@@ -83,6 +83,16 @@ def test_directory_from_env(vrt, tmp_path, monkeypatch):
         assert Pipelines(vrt).path is None and vp.cache_directory() is None
 
 
+def test_an_unknown_variant_fails_at_once_and_a_known_one_is_read_on_a_thread(vrt):
+    from mnnpy.backends.vulkan.pipeline import Pipelines, spirv_names
+
+    p = Pipelines(vrt)
+    with pytest.raises(FileNotFoundError, match="no_such_variant.spv"):
+        p.get("no_such_variant", 2, 8)
+    assert "unary_identity" in spirv_names() and "no_such_variant" not in p._modules
+    assert p.get("unary_identity", 2, 12, ((0, 64),)).pipeline is not None  # module read and made on a thread
+
+
 def test_file_name_and_key_name_the_device(vrt):
     info = vrt.info
     name, key = vp.file_name(info), vp.device_key(info)

@@ -44,6 +44,7 @@ and "Resource Descriptors" (set layouts, push constants); "Devices and Queues"
 from __future__ import annotations
 
 import atexit
+import functools
 import os
 import struct
 import threading
@@ -97,9 +98,18 @@ class Pipeline:
         return self.created.result()
 
 
+@functools.cache
 def shader_dir():
-    """The folder of the ``.spv`` files: package data ``mnnpy.shaders.vulkan``, else the repo's."""
+    """The folder of the ``.spv`` files: package data ``mnnpy.shaders.vulkan``, else the repo's
+    (found once per process: each look resolves paths, system calls that let a pipeline thread
+    take the GIL from the session's thread)."""
     return gpu_shader_dir("vulkan", "manifest.json")
+
+
+@functools.cache
+def spirv_names() -> frozenset[str]:
+    """The SPIR-V variants there are (``<name>.spv`` in ``shader_dir``), listed once per process."""
+    return frozenset(p.name[:-4] for p in shader_dir().iterdir() if p.name.endswith(".spv"))
 
 
 def _spec_bytes(spec: tuple[tuple[int, SpecValue], ...]) -> bytes:
@@ -378,20 +388,23 @@ class Pipelines(DiskCache):
         return out[0]
 
     def _module_task(self, name: str):
-        """The ``VkShaderModule`` of ``<name>.spv``, or the ``Future`` of it: the SPIR-V is read
-        here (an unknown variant raises ``FileNotFoundError`` at once) and the driver makes the
-        module on a pipeline thread, before the pipelines of it that are submitted after
-        (``_create``)."""
+        """The ``VkShaderModule`` of ``<name>.spv``, or the ``Future`` of it: an unknown variant
+        raises ``FileNotFoundError`` at once (``spirv_names``); the SPIR-V is read and the
+        driver makes the module on a pipeline thread, before the pipelines of it that are
+        submitted after (``_create``). Reading it here cost the session's thread 0.25-0.6 ms
+        a module: each system call let a pipeline thread take the GIL."""
         got = self._modules.get(name)
         if isinstance(got, Future) and got.done() and got.exception() is not None:
             got = None  # the driver failed to make it: asked again, made again
         if got is None:
-            code = shader_dir().joinpath(f"{name}.spv").read_bytes()
-            got = self._modules[name] = self._threads.submit(self._new_module, code)
+            if name not in spirv_names():
+                raise FileNotFoundError(f"no SPIR-V variant {name}.spv in {shader_dir()}")
+            got = self._modules[name] = self._threads.submit(self._new_module, name)
         return got
 
-    def _new_module(self, code: bytes):
+    def _new_module(self, name: str):
         vk, ffi = self.rt.vk, self.rt.vk.ffi
+        code = shader_dir().joinpath(f"{name}.spv").read_bytes()
         words = ffi.from_buffer("uint32_t[]", code)
         info = ffi.new("VkShaderModuleCreateInfo*")
         info.sType, info.codeSize, info.pCode = vk.VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, len(code), words
