@@ -135,7 +135,10 @@ def _aligned_copy(data) -> memoryview:
     """``data`` as a read-only byte view whose constants stay aligned: immutable ``bytes`` at an
     ``IN_PLACE_ALIGN``-aligned address in place (copying 45 MB cost ~50 ms of page faults),
     anything else a copy starting at a 64-byte aligned address."""
-    src = np.frombuffer(memoryview(data).cast("B"), np.uint8)
+    view = memoryview(data)
+    if not view.c_contiguous:  # a strided view: its bytes gathered once (cast needs contiguous memory)
+        view = memoryview(view.tobytes())
+    src = np.frombuffer(view.cast("B"), np.uint8)
     if isinstance(data, bytes) and src.ctypes.data % IN_PLACE_ALIGN == 0:
         return memoryview(data)
     raw = np.empty(src.size + ALIGN, np.uint8)

@@ -141,3 +141,11 @@ def test_bytes_quicker_to_read_than_to_hash_are_read(reads):
     first.source_digest.seconds = 10.0  # its hash "took" longer than its read
     model_file.load(data)
     assert len(reads) == 2
+
+
+def test_a_strided_memoryview_is_copied_and_read():
+    data = model_file.serialize(small_net())
+    doubled = bytearray(len(data) * 2)
+    doubled[::2] = data
+    net = model_file.load(memoryview(doubled)[::2])  # not contiguous: gathered once
+    assert net.main.ops[1].name == "relu" and net.main.tensors[1].data.shape == (16, 3)

@@ -84,13 +84,23 @@ def test_directory_from_env(vrt, tmp_path, monkeypatch):
 
 
 def test_an_unknown_variant_fails_at_once_and_a_known_one_is_read_on_a_thread(vrt):
+    from mnnpy.backends.vulkan.device import VulkanError
     from mnnpy.backends.vulkan.pipeline import Pipelines, spirv_names
 
     p = Pipelines(vrt)
-    with pytest.raises(FileNotFoundError, match="no_such_variant.spv"):
+    with pytest.raises(VulkanError, match="no_such_variant.spv"):
         p.get("no_such_variant", 2, 8)
     assert "unary_identity" in spirv_names() and "no_such_variant" not in p._modules
     assert p.get("unary_identity", 2, 12, ((0, 64),)).pipeline is not None  # module read and made on a thread
+
+
+def test_a_variant_gone_since_it_was_listed_is_a_vulkan_error(vrt, monkeypatch):
+    from mnnpy.backends.vulkan import pipeline as vp
+    from mnnpy.backends.vulkan.device import VulkanError
+
+    monkeypatch.setattr(vp, "spirv_names", lambda: frozenset({"ghost"}))  # listed, no file
+    with pytest.raises(VulkanError, match="ghost.spv"):
+        _ = vp.Pipelines(vrt).get("ghost", 2, 8).pipeline  # the module read fails on its thread
 
 
 def test_file_name_and_key_name_the_device(vrt):

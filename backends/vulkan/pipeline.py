@@ -59,6 +59,7 @@ from typing import Any
 from mnnpy import cache_file
 from mnnpy.backends.gpu.cache import DiskCache
 from mnnpy.backends.gpu.runtime import shader_dir as gpu_shader_dir
+from mnnpy.backends.vulkan.device import VulkanError
 from mnnpy.cache_file import atomic_write  # a module global: tests replace it here
 from mnnpy.log import get_logger
 
@@ -389,7 +390,7 @@ class Pipelines(DiskCache):
 
     def _module_task(self, name: str):
         """The ``VkShaderModule`` of ``<name>.spv``, or the ``Future`` of it: an unknown variant
-        raises ``FileNotFoundError`` at once (``spirv_names``); the SPIR-V is read and the
+        raises ``VulkanError`` at once (``spirv_names``); the SPIR-V is read and the
         driver makes the module on a pipeline thread, before the pipelines of it that are
         submitted after (``_create``). Reading it here cost the session's thread 0.25-0.6 ms
         a module: each system call let a pipeline thread take the GIL."""
@@ -398,13 +399,16 @@ class Pipelines(DiskCache):
             got = None  # the driver failed to make it: asked again, made again
         if got is None:
             if name not in spirv_names():
-                raise FileNotFoundError(f"no SPIR-V variant {name}.spv in {shader_dir()}")
+                raise VulkanError(f"no SPIR-V variant {name}.spv in {shader_dir()} (a broken installation?)")
             got = self._modules[name] = self._threads.submit(self._new_module, name)
         return got
 
     def _new_module(self, name: str):
         vk, ffi = self.rt.vk, self.rt.vk.ffi
-        code = shader_dir().joinpath(f"{name}.spv").read_bytes()
+        try:
+            code = shader_dir().joinpath(f"{name}.spv").read_bytes()
+        except OSError as e:  # deleted or unreadable since it was listed
+            raise VulkanError(f"cannot read SPIR-V variant {name}.spv: {e}") from e
         words = ffi.from_buffer("uint32_t[]", code)
         info = ffi.new("VkShaderModuleCreateInfo*")
         info.sType, info.codeSize, info.pCode = vk.VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, len(code), words
