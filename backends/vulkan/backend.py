@@ -406,11 +406,13 @@ class VulkanBackend(GPUBackend):
         first = min(t.offset for t, _ in items)
         end = max(t.offset + v.nbytes for t, v in items)
         mapped = vk.vkMapMemory(dev, memory.device_memory, first, end - first, 0)
+        pending: list[futures.Future] = []
         try:
             device = np.frombuffer(mapped, np.uint8, count=end - first)
-            groups = _write_groups([(t.offset - first, v) for t, v in items], _writer_count())
-            pending = [_writers().submit(_write_pieces, device, g) for g in groups]
-        except BaseException:
+            for g in _write_groups([(t.offset - first, v) for t, v in items], _writer_count()):
+                pending.append(_writers().submit(_write_pieces, device, g))
+        except BaseException:  # no thread left writing into the mapping when it goes
+            futures.wait(pending)
             vk.vkUnmapMemory(dev, memory.device_memory)
             raise
 
