@@ -12,7 +12,8 @@ time, never shared with an earlier ``Net``. Equal hashes mean equal bytes, so th
 what reading them would give; a model that failed to read is never kept. A load does not wait
 for the hash where no skeleton has its byte length, nor where hashing such bytes took longer
 than the skeleton's first read (ResNet-18: 46.8 MB of constants, 30 ms to hash, 3 ms to
-read): those bytes are read again.
+read): those bytes are read again. A skeleton is made on the second read of bytes of a length
+seen before (pickling det's costs about 2 ms): a process that reads a model once pays nothing.
 
 At most ``MAX_ENTRIES`` skeletons and ``MAX_BYTES`` bytes of them are kept, the least
 recently used dropped first. ``MNNPY_MODEL_MEMO=0`` keeps none.
@@ -21,6 +22,7 @@ recently used dropped first. ``MNNPY_MODEL_MEMO=0`` keeps none.
 from __future__ import annotations
 
 import io
+import math
 import os
 import pickle
 import threading
@@ -38,6 +40,7 @@ ENV = "MNNPY_MODEL_MEMO"
 _lock = threading.Lock()
 # id -> (length, digest, skeleton, seconds its first read took)
 _entries: OrderedDict[int, tuple[int, object, bytes, float]] = OrderedDict()
+_seen: OrderedDict[int, None] = OrderedDict()  # byte lengths read, most recent last
 _next_id = 0
 
 
@@ -73,9 +76,17 @@ def lookup(buf, digest) -> Net | None:
 
 def remember(net: Net, buf, digest, read_s: float) -> None:
     """Keep ``net`` (just read and validated from ``buf`` in ``read_s`` seconds, whose hash
-    ``digest`` computes) as a skeleton. Does not wait for the hash. A ``Net`` that cannot be
-    pickled is not kept."""
+    ``digest`` computes) as a skeleton where bytes of its length were read before (module
+    doc). Does not wait for the hash. A ``Net`` that cannot be pickled is not kept."""
     if not enabled():
+        return
+    with _lock:
+        first = len(buf) not in _seen
+        _seen[len(buf)] = None
+        _seen.move_to_end(len(buf))
+        while len(_seen) > 4 * MAX_ENTRIES:
+            _seen.popitem(last=False)
+    if first:
         return
     try:
         out = io.BytesIO()
@@ -99,6 +110,7 @@ def clear() -> None:
     """Drop every skeleton."""
     with _lock:
         _entries.clear()
+        _seen.clear()
 
 
 def _worth(digest, read_s: float) -> bool:
@@ -152,10 +164,7 @@ class _Unpickler(pickle.Unpickler):
         return super().find_class(module, name)
 
     def _view(self, at: int, dtype: str, shape: tuple) -> np.ndarray:
-        count = 1
-        for d in shape:
-            count *= d
-        return np.frombuffer(self._buf, dtype=np.dtype(dtype), count=count, offset=at).reshape(shape)
+        return np.frombuffer(self._buf, dtype=np.dtype(dtype), count=math.prod(shape), offset=at).reshape(shape)
 
     def load(self) -> Net:  # noqa: D102 (pickle.Unpickler.load, returning the Net)
         graphs, metadata, producer_name, producer_version, format_version = super().load()
