@@ -58,8 +58,8 @@ def load(source: str | os.PathLike | bytes | bytearray | memoryview) -> Net:
     lives as long as the ``Net``: mnnpy replaces files atomically (``save``), but a file
     rewritten in place by another program (``cp new.mnnpy loaded.mnnpy``) changes the mapped
     pages under it (README, "Model files"). Bytes whose SHA-256 equals that of a model read
-    before in this process are not read again: the ``Net`` is rebuilt from the first read's
-    validated skeleton (``mnnpy.model_memo``).
+    twice before in this process are not read again: the ``Net`` is rebuilt from the validated
+    skeleton the second read kept (``mnnpy.model_memo``, which says when it waits for the hash).
     """
     key = None
     if isinstance(source, (bytes, bytearray, memoryview)):
