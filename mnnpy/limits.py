@@ -128,15 +128,16 @@ class MemoryBudget:
     def __init__(self, limit: int):
         self.limit = int(limit)
         self._held: dict[int, int] = {}
+        self._total = 0  # sum of _held's values
         self._next = 0
         self._lock = threading.Lock()
         self._reclaimers: list[Callable[[], Callable[[], None] | None]] = []
 
     @property
     def held(self) -> int:
-        """Bytes held by this session's live plans."""
-        with self._lock:
-            return sum(self._held.values())
+        """Bytes held by this session's live plans (kept as a running sum: every charge of a
+        resize reads it)."""
+        return self._total
 
     def add_reclaimer(self, method) -> None:
         """Register a bound method that drops plans not in use (held weakly)."""
@@ -170,11 +171,12 @@ class MemoryBudget:
         with self._lock:
             token, self._next = self._next, self._next + 1
             self._held[token] = nbytes
+            self._total += nbytes
         weakref.finalize(owner, self._release, token)
 
     def _release(self, token: int) -> None:
         with self._lock:
-            self._held.pop(token, None)
+            self._total -= self._held.pop(token, 0)
 
 
 class PlanCharge:
@@ -238,16 +240,6 @@ class PlanCharge:
             if before is not None:
                 before.extend(self.log)
             self.log = before
-
-    @contextlib.contextmanager
-    def at(self, where) -> Iterator[None]:
-        """Name ``where`` in this charge's messages for the duration (one op's preparation): a
-        ``str``, or a callable returning it, called only when a message is made."""
-        before, self.where = self.where, where
-        try:
-            yield
-        finally:
-            self.where = before
 
 
 _CURRENT: contextvars.ContextVar[PlanCharge | None] = contextvars.ContextVar("mnnpy_plan_charge", default=None)

@@ -379,15 +379,19 @@ class Planner:
         backend, h = self.backends[part.backend], handles[part.backend]
         copies = [(self.backends[schedule.home[t]], handles[schedule.home[t]][t], h[t]) for t in part.copies_in]
         runs = []
-        charge = limits.current()
-        for i in part.ops:
-            op = self.graph.ops[i]
-            with charge.at(functools.partial(_op_where, op, infos[i], backend.name)):
-                exe = backend.create_execution(infos[i])
+        charge, ops = limits.current(), self.graph.ops
+        before = charge.where  # each op names itself in the charge's messages while it is prepared (PlanCharge.where)
+        try:
+            for i in part.ops:
+                op, info = ops[i], infos[i]
+                charge.where = functools.partial(_op_where, op, info, backend.name)
+                exe = backend.create_execution(info)
                 ins = [h[t] if t >= 0 else None for t in op.inputs]
                 outs = [h[t] if t >= 0 else None for t in op.outputs]
                 exe.on_resize(ins, outs)
-            runs.append((exe, ins, outs))
+                runs.append((exe, ins, outs))
+        finally:
+            charge.where = before
         step = PartitionStep(backend, list(part.ops), copies, runs, [h[t] for t in ups], [h[t] for t in downs], private=private)
         backend.on_resize_partition(step)
         return step

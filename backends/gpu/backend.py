@@ -49,8 +49,8 @@ class GPUTensor:
 
     def __init__(self, offset: int, shape, dtype):
         self.offset = int(offset)
-        self.shape = tuple(int(d) for d in shape)
-        self.dtype = np.dtype(dtype)
+        self.shape = tuple(map(int, shape))
+        self.dtype = dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
         self.size = math.prod(self.shape)  # elements (read at every binding: computed once)
         self.nbytes = self.size * self.dtype.itemsize  # bytes (storage dtype)
 
@@ -129,7 +129,10 @@ class GPUBackend(Backend):
         (``input_dtypes``; values known at resize may have any) and that the device holds
         (``dtype_limit``), every input within ``size_limit``, every dim and geometry integer
         within 32 bits (``int32_check``), then the Execution class's ``check``."""
-        cls = self.executions().get(info.type)
+        classes = self.__dict__.get("_classes")
+        if classes is None:  # looked up once per backend (each look imports the registry)
+            classes = self._classes = self.executions()
+        cls = classes.get(info.type)
         if cls is None:
             return False, f"no {self.display} execution for {info.type}"
         inputs = info.present()
@@ -156,7 +159,10 @@ class GPUBackend(Backend):
 
     def create_execution(self, info: OpInfo) -> Execution | None:
         """A new Execution of the class registered for ``info.type``, or None."""
-        cls = self.executions().get(info.type)
+        classes = self.__dict__.get("_classes")
+        if classes is None:  # looked up once per backend (each look imports the registry)
+            classes = self._classes = self.executions()
+        cls = classes.get(info.type)
         return None if cls is None else cls(self, info)
 
     # -- storage ------------------------------------------------------------------------

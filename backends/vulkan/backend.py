@@ -95,7 +95,10 @@ def _write_groups(pieces: list, threads: int) -> list[list]:
             sliced.append((at, v))
             continue
         src = np.ascontiguousarray(v).reshape(-1).view(np.uint8)
-        sliced += [(at + k, src[k : k + WRITE_CHUNK]) for k in range(0, src.size, WRITE_CHUNK)]
+        if src.size <= WRITE_CHUNK:
+            sliced.append((at, src))
+        else:
+            sliced += [(at + k, src[k : k + WRITE_CHUNK]) for k in range(0, src.size, WRITE_CHUNK)]
     total = sum(v.nbytes for _, v in sliced)
     n = 1 if total < PARALLEL_WRITE_BYTES else max(1, threads)
     groups, loads = [[] for _ in range(n)], [0] * n
@@ -329,7 +332,7 @@ class VulkanBackend(GPUBackend):
                 pPoolSizes=sizes,
             )
             descriptors = memory.own("vkDestroyDescriptorPool", vk.vkCreateDescriptorPool(rt.device, info, None))
-            write_descriptor_sets(vk, rt.device, descriptors, dispatches, memory.buffer, self.align)
+            memory.arrays.append(write_descriptor_sets(vk, rt.device, descriptors, dispatches, memory.buffer, self.align))
         if parts:
             commands = self._command_buffers(pool, len(parts) * (3 if self.clocked else 1))
             for k, part in enumerate(parts):

@@ -31,6 +31,9 @@ from dataclasses import dataclass, field
 from time import perf_counter_ns
 from typing import Any
 
+import numpy as np
+
+from mnnpy.backends.vulkan import raw_structs
 from mnnpy.backends.vulkan.device import VulkanError
 from mnnpy.backends.vulkan.memory import ResizeMemory, VkTensor
 from mnnpy.backends.vulkan.pipeline import Pipeline
@@ -49,7 +52,7 @@ class Dispatch:
     writes: tuple[int, ...]
     push: bytes
     groups: tuple[int, int, int]
-    descriptor_set: Any = None
+    descriptor_set: Any = None  # a ``VkDescriptorSet *`` into write_descriptor_sets' array
     label: str = ""  # the op type, for profiles
     op: str = ""  # the op's name, for per-op profiles
 
@@ -113,10 +116,11 @@ class Recorder:
         self.written: list[tuple[int, int]] = []  # since the last compute barrier
         self.read: list[tuple[int, int]] = []
         self.all_written: list[tuple[int, int]] = []  # by every dispatch of the partition
+        self.bound = None  # the pipeline bound last
 
     def barrier(self, ranges, src_stage, src_access, dst_stage, dst_access, buffer=None) -> None:
         vk = self.vk
-        merged = _merge(ranges)
+        merged = _merge(ranges) if len(ranges) > 1 else ranges
         items = vk.ffi.new(f"VkBufferMemoryBarrier[{len(merged)}]") if merged else vk.ffi.NULL
         for k, (s, e) in enumerate(merged):  # raw structs: the wrappers' per-struct conversion cost ~0.1 ms a dispatch
             b = items[k]
@@ -163,22 +167,25 @@ class Recorder:
         return [(t.offset, t.offset + t.nbytes) for _, t in live]
 
     def dispatch(self, d: Dispatch) -> None:
-        vk = self.vk
-        ranges = [(t.offset, t.offset + t.nbytes) for t in d.bindings]
-        reads = [r for k, r in enumerate(ranges) if k not in d.writes]
-        writes = [ranges[k] for k in d.writes]
-        hazard = any(_overlaps(r, self.written) for r in reads) or any(_overlaps(w, self.written + self.read) for w in writes)
-        if hazard:
+        vk, lib = self.vk, self.vk.lib
+        reads, writes, wi = [], [], d.writes
+        for k, t in enumerate(d.bindings):
+            (writes if k in wi else reads).append((t.offset, t.offset + t.nbytes))
+        written, read = self.written, self.read
+        if (written or read) and (
+            any(_overlaps(r, written) for r in reads) or any(_overlaps(w, written) or _overlaps(w, read) for w in writes)
+        ):
             compute = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT
             dst = vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT
-            self.barrier(self.written, compute, vk.VK_ACCESS_SHADER_WRITE_BIT, compute, dst)
+            self.barrier(written, compute, vk.VK_ACCESS_SHADER_WRITE_BIT, compute, dst)
             self.written, self.read = [], []
-        p, lib, point = d.pipeline, vk.lib, vk.VK_PIPELINE_BIND_POINT_COMPUTE
+        p, point = d.pipeline, vk.VK_PIPELINE_BIND_POINT_COMPUTE
         # the loader's entry points straight (as submit does): the package's wrappers convert
         # every argument in Python, about 0.1 ms of a dispatch's recording
-        lib.vkCmdBindPipeline(self.cmd, point, p.pipeline)
-        sets = vk.ffi.new("VkDescriptorSet[1]", [d.descriptor_set])
-        lib.vkCmdBindDescriptorSets(self.cmd, point, p.layout, 0, 1, sets, 0, vk.ffi.NULL)
+        if p is not self.bound:  # a bound pipeline stays bound across barriers and dispatches
+            lib.vkCmdBindPipeline(self.cmd, point, p.pipeline)
+            self.bound = p
+        lib.vkCmdBindDescriptorSets(self.cmd, point, p.layout, 0, 1, d.descriptor_set, 0, vk.ffi.NULL)
         if p.push_size:
             lib.vkCmdPushConstants(self.cmd, p.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, p.push_size, vk.ffi.from_buffer(d.push))
         lib.vkCmdDispatch(self.cmd, *d.groups)
@@ -238,11 +245,14 @@ def _submit_info(vk, command_buffers: list) -> tuple:
     return vk.ffi.new("VkSubmitInfo*", info), commands
 
 
-def write_descriptor_sets(vk, device, pool, dispatches: list[Dispatch], buffer, align: int) -> None:
+def write_descriptor_sets(vk, device, pool, dispatches: list[Dispatch], buffer, align: int):
     """Allocate one descriptor set per dispatch from ``pool`` and point its bindings at the
-    tensors' ranges of ``buffer``."""
+    tensors' ranges of ``buffer``; each dispatch's ``descriptor_set`` becomes a pointer to its
+    set in the returned cffi array (the caller keeps it as long as commands are recorded from
+    the dispatches). The writes are raw structs filled a field at a time (``raw_structs``),
+    one update call."""
     if not dispatches:
-        return
+        return None
     ffi, count = vk.ffi, len(dispatches)
     layouts = ffi.new(f"VkDescriptorSetLayout[{count}]", [d.pipeline.set_layout for d in dispatches])
     info = ffi.new("VkDescriptorSetAllocateInfo*")  # raw: the wrapper converts each layout in Python
@@ -256,19 +266,27 @@ def write_descriptor_sets(vk, device, pool, dispatches: list[Dispatch], buffer, 
     result = vk.lib.vkAllocateDescriptorSets(device, info, sets)
     if result != vk.VK_SUCCESS:
         raise vk.exception_codes.get(result, vk.VkError)
-    n = sum(len(d.bindings) for d in dispatches)  # one write per binding, built as raw C arrays (one update call)
-    infos, writes = vk.ffi.new(f"VkDescriptorBufferInfo[{n}]"), vk.ffi.new(f"VkWriteDescriptorSet[{n}]")
-    i = 0
+    per = [len(d.bindings) for d in dispatches]
+    spans = [binding_range(t, align)[:2] for d in dispatches for t in d.bindings]
+    n = len(spans)
     for k, d in enumerate(dispatches):
-        d.descriptor_set = sets[k]
-        for b, t in enumerate(d.bindings):
-            infos[i].buffer = buffer
-            infos[i].offset, infos[i].range, _ = binding_range(t, align)
-            w = writes[i]
-            w.sType, w.dstSet, w.dstBinding = vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, sets[k], b
-            w.descriptorCount, w.descriptorType, w.pBufferInfo = 1, vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, infos + i
-            i += 1
+        d.descriptor_set = sets + k
+    if not n:
+        return sets
+    owner = np.repeat(np.arange(count), per)  # the dispatch of each write
+    infos, writes = ffi.new(f"VkDescriptorBufferInfo[{n}]"), ffi.new(f"VkWriteDescriptorSet[{n}]")
+    i = raw_structs.columns(ffi, infos, "VkDescriptorBufferInfo", n)
+    i["buffer"][:] = raw_structs.address(ffi, buffer)
+    span = np.array(spans, np.uint64).reshape(n, 2)
+    i["offset"][:], i["range"][:] = span[:, 0], span[:, 1]
+    w = raw_structs.columns(ffi, writes, "VkWriteDescriptorSet", n)
+    w["sType"][:] = vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET
+    w["dstSet"][:] = np.frombuffer(ffi.buffer(sets), np.uint64)[owner]
+    w["dstBinding"][:] = np.arange(n) - np.repeat(np.cumsum(per) - per, per)  # binding k of its dispatch
+    w["descriptorCount"][:], w["descriptorType"][:] = 1, vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
+    w["pBufferInfo"][:] = raw_structs.address(ffi, infos) + ffi.sizeof("VkDescriptorBufferInfo") * np.arange(n, dtype=np.uint64)
     vk.lib.vkUpdateDescriptorSets(device, n, writes, 0, vk.ffi.NULL)
+    return sets
 
 
 def submit_and_wait(runtime, submit_info, fence_array, lane: int = 0) -> None:

@@ -112,5 +112,5 @@ def describe(backend, shader, bindings, writes, push, n, spec=(), groups=None, l
         max_x = backend.runtime.limits["maxComputeWorkGroupCount"][0]
         gx = min(count, max_x)
         groups = (gx, -(-count // gx), 1)
-    groups = tuple(int(g) for g in groups)
+    groups = tuple(map(int, groups))
     return Dispatch(pipeline, list(bindings), tuple(writes), push, groups, label=label, op=op)

@@ -132,6 +132,7 @@ class ResizeMemory:
         self.direct = False  # the device buffer's memory is mappable: constants are written into it (upload_constants)
         self.mapped = None
         self.owned: list[tuple[str, Any]] = []  # (vkDestroy*/vkFree* name, handle)
+        self.arrays: list = []  # cffi arrays that commands recorded from this memory point at (descriptor sets)
         self._finalizer = weakref.finalize(self, _destroy, runtime.vk, runtime.device, self.owned)
         self._finalizer.atexit = False
 
@@ -155,7 +156,7 @@ class ResizeMemory:
 
     def _place(self, value: np.ndarray | Filled) -> VkTensor:
         """``value``'s handle after the arena and the constants placed before (charged first)."""
-        limits.charge(value.nbytes, f"a Vulkan constant {value.shape} {_name(value.dtype)}", "vulkan")
+        limits.charge(value.nbytes, lambda: f"a Vulkan constant {value.shape} {_name(value.dtype)}", "vulkan")
         t = VkTensor(self, self.top, value.shape, value.dtype)
         self.top = _align(self.top + max(value.nbytes, 1), CONSTANT_ALIGN)
         self.constants.append((t, value))
@@ -165,14 +166,14 @@ class ResizeMemory:
         """A handle for device memory of this resize placed after the arena, like a constant,
         but with no contents uploaded."""
         t = VkTensor(self, self.top, shape, dtype)
-        limits.charge(t.nbytes, f"Vulkan scratch {t.shape} {_name(t.dtype)}", "vulkan")
+        limits.charge(t.nbytes, lambda: f"Vulkan scratch {t.shape} {_name(t.dtype)}", "vulkan")
         self.top = _align(self.top + max(t.nbytes, 1), CONSTANT_ALIGN)
         return t
 
     def stage(self, t: VkTensor) -> None:
         """Give ``t`` a staging slot (once; empty tensors need none)."""
         if t.staging is None and t.nbytes:
-            limits.charge(t.nbytes, f"a Vulkan staging slot {t.shape} {_name(t.dtype)}", "vulkan")
+            limits.charge(t.nbytes, lambda: f"a Vulkan staging slot {t.shape} {_name(t.dtype)}", "vulkan")
             t.staging = self.staging_bytes
             self.staging_bytes = _align(self.staging_bytes + t.nbytes, STAGING_ALIGN)
             self.staged.append(t)

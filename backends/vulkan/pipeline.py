@@ -59,6 +59,7 @@ from typing import Any
 from mnnpy import cache_file
 from mnnpy.backends.gpu.cache import DiskCache
 from mnnpy.backends.gpu.runtime import shader_dir as gpu_shader_dir
+from mnnpy.backends.vulkan import pipeline_keys
 from mnnpy.backends.vulkan.device import VulkanError
 from mnnpy.cache_file import atomic_write  # a module global: tests replace it here
 from mnnpy.log import get_logger
@@ -219,6 +220,10 @@ class Pipelines(DiskCache):
         # entry's data then)
         self._token_caches: dict[str, Any] = {}
         self._tokens: dict[str, tuple[bool, bytes]] = {}
+        # token -> the keys its sessions asked for since adopt (insertion-ordered), and the keys its
+        # entry KEYS_ENTRY holds (pipeline_keys: made ahead by the next process, ``prefetch``)
+        self._asked: dict[str, dict[tuple, None]] = {}
+        self._listed: dict[str, dict[tuple, None]] = {}
         self.cache = self._create_cache(self._load())
         if self.path is not None:
             atexit.register(_save_at_exit, weakref.ref(self), os.getpid())
@@ -318,6 +323,7 @@ class Pipelines(DiskCache):
             if cache.token in self._token_caches:
                 return
             self._tokens[cache.token] = (False, b"")  # get() marks it pending meanwhile
+            self._asked[cache.token], self._listed[cache.token] = {}, {}
             self._token_caches[cache.token] = self._threads.submit(self._adopt, cache)
 
     def _adopt(self, cache) -> Any:
@@ -344,7 +350,25 @@ class Pipelines(DiskCache):
             self._tokens[cache.token] = (payload is None or made, payload or b"")  # no valid entry: saved at save_to
         if rejected is not None:
             warnings.warn(f"compilation cache entry {TOKEN_ENTRY!r} rejected ({rejected}); rebuilding", RuntimeWarning, 2)
+        listed = cache.load(pipeline_keys.KEYS_ENTRY, self.key)
+        if listed is not None:
+            keys = pipeline_keys.decode(listed, spirv_names())
+            self._listed[cache.token] = dict.fromkeys(keys)
+            self._threads.submit(self.prefetch, cache.token, own, keys)
         return own
+
+    def prefetch(self, token: str, through, keys: list[tuple]) -> None:
+        """Create the pipelines ``keys`` (``get``'s keys) that this Runtime has not made, through
+        the token's ``VkPipelineCache`` ``through`` (on a pipeline thread, from ``_adopt``: the
+        token's entry ``pipeline_keys.KEYS_ENTRY`` lists what its sessions asked for). A failure
+        stops it (the sessions' own ``get`` then makes what they need, and reports it)."""
+        try:
+            for key in keys:
+                with self._lock:
+                    if key not in self._pipelines:
+                        self._new(key, token, through)
+        except Exception as e:  # noqa: BLE001 - a driver error: get() meets it again and raises
+            _log.info("Vulkan pipelines of token %s: prefetch stopped (%s)", token[:12], e)
 
     def save_to(self, cache) -> bool:
         """Save the data of ``cache``'s token's ``VkPipelineCache`` (``adopt``) as its entry
@@ -358,6 +382,7 @@ class Pipelines(DiskCache):
         own = adopted.result()  # outside the lock, as the wait: _adopt and failed pipelines take it
         self.wait()
         with self._lock:
+            self._save_keys(cache)
             pending, known = self._tokens.get(cache.token, (False, b""))
             if not pending:
                 return False
@@ -374,6 +399,15 @@ class Pipelines(DiskCache):
                 return False  # pipelines created from the entry: nothing new to save
             cache.save(TOKEN_ENTRY, self.key, payload)
             return True
+
+    def _save_keys(self, cache) -> None:
+        """Save the entry ``pipeline_keys.KEYS_ENTRY`` of ``cache``'s token when its sessions asked
+        for pipelines it does not list: what it listed, then those (at most ``MAX_KEYS``)."""
+        listed, asked = self._listed.get(cache.token), self._asked.get(cache.token, {})
+        if listed is None or all(k in listed for k in asked) or len(listed) >= pipeline_keys.MAX_KEYS:
+            return
+        listed.update(asked)
+        cache.save(pipeline_keys.KEYS_ENTRY, self.key, pipeline_keys.encode(list(listed)[: pipeline_keys.MAX_KEYS]))
 
     # -- objects ------------------------------------------------------------------------
 
@@ -453,20 +487,33 @@ class Pipelines(DiskCache):
         command buffers waits for them (``Pipeline.pipeline``); one whose creation failed is
         forgotten (asked again, it is created again)."""
         key = (name, bindings, push_size, spec)
-        with self._lock:
-            hit = self._pipelines.get(key)
-            if hit is not None:
-                self.stats["memory_hits"] += 1
-                _log.debug("Vulkan pipeline %s %s: memory hit", name, spec)
-                return hit
-            module, layout = self._module_task(name), self.layout(bindings, push_size)
+        asked = self._asked.get(token)
+        if asked is not None and key not in asked:
+            asked[key] = None
+        hit = self._pipelines.get(key)  # a hit takes no lock: a resize asks for each dispatch's pipeline
+        if hit is None:
+            with self._lock:
+                hit = self._pipelines.get(key)
+                if hit is None:
+                    return self._new(key, token)
+        self.stats["memory_hits"] += 1
+        _log.debug("Vulkan pipeline %s %s: memory hit", name, spec)
+        return hit
+
+    def _new(self, key: tuple, token: str | None, through=None) -> Pipeline:
+        """``get``'s miss and ``prefetch``'s (the lock held, an ``RLock``: a failed creation's
+        callback takes it): a new ``Pipeline`` whose creation is submitted, through the
+        ``VkPipelineCache`` ``through`` (default: the token's, else this Runtime's)."""
+        name, bindings, push_size, spec = key
+        module, layout = self._module_task(name), self.layout(bindings, push_size)
+        if through is None:
             through = self._token_caches.get(token, self.cache)
-            created = self._threads.submit(self._create, name, module, layout, spec, through)
-            p = self._pipelines[key] = Pipeline(name, created, layout, self.set_layout(bindings), bindings, push_size)
-            self.stats["created"] += 1
-            if token in self._tokens:  # its entry is saved again at save_to
-                self._tokens[token] = (True, self._tokens[token][1])
-            self._dirty = True
+        created = self._threads.submit(self._create, name, module, layout, spec, through)
+        p = self._pipelines[key] = Pipeline(name, created, layout, self.set_layout(bindings), bindings, push_size)
+        self.stats["created"] += 1
+        if token in self._tokens:  # its entry is saved again at save_to
+            self._tokens[token] = (True, self._tokens[token][1])
+        self._dirty = True
         created.add_done_callback(lambda f: f.exception() is None or self._forget(key, p))
         return p
 
