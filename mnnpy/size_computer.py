@@ -196,7 +196,13 @@ def value_inputs(graph: Graph) -> set[int]:
     """
     producer = graph.producers()
     inputs = set(graph.inputs)
-    stack = [op.inputs[i] for op in graph.ops for i in get_schema(op.type).value_inputs(len(op.inputs)) if op.inputs[i] >= 0]
+    slots: dict[tuple[str, int], list[int]] = {}  # (op type, inputs) -> value-input slots, asked once each
+    stack = []
+    for op in graph.ops:
+        kind = (op.type, len(op.inputs))
+        if kind not in slots:
+            slots[kind] = get_schema(op.type).value_inputs(kind[1])
+        stack += [op.inputs[i] for i in slots[kind] if op.inputs[i] >= 0]
     seen: set[int] = set()
     found: set[int] = set()
     while stack:
