@@ -37,3 +37,20 @@ def test_cold_and_warm_rows(tmp_path, capsys):
 def test_models_folder_required(tmp_path):
     with pytest.raises(SystemExit):
         _bench().main(["--models", str(tmp_path / "missing")])
+
+
+@pytest.mark.skipif(not backend_availability("vulkan")[0], reason="Vulkan unavailable")
+def test_per_model_processes(tmp_path):
+    """``--per-model``: each model in cold and warm processes of its own; a row per model, the mode in the header."""
+    bench = _bench()
+    (tmp_path / "models").mkdir()
+    for name in ("ppocr_cls", "ppocr_rec"):
+        model, _ = conv_model(np.random.default_rng(0), bench.MODELS[name], (4, 3, 3, 3), {"pads": [1, 1, 1, 1]})
+        onnx.save(model, tmp_path / "models" / f"{name}.onnx")
+    out = tmp_path / "table.md"
+    assert bench.main(["--models", str(tmp_path / "models"), "--backends", "vulkan", "--per-model", "--output", str(out)]) == 0
+    rows = out.read_text().splitlines()
+    assert "each model's cold and warm processes its own" in rows[0], rows[0]
+    for name in ("ppocr_rec", "ppocr_cls"):
+        row = next(r for r in rows if r.startswith(f"| vulkan | {name} create+resize"))
+        assert row.split("|")[-2].strip() == "yes", row
