@@ -59,6 +59,7 @@ from typing import Any
 from mnnpy import cache_file
 from mnnpy.backends.gpu.cache import DiskCache
 from mnnpy.backends.gpu.runtime import shader_dir as gpu_shader_dir
+from mnnpy.backends.vulkan import pipeline_keys
 from mnnpy.backends.vulkan.device import VulkanError
 from mnnpy.cache_file import atomic_write  # a module global: tests replace it here
 from mnnpy.log import get_logger
@@ -78,7 +79,6 @@ VK_HEADER = struct.Struct("<IIII16s")
 HEADER_VERSION_ONE = 1  # VK_PIPELINE_CACHE_HEADER_VERSION_ONE
 TOKEN_ENTRY = "vulkan/pipeline-cache"  # the entry name in a session's compilation cache (adopt, save_to)
 MAX_THREADS = 8  # threads creating pipelines at once (vkCreateComputePipelines releases the GIL)
-INLINE_MAX_S = 0.002  # a warm token's pipeline made inline that takes longer sends the token's next ones to threads
 
 
 @dataclass(frozen=True)
@@ -220,7 +220,11 @@ class Pipelines(DiskCache):
         # entry's data then)
         self._token_caches: dict[str, Any] = {}
         self._tokens: dict[str, tuple[bool, bytes]] = {}
-        self._inline: set[str] = set()  # tokens whose pipelines are made on the asking thread (``adopt``)
+        # token -> the keys its sessions asked for since adopt (insertion-ordered), and the keys its
+        # entry KEYS_ENTRY holds (pipeline_keys: made ahead by the next process, ``prefetch``)
+        self._asked: dict[str, dict[tuple, None]] = {}
+        self._listed: dict[str, dict[tuple, None]] = {}
+        self._prefetching: dict[str, Future] = {}  # token -> its prefetch
         self.cache = self._create_cache(self._load())
         if self.path is not None:
             atexit.register(_save_at_exit, weakref.ref(self), os.getpid())
@@ -314,18 +318,15 @@ class Pipelines(DiskCache):
         (``vkCreatePipelineCache`` from them); a refused entry warns (``RuntimeWarning``),
         counts in ``stats["rejected"]`` and is replaced at ``save_to``. The entry is read and the
         driver builds the cache on a pipeline thread (``_adopt``: 5-8 ms on the H200 machine), while
-        the session's thread loads its plan and prepares its Executions; the pipelines of the
-        token wait for it (``_create``). A token whose mapping lists the entry is warm on a GPU:
-        its pipelines are made on the thread that asks for them (``get``), until one takes
-        longer than ``INLINE_MAX_S`` (the driver compiled it: the entry was refused, or did not
-        hold it). A CPU device (lavapipe) compiles every pipeline, cache or not: threads."""
+        the session's thread prepares its Executions; the pipelines of the token wait for it on
+        their threads (``_create``), submitted after it."""
         with self._lock:
             if cache.token in self._token_caches:
                 return
             self._tokens[cache.token] = (False, b"")  # get() marks it pending meanwhile
-            if TOKEN_ENTRY in cache.records and self.info.type != "cpu":  # warm: the driver's cache hits
-                self._inline.add(cache.token)
+            self._asked[cache.token], self._listed[cache.token] = {}, {}
             self._token_caches[cache.token] = self._threads.submit(self._adopt, cache)
+            self._prefetching[cache.token] = self._threads.submit(self.prefetch, cache)
 
     def _adopt(self, cache) -> Any:
         """``adopt``'s work (on a pipeline thread, the lock taken only to count): the token's
@@ -353,6 +354,26 @@ class Pipelines(DiskCache):
             warnings.warn(f"compilation cache entry {TOKEN_ENTRY!r} rejected ({rejected}); rebuilding", RuntimeWarning, 2)
         return own
 
+    def prefetch(self, cache) -> None:
+        """Ask for the pipelines that ``cache``'s token's entry ``pipeline_keys.KEYS_ENTRY``
+        lists (what its sessions asked for) and this Runtime has not made: on a pipeline thread
+        from ``adopt``, beside ``_adopt`` (their creation waits for the token's
+        ``VkPipelineCache`` on the other threads, as ``get``'s does) and beside the session's
+        plan load, so that its Executions find them asked for. A failure stops it (the
+        sessions' own ``get`` then makes what they need, and reports it)."""
+        listed = cache.load(pipeline_keys.KEYS_ENTRY, self.key)
+        if listed is None:
+            return
+        keys = pipeline_keys.decode(listed, spirv_names())
+        self._listed[cache.token] = dict.fromkeys(keys)
+        try:
+            for key in keys:
+                with self._lock:
+                    if key not in self._pipelines:
+                        self._new(key, cache.token)
+        except Exception as e:  # noqa: BLE001 - a driver error: get() meets it again and raises
+            _log.info("Vulkan pipelines of token %s: prefetch stopped (%s)", cache.token[:12], e)
+
     def save_to(self, cache) -> bool:
         """Save the data of ``cache``'s token's ``VkPipelineCache`` (``adopt``) as its entry
         ``TOKEN_ENTRY`` when pipelines were created through it since it was adopted or saved and
@@ -363,8 +384,10 @@ class Pipelines(DiskCache):
         if adopted is None:
             return False
         own = adopted.result()  # outside the lock, as the wait: _adopt and failed pipelines take it
+        self._prefetching[cache.token].result()  # the listed keys are known, every listed pipeline asked for
         self.wait()
         with self._lock:
+            self._save_keys(cache)
             pending, known = self._tokens.get(cache.token, (False, b""))
             if not pending:
                 return False
@@ -382,6 +405,15 @@ class Pipelines(DiskCache):
             cache.save(TOKEN_ENTRY, self.key, payload)
             return True
 
+    def _save_keys(self, cache) -> None:
+        """Save the entry ``pipeline_keys.KEYS_ENTRY`` of ``cache``'s token when its sessions asked
+        for pipelines it does not list: what it listed, then those (at most ``MAX_KEYS``)."""
+        listed, asked = self._listed.get(cache.token), self._asked.get(cache.token, {})
+        if listed is None or all(k in listed for k in asked) or len(listed) >= pipeline_keys.MAX_KEYS:
+            return
+        listed.update(asked)
+        cache.save(pipeline_keys.KEYS_ENTRY, self.key, pipeline_keys.encode(list(listed)[: pipeline_keys.MAX_KEYS]))
+
     # -- objects ------------------------------------------------------------------------
 
     def _call(self, create: str, info, handle: str):
@@ -395,20 +427,19 @@ class Pipelines(DiskCache):
             raise vk.exception_codes.get(result, vk.VkError)
         return out[0]
 
-    def _module_task(self, name: str, inline: bool = False):
+    def _module_task(self, name: str):
         """The ``VkShaderModule`` of ``<name>.spv``, or the ``Future`` of it: an unknown variant
         raises ``VulkanError`` at once (``spirv_names``); the SPIR-V is read and the
         driver makes the module on a pipeline thread, before the pipelines of it that are
-        submitted after (``_create``), or with ``inline`` here (a warm token's: ``get``).
-        Reading it here while pipeline threads ran cost the session's thread 0.25-0.6 ms a
-        module: each system call let a pipeline thread take the GIL."""
+        submitted after (``_create``). Reading it here cost the session's thread 0.25-0.6 ms
+        a module: each system call let a pipeline thread take the GIL."""
         got = self._modules.get(name)
         if isinstance(got, Future) and got.done() and got.exception() is not None:
             got = None  # the driver failed to make it: asked again, made again
         if got is None:
             if name not in spirv_names():
                 raise VulkanError(f"no SPIR-V variant {name}.spv in {shader_dir()} (a broken installation?)")
-            got = self._modules[name] = self._new_module(name) if inline else self._threads.submit(self._new_module, name)
+            got = self._modules[name] = self._threads.submit(self._new_module, name)
         return got
 
     def _new_module(self, name: str):
@@ -455,21 +486,17 @@ class Pipelines(DiskCache):
         self, name: str, bindings: int, push_size: int, spec: tuple[tuple[int, SpecValue], ...] = (), token: str | None = None
     ) -> Pipeline:
         """The compute pipeline of variant ``name`` (entry ``main``) with these specialization
-        constants. A new one is created through the ``VkPipelineCache`` of the compilation-cache
-        ``token`` where it was adopted, else this Runtime's: for a warm token (``adopt``) at
-        once on the asking thread, else on one of ``MAX_THREADS`` threads, so that the pipelines
-        a resize asks for are compiled in parallel (about 1 ms each on the H200 machine, 5-20
-        ms on lavapipe) while recording its command buffers waits for them
-        (``Pipeline.pipeline``). A warm token's pipelines are the driver's cache hits (H200:
-        16-28 µs a pipeline, 32-48 µs a module): made on threads, each cost the session's
-        thread more in handing the GIL over (PP-OCRv4 rec's 13 new pipelines: 1.7-4.3 ms of a
-        22-32 ms resize). One whose creation failed is forgotten (asked again, it is created
-        again)."""
+        constants. A new one is created on one of ``MAX_THREADS`` threads, through the
+        ``VkPipelineCache`` of the compilation-cache ``token`` where it was adopted, else this
+        Runtime's: the pipelines a resize asks for are compiled in parallel, and recording its
+        command buffers waits for them (``Pipeline.pipeline``); one whose creation failed is
+        forgotten (asked again, it is created again)."""
         key = (name, bindings, push_size, spec)
+        asked = self._asked.get(token)
+        if asked is not None and key not in asked:
+            asked[key] = None
         hit = self._pipelines.get(key)  # a hit takes no lock: a resize asks for each dispatch's pipeline
         if hit is None:
-            if token in self._inline:  # made here: the token's cache first, outside the lock (_adopt takes it)
-                self._token_caches[token].result()
             with self._lock:
                 hit = self._pipelines.get(key)
                 if hit is None:
@@ -479,24 +506,13 @@ class Pipelines(DiskCache):
         return hit
 
     def _new(self, key: tuple, token: str | None) -> Pipeline:
-        """``get``'s miss (the lock held, an ``RLock``: a failed creation's callback takes it): a
-        new ``Pipeline``, through the token's ``VkPipelineCache``, else this Runtime's. For a
-        warm token (``adopt``) it is made here, on the asking thread, else submitted to the
-        pipeline threads (see ``get``)."""
+        """``get``'s miss and ``prefetch``'s (the lock held, an ``RLock``: a failed creation's
+        callback takes it): a new ``Pipeline`` whose creation is submitted, through the token's
+        ``VkPipelineCache``, else this Runtime's."""
         name, bindings, push_size, spec = key
-        inline = token in self._inline
-        module, layout = self._module_task(name, inline), self.layout(bindings, push_size)
+        module, layout = self._module_task(name), self.layout(bindings, push_size)
         through = self._token_caches.get(token, self.cache)
-        if inline:
-            created, t0 = Future(), time.perf_counter()
-            try:
-                created.set_result(self._create(name, module, layout, spec, through))
-            except Exception as e:  # noqa: BLE001 - raised where the pipeline is used, as a thread's failure is
-                created.set_exception(e)
-            if time.perf_counter() - t0 > INLINE_MAX_S:  # compiled after all: the token's next ones on threads
-                self._inline.discard(token)
-        else:
-            created = self._threads.submit(self._create, name, module, layout, spec, through)
+        created = self._threads.submit(self._create, name, module, layout, spec, through)
         p = self._pipelines[key] = Pipeline(name, created, layout, self.set_layout(bindings), bindings, push_size)
         self.stats["created"] += 1
         if token in self._tokens:  # its entry is saved again at save_to
@@ -518,8 +534,8 @@ class Pipelines(DiskCache):
         wait(pending)
 
     def _create(self, name: str, module, layout, spec, through) -> Any:
-        """A new ``VkPipeline`` (on a worker thread, or a warm token's on the asking thread; the
-        pipeline cache is internally synchronised). The create info is built as raw structs: the ``vulkan`` package's
+        """A new ``VkPipeline`` (on a worker thread; the pipeline cache is internally
+        synchronised). The create info is built as raw structs: the ``vulkan`` package's
         wrappers convert each field in Python, holding the GIL that the session's own thread
         needs (about 0.1 ms a pipeline)."""
         vk, ffi = self.rt.vk, self.rt.vk.ffi
