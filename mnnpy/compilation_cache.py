@@ -7,7 +7,8 @@ here 32 ``bytes`` or 64 hex digits, default the SHA-256 of the model file's byte
 ask it for entries by name (``array``/``load``) and give it what they computed (``save``).
 
 What it holds: the CPU backend's Winograd weights (``backends/cpu/prepared.py``), the OpenCL
-program binaries (``opencl/...``), the Vulkan pipeline cache (``vulkan/pipeline-cache``), and
+program binaries (``opencl/...``), the Vulkan pipeline cache (``vulkan/pipeline-cache``) and the
+pipelines asked for (``vulkan/pipeline-keys``, ``backends/vulkan/pipeline_keys.py``), and
 the plans of the input shapes sessions resized (``plan/<hash of the key>``, device ``"plan"``:
 sizes, schedule and memory layout, ``mnnpy.plan_cache``; the Executions are made again).
 

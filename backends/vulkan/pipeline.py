@@ -32,7 +32,9 @@ also keeps the pipeline cache's data as the entry ``TOKEN_ENTRY`` of its model's
 token gets a ``VkPipelineCache`` of its own at its first resize in a process, seeded from the
 entry (``adopt``: the compilation cache checks the bytes in memory, then the Vulkan header and
 the driver; no entry: from the Runtime's cache), its sessions create their pipelines through
-it, and its data are saved after a resize that created pipelines (``save_to``). A refused
+it, and its data are saved after a resize that created pipelines (``save_to``), with the keys
+its sessions asked for (``pipeline_keys.KEYS_ENTRY``), which a later process asks for on a
+pipeline thread as it adopts the token (``prefetch``). A refused
 entry warns and is replaced.
 
 Source: Vulkan 1.3 specification, "Pipelines" (compute pipelines, specialization
