@@ -7,8 +7,7 @@ here 32 ``bytes`` or 64 hex digits, default the SHA-256 of the model file's byte
 ask it for entries by name (``array``/``load``) and give it what they computed (``save``).
 
 What it holds: the CPU backend's Winograd weights (``backends/cpu/prepared.py``), the OpenCL
-program binaries (``opencl/...``), the Vulkan pipeline cache (``vulkan/pipeline-cache``) and the
-pipelines asked for (``vulkan/pipeline-keys``, ``backends/vulkan/pipeline_keys.py``), and
+program binaries (``opencl/...``), the Vulkan pipeline cache (``vulkan/pipeline-cache``), and
 the plans of the input shapes sessions resized (``plan/<hash of the key>``, device ``"plan"``:
 sizes, schedule and memory layout, ``mnnpy.plan_cache``; the Executions are made again).
 
@@ -293,7 +292,7 @@ class CompilationCache:
         data = pack(MAGIC_ENTRY, FORMAT, f"{self.token}/{name}", payload)
         sha = hashlib.sha256(data).hexdigest()
         try:
-            (self.folder / "entries" / self.token).mkdir(exist_ok=True)
+            (self.folder / "entries" / self.token).mkdir(parents=True, exist_ok=True)  # also after a `cache clear`
             atomic_write(self.folder / "entries" / self.token / sha, data)
         except OSError as e:
             warnings.warn(f"compilation cache entry {name!r} not saved: {e}", RuntimeWarning, 3)

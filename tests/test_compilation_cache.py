@@ -340,6 +340,22 @@ def test_cli_list_verify_clear(models, tmp_path, capsys):
     assert "no entries" in capsys.readouterr().out
 
 
+def test_an_entry_is_saved_after_the_folder_was_cleared_under_it(tmp_path, capsys):
+    """``mnnpy cache clear`` from another process while a session's cache is open removes the
+    entries folder: the next save makes it again (a newcomer's concurrent clear lost every
+    later entry of the process with a warning)."""
+    cache = cc.CompilationCache(tmp_path, "d" * 64)
+    cache.save("a", "cpu", b"first")
+    cache.flush()
+    assert cli(["cache", "clear", "--dir", str(tmp_path)]) == 0
+    capsys.readouterr()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cache.save("b", "cpu", b"second")
+    cache.flush()
+    assert cc.CompilationCache(tmp_path, "d" * 64).load("b", "cpu") == b"second"
+
+
 def test_cache_dir_and_cli_refuse_what_is_not_a_cache(tmp_path, capsys):
     """A cache_dir that is not a path, or empty, is an InputError (not the working folder);
     ``mnnpy cache`` on a file or an ordinary folder says it is not a cache and removes nothing."""

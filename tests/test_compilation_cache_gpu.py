@@ -113,7 +113,7 @@ def test_warm_session_loads_what_the_cold_one_saved(backend, cold, fresh, tmp_pa
     if backend == "opencl":
         assert len(names) >= 2 and all(n.startswith("opencl/") for n in names), names
     else:
-        assert names == ["vulkan/pipeline-cache", "vulkan/pipeline-keys"], names
+        assert names == ["vulkan/pipeline-cache"]
     cache = fresh(backend)
     same(run(interp, feeds, backend, tmp_path), want)
     if backend == "opencl":
@@ -142,10 +142,7 @@ def test_flipped_bytes_and_truncation_are_rejected_and_rebuilt(backend, cold, fr
             entry_path(tmp_path, token, name).write_bytes(bad)  # (a rebuilt entry is another file)
             cache = fresh(backend)
             same(run(interp, feeds, backend, tmp_path, expect_warning=True), want)
-            if backend == "opencl":
-                assert cache.stats["built"] >= 1
-            else:  # the pipeline cache rebuilt; a damaged key list only costs its prefetch
-                assert cache.stats["loaded"] == (name != "vulkan/pipeline-cache")
+            assert cache.stats["built"] >= 1 if backend == "opencl" else cache.stats["loaded"] == 0
     fresh(backend)
     same(run(interp, feeds, backend, tmp_path), want)  # the rebuilt entries are good again
 
@@ -255,22 +252,3 @@ def test_a_refused_pipeline_entry_is_replaced_when_its_pipelines_were_in_memory(
     again = fresh("vulkan")
     same(run(interp, feeds, "vulkan", tmp_path), want)  # no warning: the entry was replaced
     assert again.stats["loaded"] == 1 and again.stats["rejected"] == 0
-
-
-@pytest.mark.skipif(not backend_availability("vulkan")[0], reason="vulkan unavailable")
-def test_a_warm_process_makes_the_listed_pipelines_ahead_each_once(cold, fresh, tmp_path):
-    """The cold session lists the pipelines it asked for (``vulkan/pipeline-keys``); in a new
-    process a pipeline thread makes them from that list (``Pipelines.prefetch``) while the
-    session prepares: every pipeline the session asks for is listed, and each is made once."""
-    interp, feeds, want, token = cold("vulkan")
-    pipelines = fresh("vulkan")
-    fetched, asked = [], []
-    real_prefetch, real_get = pipelines.prefetch, pipelines.get
-    pipelines.prefetch = lambda cache: fetched.append(cache.token) or real_prefetch(cache)
-    pipelines.get = lambda *a: asked.append(a[:4]) or real_get(*a)
-    same(run(interp, feeds, "vulkan", tmp_path), want)
-    pipelines.wait()
-    assert fetched == [token]
-    keys = list(pipelines._listed[token])
-    assert asked and set(asked) <= set(keys), set(asked) - set(keys)
-    assert pipelines.stats["created"] == len(set(keys))

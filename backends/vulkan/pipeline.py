@@ -32,9 +32,7 @@ also keeps the pipeline cache's data as the entry ``TOKEN_ENTRY`` of its model's
 token gets a ``VkPipelineCache`` of its own at its first resize in a process, seeded from the
 entry (``adopt``: the compilation cache checks the bytes in memory, then the Vulkan header and
 the driver; no entry: from the Runtime's cache), its sessions create their pipelines through
-it, and its data are saved after a resize that created pipelines (``save_to``), with the keys
-its sessions asked for (``pipeline_keys.KEYS_ENTRY``), which a later process asks for on a
-pipeline thread as it adopts the token (``prefetch``). A refused
+it, and its data are saved after a resize that created pipelines (``save_to``). A refused
 entry warns and is replaced.
 
 Source: Vulkan 1.3 specification, "Pipelines" (compute pipelines, specialization
@@ -61,7 +59,6 @@ from typing import Any
 from mnnpy import cache_file
 from mnnpy.backends.gpu.cache import DiskCache
 from mnnpy.backends.gpu.runtime import shader_dir as gpu_shader_dir
-from mnnpy.backends.vulkan import pipeline_keys
 from mnnpy.backends.vulkan.device import VulkanError
 from mnnpy.cache_file import atomic_write  # a module global: tests replace it here
 from mnnpy.log import get_logger
@@ -222,11 +219,6 @@ class Pipelines(DiskCache):
         # entry's data then)
         self._token_caches: dict[str, Any] = {}
         self._tokens: dict[str, tuple[bool, bytes]] = {}
-        # token -> the keys its sessions asked for since adopt (insertion-ordered), and the keys its
-        # entry KEYS_ENTRY holds (pipeline_keys: made ahead by the next process, ``prefetch``)
-        self._asked: dict[str, dict[tuple, None]] = {}
-        self._listed: dict[str, dict[tuple, None]] = {}
-        self._prefetching: dict[str, Future] = {}  # token -> its prefetch
         self.cache = self._create_cache(self._load())
         if self.path is not None:
             atexit.register(_save_at_exit, weakref.ref(self), os.getpid())
@@ -326,9 +318,7 @@ class Pipelines(DiskCache):
             if cache.token in self._token_caches:
                 return
             self._tokens[cache.token] = (False, b"")  # get() marks it pending meanwhile
-            self._asked[cache.token], self._listed[cache.token] = {}, {}
             self._token_caches[cache.token] = self._threads.submit(self._adopt, cache)
-            self._prefetching[cache.token] = self._threads.submit(self.prefetch, cache)
 
     def _adopt(self, cache) -> Any:
         """``adopt``'s work (on a pipeline thread, the lock taken only to count): the token's
@@ -356,26 +346,6 @@ class Pipelines(DiskCache):
             warnings.warn(f"compilation cache entry {TOKEN_ENTRY!r} rejected ({rejected}); rebuilding", RuntimeWarning, 2)
         return own
 
-    def prefetch(self, cache) -> None:
-        """Ask for the pipelines that ``cache``'s token's entry ``pipeline_keys.KEYS_ENTRY``
-        lists (what its sessions asked for) and this Runtime has not made: on a pipeline thread
-        from ``adopt``, beside ``_adopt`` (their creation waits for the token's
-        ``VkPipelineCache`` on the other threads, as ``get``'s does) and beside the session's
-        plan load, so that its Executions find them asked for. A failure stops it (the
-        sessions' own ``get`` then makes what they need, and reports it)."""
-        listed = cache.load(pipeline_keys.KEYS_ENTRY, self.key)
-        if listed is None:
-            return
-        keys = pipeline_keys.decode(listed, spirv_names())
-        self._listed[cache.token] = dict.fromkeys(keys)
-        try:
-            for key in keys:
-                with self._lock:
-                    if key not in self._pipelines:
-                        self._new(key, cache.token)
-        except Exception as e:  # noqa: BLE001 - a driver error: get() meets it again and raises
-            _log.info("Vulkan pipelines of token %s: prefetch stopped (%s)", cache.token[:12], e)
-
     def save_to(self, cache) -> bool:
         """Save the data of ``cache``'s token's ``VkPipelineCache`` (``adopt``) as its entry
         ``TOKEN_ENTRY`` when pipelines were created through it since it was adopted or saved and
@@ -386,10 +356,8 @@ class Pipelines(DiskCache):
         if adopted is None:
             return False
         own = adopted.result()  # outside the lock, as the wait: _adopt and failed pipelines take it
-        self._prefetching[cache.token].result()  # the listed keys are known, every listed pipeline asked for
         self.wait()
         with self._lock:
-            self._save_keys(cache)
             pending, known = self._tokens.get(cache.token, (False, b""))
             if not pending:
                 return False
@@ -406,15 +374,6 @@ class Pipelines(DiskCache):
                 return False  # pipelines created from the entry: nothing new to save
             cache.save(TOKEN_ENTRY, self.key, payload)
             return True
-
-    def _save_keys(self, cache) -> None:
-        """Save the entry ``pipeline_keys.KEYS_ENTRY`` of ``cache``'s token when its sessions asked
-        for pipelines it does not list: what it listed, then those (at most ``MAX_KEYS``)."""
-        listed, asked = self._listed.get(cache.token), self._asked.get(cache.token, {})
-        if listed is None or all(k in listed for k in asked) or len(listed) >= pipeline_keys.MAX_KEYS:
-            return
-        listed.update(asked)
-        cache.save(pipeline_keys.KEYS_ENTRY, self.key, pipeline_keys.encode(list(listed)[: pipeline_keys.MAX_KEYS]))
 
     # -- objects ------------------------------------------------------------------------
 
@@ -494,9 +453,6 @@ class Pipelines(DiskCache):
         command buffers waits for them (``Pipeline.pipeline``); one whose creation failed is
         forgotten (asked again, it is created again)."""
         key = (name, bindings, push_size, spec)
-        asked = self._asked.get(token)
-        if asked is not None and key not in asked:
-            asked[key] = None
         hit = self._pipelines.get(key)  # a hit takes no lock: a resize asks for each dispatch's pipeline
         if hit is None:
             with self._lock:
@@ -508,9 +464,9 @@ class Pipelines(DiskCache):
         return hit
 
     def _new(self, key: tuple, token: str | None) -> Pipeline:
-        """``get``'s miss and ``prefetch``'s (the lock held, an ``RLock``: a failed creation's
-        callback takes it): a new ``Pipeline`` whose creation is submitted, through the token's
-        ``VkPipelineCache``, else this Runtime's."""
+        """``get``'s miss (the lock held, an ``RLock``: a failed creation's callback takes it): a
+        new ``Pipeline`` whose creation is submitted, through the token's ``VkPipelineCache``,
+        else this Runtime's."""
         name, bindings, push_size, spec = key
         module, layout = self._module_task(name), self.layout(bindings, push_size)
         through = self._token_caches.get(token, self.cache)

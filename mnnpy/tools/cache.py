@@ -28,7 +28,9 @@ def default_dir() -> Path:
 
 def add_arguments(p) -> None:
     p.add_argument("action", choices=("list", "verify", "clear"))
-    p.add_argument("--dir", type=Path, default=None, help="the cache_dir given to create_session (default %(default)s)")
+    p.add_argument(
+        "--dir", type=Path, default=None, help="the cache_dir given to create_session (default <mnnpy cache>/compilation)"
+    )
 
 
 def _mapping(folder: Path) -> dict:
