@@ -129,10 +129,7 @@ class GPUBackend(Backend):
         (``input_dtypes``; values known at resize may have any) and that the device holds
         (``dtype_limit``), every input within ``size_limit``, every dim and geometry integer
         within 32 bits (``int32_check``), then the Execution class's ``check``."""
-        classes = self.__dict__.get("_classes")
-        if classes is None:  # looked up once per backend (each look imports the registry)
-            classes = self._classes = self.executions()
-        cls = classes.get(info.type)
+        cls = self._execution_class(info.type)
         if cls is None:
             return False, f"no {self.display} execution for {info.type}"
         inputs = info.present()
@@ -157,12 +154,17 @@ class GPUBackend(Backend):
         why = self._dtype_refused(outputs) or self._too_large(outputs, "an output")
         return (False, why) if why else (True, "")
 
+    def _execution_class(self, op_type: str) -> type[Execution] | None:
+        """The Execution class registered for ``op_type`` (``executions``, looked up once per
+        backend: each look imports the registry), or None."""
+        classes = self.__dict__.get("_classes")
+        if classes is None:
+            classes = self._classes = self.executions()
+        return classes.get(op_type)
+
     def create_execution(self, info: OpInfo) -> Execution | None:
         """A new Execution of the class registered for ``info.type``, or None."""
-        classes = self.__dict__.get("_classes")
-        if classes is None:  # looked up once per backend (each look imports the registry)
-            classes = self._classes = self.executions()
-        cls = classes.get(info.type)
+        cls = self._execution_class(info.type)
         return None if cls is None else cls(self, info)
 
     # -- storage ------------------------------------------------------------------------
