@@ -14,8 +14,7 @@ users never change. Weights are new constant tensors (a shared ``W`` is not touc
 - ``fold_affine_into_next``: ``Conv(x * a + b)`` with scalar constants ``a``, ``b``
   (also ``a * x``, ``x / a``, ``b + x``, ``x - b``) -> ``Conv(x)`` with ``W' = W * a`` and
   ``b'[m] = b[m] + b * sum(W[m])``. Scaling commutes with zero padding, a shift does not,
-  so a shift is folded only into a Conv without padding; before a padded Conv, ``x * a + b``
-  becomes ``(x + b/a)`` with ``W' = W * a`` (the scale folded, the shift kept).
+  so a shift is folded only into a Conv without padding.
 - ``fuse_activation``: ``act(Conv(...))`` -> Conv with ``activation``/``activation_params``
   for the activations with ``fuse`` in ``mnnpy.ops.activation`` (Clip: constant bounds).
 """
@@ -177,26 +176,6 @@ def _scalar_step(v: GraphView, t: int):
     return None
 
 
-def _scale_through_shift(v: GraphView, conv, w: np.ndarray, shift, x: int) -> bool:
-    """``Conv(h*a + c)`` (``shift`` computes ``x + c``, ``c + x`` or ``x - c`` with ``x = h*a``, scalar
-    constants, ``a`` not 0) becomes ``Conv(h + c/a)`` with ``W' = W * a``: the scale commutes
-    with the Conv's zero padding and the shift stays before it (PP-OCRv4 rec's affine blocks
-    before each padded depthwise Conv: 20 Muls). True when rewritten."""
-    inner = _scalar_step(v, x)
-    if inner is None or inner[2] != "scale" or inner[3] == 0:
-        return False
-    scale, h, _, a = inner
-    k = 0 if shift.inputs[0] == x else 1
-    c = v.const(shift.inputs[1 - k]).astype(np.float64) / a
-    if not np.all(np.isfinite(c)):
-        return False
-    shift.inputs[k] = h
-    shift.inputs[1 - k] = v.add_const(c.astype(np.float32), shift.name + "_c")
-    conv.inputs[1] = v.add_const((w.astype(np.float64) * a).astype(np.float32), conv.name + "_W")
-    v.kill(scale)
-    return True
-
-
 def fold_affine_into_next(graph: Graph, keep_names=frozenset()) -> int:
     """Fold scalar scale/shift ops that feed only a Conv into its weights/bias; returns the count."""
     v, count = GraphView(graph, keep_names), 0
@@ -212,11 +191,7 @@ def fold_affine_into_next(graph: Graph, keep_names=frozenset()) -> int:
             b = _bias(v, conv, m)
             if kind == "shift":
                 if not _unpadded(conv, w):
-                    if not _scale_through_shift(v, conv, w, op, x):
-                        break
-                    w = v.const(conv.inputs[1])
-                    count += 1
-                    continue
+                    break
                 b = b + value * w.astype(np.float64).reshape(m, -1).sum(axis=1)
                 w_new = None
             else:
