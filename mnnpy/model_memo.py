@@ -11,7 +11,7 @@ in all against 9-15 for reading) and views the constants in the new bytes: new o
 time, never shared with an earlier ``Net``. Equal hashes mean equal bytes, so the skeleton is
 what reading them would give; a model that failed to read is never kept. A load does not wait
 for the hash where no skeleton has its byte length, nor where hashing such bytes took longer
-than the skeleton's first read (ResNet-18: 46.8 MB of constants, 30 ms to hash, 3 ms to
+than the read that made the skeleton (ResNet-18: 46.8 MB of constants, 30 ms to hash, 3 ms to
 read): those bytes are read again. A skeleton is made on the second read of bytes of a length
 seen before (pickling det's costs about 2 ms): a process that reads a model once pays nothing.
 
@@ -38,7 +38,7 @@ MAX_BYTES = 16 << 20  # of pickled skeletons (det's: 39 KB)
 ENV = "MNNPY_MODEL_MEMO"
 
 _lock = threading.Lock()
-# id -> (length, digest, skeleton, seconds its first read took)
+# id -> (length, digest, skeleton, seconds the read that made it took)
 _entries: OrderedDict[int, tuple[int, object, bytes, float]] = OrderedDict()
 _seen: OrderedDict[int, None] = OrderedDict()  # byte lengths read, most recent last
 _next_id = 0
@@ -115,7 +115,7 @@ def clear() -> None:
 
 def _worth(digest, read_s: float) -> bool:
     """Whether waiting for a hash of these bytes is quicker than reading them: the skeleton's
-    own hash (``digest.seconds``, bytes of the same length) took less than its first read."""
+    own hash (``digest.seconds``, bytes of the same length) took less than the read that made it."""
     return digest.done() and digest.seconds is not None and digest.seconds < read_s
 
 
