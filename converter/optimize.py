@@ -3,7 +3,8 @@
 Order matters: constants are folded first (so that shape arithmetic and weight
 pre-processing disappear), no-ops are removed so that patterns are contiguous, then
 BatchNormalization and constant scale/shift are folded into the Conv before, hard-swish
-patterns become ``HardSwish`` (before their ``/ 6`` could be taken for a scale), layer
+patterns become ``HardSwish`` (before their ``/ 6`` could be taken for a scale) and take
+the scalar scale/shift after them into their ``scale``/``shift``, layer
 normalisation and swish patterns become one op each, scalar
 scale/shift feeding a Conv are folded into it, activations are fused into Convs, and
 dead code is dropped last. Every pass keeps graph input/output names and
@@ -39,7 +40,7 @@ from mnnpy.converter.passes.fuse_conv import (
     fold_batchnorm,
     fuse_activation,
 )
-from mnnpy.converter.passes.hardswish import fuse_hardswish
+from mnnpy.converter.passes.hardswish import fold_hardswish_affine, fuse_hardswish
 from mnnpy.converter.passes.layernorm import fuse_layernorm, fuse_swish
 from mnnpy.ir import Graph, Net
 
@@ -68,6 +69,7 @@ PASSES: list[tuple[str, Callable[[Graph, frozenset], int]]] = [
     ("remove_noops", remove_noops),
     ("fold_batchnorm_affine", _fold_linear),
     ("fuse_hardswish", fuse_hardswish),
+    ("fold_hardswish_affine", fold_hardswish_affine),
     ("fuse_layernorm", fuse_layernorm),
     ("fuse_swish", fuse_swish),
     ("fold_affine_into_next", fold_affine_into_next),

@@ -66,6 +66,9 @@ class _Renderer:
         if op.type == "Swish" and op.attrs.get("alpha", 1.0) == 1.0:  # opset-24 op: as Sigmoid and Mul
             x, y = name(op.inputs[0]), name(op.outputs[0])
             return [helper.make_node("Sigmoid", [x], [y + "__sig"]), helper.make_node("Mul", [x, y + "__sig"], [y])]
+        if op.type == "HardSwish":
+            a = op.attrs
+            return _hardswish(name(op.inputs[0]), name(op.outputs[0]), a.get("scale", 1.0), a.get("shift", 0.0), inits)
         skip = ("activation", "activation_params", "captures")
         attrs = {k: v for k, v in op.attrs.items() if k not in skip and not (isinstance(v, list) and not v)}
         attrs = {k: numpy_helper.from_array(v) if isinstance(v, np.ndarray) else v for k, v in attrs.items()}
@@ -88,6 +91,8 @@ class _Renderer:
                 extra = {"alpha": p[0], "beta": p[1]}
             elif act == "LeakyRelu":
                 extra = {"alpha": p[0]}
+            elif act == "HardSwish":
+                return nodes + _hardswish(outs[0], final, *p, inits)
             nodes.append(helper.make_node(act, a_ins, [final], **extra))
         return nodes
 
@@ -102,3 +107,15 @@ class _Renderer:
         if op.type == "Scan":  # empty lists were dropped with the other empty attributes
             attrs.update({a: op.attrs[a] for a in op.attrs if a.startswith("scan_") and op.attrs[a]})
         return ins[: len(ins) - k], attrs
+
+
+def _hardswish(x: str, y: str, scale: float, shift: float, inits: list) -> list[onnx.NodeProto]:
+    """mnnpy's ``HardSwish`` with ``scale``/``shift`` as ONNX nodes: HardSwish, then Mul, Add."""
+    h = y + "__hs"
+    inits.append(numpy_helper.from_array(np.array(scale, np.float32), h + "_scale"))
+    inits.append(numpy_helper.from_array(np.array(shift, np.float32), h + "_shift"))
+    return [
+        helper.make_node("HardSwish", [x], [h]),
+        helper.make_node("Mul", [h, h + "_scale"], [h + "_scaled"]),
+        helper.make_node("Add", [h + "_scaled", h + "_shift"], [y]),
+    ]

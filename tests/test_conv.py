@@ -230,7 +230,7 @@ def test_conv3d_falls_back(rng, backend):
 ACTIVATIONS = [
     ("Relu", [], {}),
     ("Clip", [0.0, 6.0], {}),
-    ("HardSwish", [], {}),
+    ("HardSwish", [1.5, -0.25], {}),  # mnnpy's scale and shift: HardSwish, Mul, Add in ONNX
     ("Sigmoid", [], {}),
     ("Tanh", [], {}),
     ("HardSigmoid", [0.2, 0.5], {"alpha": 0.2, "beta": 0.5}),
@@ -267,6 +267,10 @@ def test_conv_fused_activation(rng, act, params, onnx_attrs, kind):
     if act == "Clip":
         nodes.append(helper.make_node("Clip", ["t", "lo", "hi"], ["y"]))
         inits.update(lo=np.array(params[0], np.float32), hi=np.array(params[1], np.float32))
+    elif act == "HardSwish":
+        nodes += [helper.make_node("HardSwish", ["t"], ["h"]), helper.make_node("Mul", ["h", "s"], ["m"])]
+        nodes.append(helper.make_node("Add", ["m", "t0"], ["y"]))
+        inits.update(s=np.array(params[0], np.float32), t0=np.array(params[1], np.float32))
     else:
         nodes.append(helper.make_node(act, ["t"], ["y"], **onnx_attrs))
     (expected,) = run_ort(make_model(nodes, {"x": x}, ["y"], inits), {"x": x})

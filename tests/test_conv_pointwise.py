@@ -88,7 +88,7 @@ def _reference(y, b, r0, r1, c0, c1, act, a0, a1):
     elif act == "HardSigmoid":
         v = np.clip(a0 * v + a1, 0, 1)
     elif act == "HardSwish":
-        v = v * np.clip(v / 6 + 0.5, 0, 1)
+        v = v * np.clip(v / 6 + 0.5, 0, 1) * a0 + a1
     out[r0:r1, c0:c1] = v
     return out
 
@@ -99,7 +99,7 @@ def test_epilogue_kernel_against_float64(act):
     y = (rng.standard_normal((12, 37)) * 5).astype(np.float32)
     y[3, 4] = np.nan
     b = rng.standard_normal(4).astype(np.float32)  # rows are (N*M) with M = 4
-    params = {"Clip": (-1.0, 2.5), "LeakyRelu": (0.2,), "HardSigmoid": (0.3, 0.45)}.get(act, ())
+    params = {"Clip": (-1.0, 2.5), "LeakyRelu": (0.2,), "HardSigmoid": (0.3, 0.45), "HardSwish": (1.5, -0.25)}.get(act, ())
     code, a0, a1 = epilogue.codes(act, params)
     want = _reference(y, b, 2, 11, 3, 30, act, float(a0), float(a1))
     epilogue.kernel()(y, b, 2, 11, 3, 30, code, a0, a1)

@@ -15,6 +15,7 @@ import pytest
 import mnnpy
 from mnnpy.backends.cpu import kernels as kernels_mod
 from mnnpy.backends.cpu.kernels import depthwise as dw_kernel
+from mnnpy.backends.cpu.kernels import native
 from mnnpy.backends.cpu.ops import depthwise as dw_ops
 from mnnpy.converter import convert
 from tests.backend_compare import CONV_ACTIVATIONS, conv_model, spy_inits
@@ -134,10 +135,20 @@ def test_nan_passes_through_fused_relu():
 def test_numba_cache_under_the_mnnpy_cache(tmp_path, monkeypatch):
     monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
     monkeypatch.setenv("MNNPY_CACHE", str(tmp_path))
-    assert kernels_mod._cache_folder() == str(tmp_path / "numba")
-    assert (tmp_path / "numba").is_dir()
+    sub = "mnnpy-" + native.source_digest()[:12]
+    assert kernels_mod._cache_folder() == str(tmp_path / "numba" / sub)
+    assert (tmp_path / "numba" / sub).is_dir()
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "elsewhere"))
-    assert kernels_mod._cache_folder() == str(tmp_path / "elsewhere")
+    assert kernels_mod._cache_folder() == str(tmp_path / "elsewhere" / sub)
+
+
+def test_numba_cache_folder_follows_the_kernel_sources(tmp_path, monkeypatch):
+    """numba checks only a cached function's own file, not those it inlines (simd.activate):
+    other kernel sources get another folder."""
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path))
+    before = kernels_mod._cache_folder()
+    monkeypatch.setattr(native, "source_digest", lambda: "f" * 64)
+    assert kernels_mod._cache_folder() == str(tmp_path / ("mnnpy-" + "f" * 12)) != before
 
 
 def test_an_unusable_cache_folder_means_numpy_with_a_warning(tmp_path, monkeypatch):

@@ -74,3 +74,22 @@ def scalar(value: np.ndarray | None) -> float | None:
     if value is None or value.size != 1 or value.dtype.kind not in "fiu":
         return None
     return float(value.reshape(()))
+
+
+def scalar_step(v: GraphView, op: Op) -> tuple[int, str, float] | None:
+    """``(x, kind, value)`` when ``op`` is ``x*a | a*x | x/a`` (kind ``"scale"``, value ``a`` or
+    ``1/a``) or ``x+b | b+x | x-b`` (``"shift"``, ``b`` or ``-b``) with a finite float32 scalar
+    constant (rank <= 1, so it cannot grow the shape) and ``x`` not a constant; else ``None``
+    (also for a division by 0)."""
+    if op.type not in ("Mul", "Div", "Add", "Sub") or len(op.inputs) != 2:
+        return None
+    for k in (0, 1) if op.type in ("Mul", "Add") else (0,):
+        c = v.const(op.inputs[1 - k])
+        value = scalar(c) if c is not None and c.dtype == np.float32 and c.ndim <= 1 else None
+        if value is not None and v.const(op.inputs[k]) is None and np.isfinite(value):
+            if op.type == "Div" and value == 0:
+                return None
+            kind = "scale" if op.type in ("Mul", "Div") else "shift"
+            value = 1 / value if op.type == "Div" else -value if op.type == "Sub" else value  # (a Mul by 0 is no error)
+            return op.inputs[k], kind, value
+    return None

@@ -26,7 +26,7 @@ import numpy as np
 from mnnpy.ir import Graph
 from mnnpy.ops.activation import ACTIVATIONS
 
-from .common import GraphView, scalar
+from .common import GraphView, scalar, scalar_step
 
 CONVS = ("Conv", "ConvTranspose")
 
@@ -159,21 +159,9 @@ def _unpadded(conv, w: np.ndarray) -> bool:
 
 def _scalar_step(v: GraphView, t: int):
     """``(op, x, kind, value)`` when private ``t = x*a | a*x | x/a | x+b | b+x | x-b`` with a scalar constant."""
-    if not v.private(t):
-        return None
-    op = v.producer(t)
-    if op is None or op.type not in ("Mul", "Div", "Add", "Sub") or len(op.inputs) != 2:
-        return None
-    for k in (0, 1) if op.type in ("Mul", "Add") else (0,):
-        c = v.const(op.inputs[1 - k])
-        value = scalar(c) if c is not None and c.dtype == np.float32 and c.ndim <= 1 else None
-        if value is not None and v.const(op.inputs[k]) is None and np.isfinite(value):
-            if op.type == "Div" and value == 0:
-                return None
-            kind = "scale" if op.type in ("Mul", "Div") else "shift"
-            value = 1 / value if op.type == "Div" else -value if op.type == "Sub" else value  # (a Mul by 0 is no error)
-            return op, op.inputs[k], kind, value
-    return None
+    op = v.producer(t) if v.private(t) else None
+    step = scalar_step(v, op) if op is not None else None
+    return None if step is None else (op, *step)
 
 
 def fold_affine_into_next(graph: Graph, keep_names=frozenset()) -> int:

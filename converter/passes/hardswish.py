@@ -9,13 +9,22 @@ each commutative op; every intermediate read only by the pattern):
 - ``x * (Clip(x + 3, 0, 6) / 6)``.
 
 The last op of the pattern becomes ``HardSwish(x)``, keeping its output tensor.
+
+``fold_hardswish_affine``: a scalar scale or shift after a ``HardSwish`` (``y * a``, ``y / a``,
+``y + b``, ``y - b``; PP-LCNetV3's learnable affine blocks, PP-OCRv4 det's and rec's backbone)
+goes into its mnnpy attributes ``scale`` and ``shift`` (``scale * hardswish(x) + shift``), so a
+Conv fusing it computes the affine in its epilogue: ``s * h + t`` then ``* a`` gives scale
+``s*a``, shift ``t*a``; ``+ b`` gives shift ``t + b``. Its output is stored once, after the
+affine, as before the fold (fp16 storage sees the same values).
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from mnnpy.ir import Graph
 
-from .common import GraphView, scalar
+from .common import GraphView, scalar, scalar_step
 
 TOL = 1e-6
 
@@ -111,6 +120,32 @@ def fuse_hardswish(graph: Graph, keep_names=frozenset()) -> int:
         op.type, op.inputs, op.attrs = "HardSwish", [x], {}
         for dead in ops:
             v.kill(dead)
+        count += 1
+    v.finish()
+    return count
+
+
+def fold_hardswish_affine(graph: Graph, keep_names=frozenset()) -> int:
+    """Fold each scalar scale/shift read from a ``HardSwish`` (its output's only reader) into the
+    HardSwish's ``scale``/``shift`` (module doc); returns how many were folded."""
+    v = GraphView(graph, keep_names)
+    count = 0
+    for op in list(graph.ops):
+        step = scalar_step(v, op) if op.type in ("Mul", "Div", "Add", "Sub") else None
+        hs = v.producer(step[0]) if step is not None and v.private(step[0]) else None
+        if hs is None or hs.type != "HardSwish" or hs.outputs[0] != step[0]:
+            continue
+        _, kind, value = step
+        scale, shift = float(hs.attrs.get("scale", 1.0)), float(hs.attrs.get("shift", 0.0))
+        if kind == "scale":
+            scale, shift = scale * value, shift * value
+        else:
+            shift = shift + value
+        if not (np.isfinite(np.float32(scale)) and np.isfinite(np.float32(shift))):
+            continue
+        hs.attrs = {**hs.attrs, "scale": float(np.float32(scale)), "shift": float(np.float32(shift))}
+        hs.outputs = [op.outputs[0]]
+        v.kill(op)
         count += 1
     v.finish()
     return count

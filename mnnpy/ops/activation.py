@@ -123,12 +123,16 @@ ACTIVATIONS = _table(
         flops=4,
         kinds=None,
     ),
+    # scale, shift: mnnpy's (ONNX's HardSwish has no attributes: 1, 0); the converter folds a
+    # scalar Mul and Add after it into them (PP-LCNetV3's learnable affine blocks, 20 in PP-OCRv4 rec)
     Activation(
         "HardSwish",
-        "``x * max(0, min(1, x / 6 + 1 / 2))``",
-        "x * clip_(x * (1.0f / 6.0f) + 0.5f, 0.0f, 1.0f)",
+        "``scale * x * max(0, min(1, x / 6 + 1 / 2)) + shift``; ``scale``, ``shift``: mnnpy's "
+        "(ONNX HardSwish: 1, 0), a scalar Mul and Add after it folded by the converter",
+        "x * clip_(x * (1.0f / 6.0f) + 0.5f, 0.0f, 1.0f) * a0 + a1",
+        {"scale": Attr("float", 1.0), "shift": Attr("float", 0.0)},
         fuse=True,
-        flops=5,
+        flops=7,
         kinds=None,
     ),
     Activation("Tanh", "``tanh(x)``", "tanh_(x)", fuse=True, kinds=None),

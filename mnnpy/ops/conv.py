@@ -55,14 +55,16 @@ def conv_transpose_flops(ctx, outs) -> float:
 
 def check_activation(attrs) -> str | None:
     """The broken rule, or ``None``: ``activation_params`` holds exactly the scalars of the
-    fused ``activation`` (``Activation.scalars``: 2 for Clip and HardSigmoid, 1 for LeakyRelu,
+    fused ``activation`` (``Activation.scalars``: 2 for Clip, HardSigmoid and HardSwish, 1 for LeakyRelu,
     none for the others and for no activation). Missing or extra parameters made the CPU
     raise ``ValueError`` on every run while the GPUs read other numbers."""
     act, params = attrs["activation"], list(attrs["activation_params"])
     entry = ACTIVATIONS.get(act)
     want = 0 if entry is None else 2 if entry.bounds else len(entry.attrs)
     if len(params) != want:
-        return f"activation '{act}' takes {want} activation_params, got {len(params)}"
+        # HardSwish took none before its scale and shift (mnnpy 0.1.0's first conversions)
+        again = "; convert the model again with this mnnpy" if act == "HardSwish" and not params else ""
+        return f"activation '{act}' takes {want} activation_params, got {len(params)}{again}"
     return None
 
 

@@ -13,7 +13,7 @@ float act_clip(float x, float a0, float a1) { return clip_(x, a0, a1); }
 float act_leakyrelu(float x, float a0, float a1) { return x < 0.0f ? x * a0 : x; }
 float act_sigmoid(float x, float a0, float a1) { return sigmoid_(x); }
 float act_hardsigmoid(float x, float a0, float a1) { return clip_(x * a0 + a1, 0.0f, 1.0f); }
-float act_hardswish(float x, float a0, float a1) { return x * clip_(x * (1.0f / 6.0f) + 0.5f, 0.0f, 1.0f); }
+float act_hardswish(float x, float a0, float a1) { return x * clip_(x * (1.0f / 6.0f) + 0.5f, 0.0f, 1.0f) * a0 + a1; }
 float act_tanh(float x, float a0, float a1) { return tanh_(x); }
 float act_swish(float x, float a0, float a1) { return x * sigmoid_(a0 * x); }
 float act_sqrt(float x, float a0, float a1) { return sqrt_(x); }

@@ -1,7 +1,8 @@
 """Compiled CPU kernels (numba), see DESIGN.md "CPU kernels".
 
 Each kernel is compiled once per signature per machine: ``njit(cache=True)`` with numba's
-cache under ``<mnnpy cache>/numba`` unless ``NUMBA_CACHE_DIR`` is set. Kernels are compiled
+cache in a folder per version of the kernel sources under ``<mnnpy cache>/numba`` (or
+``NUMBA_CACHE_DIR``; ``_cache_folder``). Kernels are compiled
 for their explicit signatures the first time a session resizes an op that uses them
 (``compiled``), never during ``run``. Where numba is missing or cannot compile (no writable
 cache folder, no compiler), ``compiled`` warns once and returns ``None``, and the execution
@@ -33,22 +34,25 @@ _WARM: list[threading.Thread] = []  # the warm-up thread, once started
 
 
 def _cache_folder() -> str:
-    """numba's cache folder: ``$NUMBA_CACHE_DIR``, else ``<mnnpy cache>/numba`` (created;
-    ``OSError`` where it cannot be)."""
+    """numba's cache folder: ``<root>/mnnpy-<12 hex digits of the kernel sources' SHA-256>``
+    under ``$NUMBA_CACHE_DIR``, else under ``<mnnpy cache>/numba`` (created; ``OSError`` where it
+    cannot be). numba checks a cached function against its own file's time stamp only, not the
+    files of the functions it inlines (``simd.activate`` into four kernels): a cache kept across
+    a change of ``simd.py`` returned the old code."""
     env = os.environ.get("NUMBA_CACHE_DIR")
     if env:
-        os.makedirs(env, exist_ok=True)
-        return env
-    from mnnpy.models import cache_dir
+        root = env
+    else:
+        from mnnpy.models import cache_dir
 
-    folder = cache_dir() / "numba"
-    folder.mkdir(parents=True, exist_ok=True)
-    return str(folder)
+        root = str(cache_dir() / "numba")
+    folder = os.path.join(root, "mnnpy-" + native.source_digest()[:12])
+    os.makedirs(folder, exist_ok=True)
+    return folder
 
 
 def _import_numba():
     folder = _cache_folder()
-    os.environ.setdefault("NUMBA_CACHE_DIR", folder)
     import numba
 
     numba.config.CACHE_DIR = folder  # read when a cache is made, also if numba was imported before

@@ -14,7 +14,7 @@ operators.md; ``a0, a1`` are ``activation_params`` as float32)::
     2 Clip         min(max(x, a0), a1)            (Relu6: a0 = 0, a1 = 6)
     3 LeakyRelu    x < 0 ? a0 * x : x
     4 HardSigmoid  max(0, min(1, a0 * x + a1))
-    5 HardSwish    x * max(0, min(1, x / 6 + 1/2))
+    5 HardSwish    a0 * x * max(0, min(1, x / 6 + 1/2)) + a1   (scale, shift)
 
 NaN passes through every one of them, as in NumPy. Sigmoid and Tanh are left to NumPy
 (``codes`` gives ``None``): numba's ``exp`` has no vector form without SVML, so a compiled
@@ -77,7 +77,7 @@ def _span(f, d0, n, bias, act, a0, a1):  # pragma: no cover - compiled
                 t = zero
             elif t > one:
                 t = one
-            f[d + u(i)] = v * t
+            f[d + u(i)] = v * t * a0 + a1
 
 
 def _rows(y, b, r0, r1, c0, c1, act, a0, a1):  # pragma: no cover - compiled

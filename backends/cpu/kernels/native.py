@@ -321,11 +321,19 @@ def _host_cpu() -> list[str]:
 
 
 @functools.lru_cache(maxsize=1)
-def key() -> str:
-    """The environment part of every file name (module doc), 16 hex digits."""
+def source_digest() -> str:
+    """SHA-256 (hex) of the kernel sources, every ``kernels/*.py`` with its name: part of
+    ``key`` and the name of numba's cache folder (``kernels._cache_folder``)."""
     h = hashlib.sha256()
     for f in sorted(Path(__file__).parent.glob("*.py")):
         h.update(f.name.encode() + f.read_bytes())
+    return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=1)
+def key() -> str:
+    """The environment part of every file name (module doc), 16 hex digits."""
+    h = hashlib.sha256(source_digest().encode())
     spec = importlib.util.find_spec("numba")
     # numba's version as its package records it (``_version.py``): one small file, where listing
     # site-packages for its dist-info took up to 75 ms of a new process's first session here

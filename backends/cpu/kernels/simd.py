@@ -202,7 +202,7 @@ def activate(v, act, a0, a1):  # pragma: no cover - compiled
         t = vadd(vmul(v, vsplat(a0)), vsplat(a1))
         return vless_sel(t, zero, zero, vless_sel(one, t, one, t))
     t = vadd(vmul(v, vsplat(np.float32(1.0 / 6.0))), vsplat(np.float32(0.5)))
-    return vmul(v, vless_sel(t, zero, zero, vless_sel(one, t, one, t)))
+    return vadd(vmul(vmul(v, vless_sel(t, zero, zero, vless_sel(one, t, one, t))), vsplat(a0)), vsplat(a1))
 
 
 def _select_mask(builder, cond, mask):

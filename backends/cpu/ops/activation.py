@@ -122,10 +122,14 @@ def hard_sigmoid(y, x, alpha, beta):
 
 
 @kernel("HardSwish", scratch=(None,))
-def hard_swish(y, x, a0, a1, s):
-    """``x * clip(x / 6 + 1/2, 0, 1)``."""
+def hard_swish(y, x, scale, shift, s):
+    """``scale * x * clip(x / 6 + 1/2, 0, 1) + shift`` (ONNX: scale 1, shift 0)."""
     hard_sigmoid(s, x, 1 / 6, 0.5)
     np.multiply(x, s, out=y)
+    if scale != 1:
+        np.multiply(y, scale, out=y)
+    if shift != 0:
+        np.add(y, shift, out=y)
 
 
 @kernel("Swish", scratch=(None,), f32=True)
