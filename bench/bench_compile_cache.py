@@ -3,10 +3,10 @@
     python bench/bench_compile_cache.py --models DIR [--backends vulkan opencl] [--repeat 3]
         [--driver-cache fresh|off|keep] [--per-model] [--profile 25] [--output FILE]
 
-``DIR`` holds the ONNX files ``mobilenet_v2.onnx``, ``resnet18.onnx`` (``bench/make_models.py``
-writes them), ``ppocr_det.onnx``, ``ppocr_rec.onnx``, ``ppocr_cls.onnx`` (PP-OCRv4, from the
-``rapidocr-onnxruntime`` wheel: ``python -m mnnpy.models`` fetches them); a missing file is a
-row saying so. Nothing is downloaded: only numpy, onnx, mnnpy and the backend's driver wrapper
+``DIR`` holds the ONNX files ``mobilenet_v2.onnx``, ``resnet18.onnx``, ``ppocr_det.onnx``,
+``ppocr_rec.onnx``, ``ppocr_cls.onnx`` (PP-OCRv4, from the ``rapidocr-onnxruntime`` wheel):
+``python bench/make_models.py --out DIR --ppocr`` writes them all; a missing file is a row
+saying so (none of them: an error). Nothing is downloaded: only numpy, onnx, mnnpy and the backend's driver wrapper
 (pyopencl, vulkan) are needed (numba is not).
 
 The models are converted once (in this process) into a work folder. Then per backend and
@@ -278,7 +278,7 @@ def header(args, names: list[str]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--models", type=Path, help="folder with the .onnx files (module doc)")
-    p.add_argument("--backends", nargs="+", default=["vulkan", "opencl"])
+    p.add_argument("--backends", nargs="+", default=["vulkan", "opencl"], choices=("vulkan", "opencl", "cpu"))
     p.add_argument("--repeat", type=int, default=1, help="cold/warm pairs per backend (default 1)")
     p.add_argument("--driver-cache", choices=("fresh", "off", "keep"), default="fresh")
     p.add_argument("--profile", type=int, default=0, help="print the N top functions of a warm create+resize (own process)")
@@ -308,6 +308,12 @@ def main(argv: list[str] | None = None) -> int:
         os.environ[OWN_TOKEN_ENV] = "1"  # inherited by child_env's copy of the environment
     if args.models is None or not args.models.is_dir():
         p.error("--models must name a folder with the .onnx files")
+    if args.repeat < 1 or args.profile < 0:
+        p.error("--repeat must be at least 1 and --profile at least 0")
+    if args.output is not None and not args.output.parent.is_dir():
+        p.error(f"--output: no folder {args.output.parent}")
+    if not any((args.models / f"{name}.onnx").is_file() for name in MODELS):
+        p.error(f"--models {args.models} holds none of {', '.join(f'{n}.onnx' for n in MODELS)} (module doc)")
     with tempfile.TemporaryDirectory(prefix="mnnpy-ccbench-models-") as work:
         status = convert_models(args.models, Path(work))
         names = [n for n, why in status.items() if not why]

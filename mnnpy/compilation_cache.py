@@ -125,9 +125,12 @@ def read_mapping(folder: Path) -> dict:
 
 
 def checked_folder(folder: str | os.PathLike) -> Path:
-    """``cache_dir`` as a ``Path`` (``~`` expanded); ``InputError`` unless a non-empty path."""
+    """``cache_dir`` as a ``Path`` (``~`` expanded); ``InputError`` unless a non-empty path
+    without NUL characters (no file system takes them)."""
     if not isinstance(folder, (str, os.PathLike)) or not os.fspath(folder):
         raise InputError(f"cache_dir must be a folder's path (a non-empty str or os.PathLike), got {folder!r}")
+    if "\0" in str(os.fspath(folder)):
+        raise InputError(f"cache_dir {os.fspath(folder)!r} holds a NUL character")
     return Path(folder).expanduser()
 
 

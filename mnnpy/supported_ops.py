@@ -42,8 +42,9 @@ def supported_ops(interpreter, device, shapes: Mapping[str, tuple[int, ...]] | N
 
     ``shapes`` (input name -> shape): the ops are checked for those input shapes, limits that
     depend on sizes included (a device's buffer-size limit, ``supports_outputs``). Without
-    it: for the declared shapes with each dynamic dim 1, so that only dtypes, attributes,
-    ranks and static dims decide. Ops computed at resize (their inputs all constant) are
+    it: for the declared shapes with batch 1 and every other dynamic dim 64
+    (``mnnpy.tools.inputs.default_shape``, as ``mnnpy info --supported``; each dynamic dim 1
+    made a pooling window larger than its input in PP-OCR cls). Ops computed at resize (their inputs all constant) are
     checked as any other. Raises ``InputError`` (a malformed device name, bad shapes),
     ``BackendUnavailableError`` (an unknown or unusable device) or ``ShapeError``."""
     from mnnpy.device import get_device
@@ -51,8 +52,10 @@ def supported_ops(interpreter, device, shapes: Mapping[str, tuple[int, ...]] | N
     dev = get_device(device)
     session = interpreter.unplanned_session(dev.id)
     try:
-        if shapes is None:  # each dynamic dim 1: no size-dependent limit decides
-            shapes = {d.name: tuple(s if isinstance(s, int) and s >= 0 else 1 for s in (d.shape or ())) for d in session.inputs}
+        if shapes is None:
+            from mnnpy.tools.inputs import default_shape
+
+            shapes = {d.name: default_shape(d.shape or ()) for d in session.inputs}
         sizes = session._described(shapes)[0].sizes
         backend = session.backends[0]
         ops = session.graph.ops

@@ -54,3 +54,17 @@ def test_per_model_processes(tmp_path):
     for name in ("ppocr_rec", "ppocr_cls"):
         row = next(r for r in rows if r.startswith(f"| vulkan | {name} create+resize"))
         assert row.split("|")[-2].strip() == "yes", row
+
+
+def test_arguments_checked_before_any_work(tmp_path):
+    """Newcomer findings: ``--repeat 0`` ended in a StatisticsError, an ``--output`` in a missing
+    folder in a FileNotFoundError after the whole run, a folder without the models exited 0."""
+    bench = _bench()
+    (tmp_path / "models").mkdir()
+    onnx.save(conv_model(np.random.default_rng(0), (1, 3, 8, 8), (4, 3, 3, 3), {})[0], tmp_path / "models" / "ppocr_cls.onnx")
+    for extra in (["--repeat", "0"], ["--profile", "-3"], ["--output", str(tmp_path / "no" / "t.md")], ["--backends", "auto"]):
+        with pytest.raises(SystemExit) as e:
+            bench.main(["--models", str(tmp_path / "models"), *extra])
+        assert e.value.code == 2, extra
+    with pytest.raises(SystemExit):
+        bench.main(["--models", str(tmp_path)])  # none of the five models

@@ -376,3 +376,21 @@ def test_cache_dir_and_cli_refuse_what_is_not_a_cache(tmp_path, capsys):
             assert cli(["cache", action, "--dir", str(where)]) == 2
             assert "not a compilation cache folder" in capsys.readouterr().err
     assert (plain / "keep.txt").read_text() == "keep" and afile.read_text() == "hi"
+
+
+def test_a_nul_in_cache_dir_and_a_clear_the_file_system_refuses(tmp_path, monkeypatch, capsys):
+    """Newcomer findings: a NUL character in ``cache_dir`` was a plain ``ValueError``; ``mnnpy
+    cache clear`` on a folder it cannot write (read-only) ended in a ``PermissionError`` traceback."""
+    from mnnpy.errors import InputError
+    from mnnpy.tools import cache as cache_tool
+
+    with pytest.raises(InputError, match="NUL"):
+        cc.CompilationCache(str(tmp_path) + "/x\x00y", "ab" * 32)
+    cc.CompilationCache(tmp_path, "ab" * 32)
+
+    def refused(folder):
+        raise PermissionError(13, "Permission denied", str(folder / "lock"))
+
+    monkeypatch.setattr(cache_tool, "locked", refused)
+    assert cli(["cache", "clear", "--dir", str(tmp_path)]) == 2
+    assert "cannot clear" in capsys.readouterr().err and (tmp_path / "lock").is_file()

@@ -136,19 +136,28 @@ def test_supported_ops_give_the_schedules_reasons(backend, rng):
 
 def test_shape_dependent_limits_only_with_shapes(rng, monkeypatch):
     """OpenCL's output-size limit (``supports_outputs``, lowered here) is checked for the given
-    shapes; without shapes each dynamic dim is 1."""
+    shapes; without shapes, for batch 1 and other dynamic dims 64 (``mnnpy info --supported``'s)."""
     if not registry.backend_availability("opencl")[0]:
         pytest.skip(f"OpenCL unavailable: {registry.backend_availability('opencl')[1]}")
     from mnnpy.backends.opencl.backend import OpenCLBackend
 
-    monkeypatch.setattr(OpenCLBackend, "max_elements", 100)
+    monkeypatch.setattr(OpenCLBackend, "max_elements", 3 * 64 * 64)
     interp = mnnpy.Interpreter(convert(partitioned_model(rng)))
     assert [s.supported for s in interp.supported_ops("opencl")] == [True, False, True, True]
-    big = interp.supported_ops(mnnpy.get_device("opencl:0"), {"x": (1, 3, 13, 7), "z": (3, 1, 1)})
+    big = interp.supported_ops(mnnpy.get_device("opencl:0"), {"x": (1, 3, 64, 65), "z": (3, 1, 1)})
     assert [s.supported for s in big] == [False, False, False, False]
-    assert "more than 100 elements" in big[0].reason
+    assert f"more than {3 * 64 * 64} elements" in big[0].reason
     with pytest.raises(mnnpy.InputError):
         interp.supported_ops("opencl", {"nope": (1, 3, 2, 2), "z": (3, 1, 1)})
+
+
+def test_supported_ops_without_shapes_take_the_clis_default_shapes(rng):
+    """Newcomer finding: each dynamic dim 1 made PP-OCR cls's 2x2 MaxPool larger than its input
+    (ShapeError) where ``mnnpy info --supported`` (batch 1, other dims 64) worked."""
+    x = rand(rng, 1, 3, 8, 8)
+    nodes = [helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], strides=[2, 2])]
+    interp = mnnpy.Interpreter(convert(make_model(nodes, {"x": x}, ["y"], input_shapes={"x": ["n", 3, "h", "w"]})))
+    assert [s.supported for s in interp.supported_ops("cpu")] == [True]
 
 
 def test_control_flow_runs_on_the_host_and_what_follows_is_told_at_run():

@@ -30,7 +30,7 @@ def _act(v, act):
     if act == "HardSigmoid":
         return np.clip(v * A0 + A1, 0, 1)
     if act == "HardSwish":
-        return v * np.clip(v / 6 + 0.5, 0, 1)
+        return v * np.clip(v / 6 + 0.5, 0, 1) * A0 + A1  # scale, shift
     return v
 
 

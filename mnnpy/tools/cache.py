@@ -62,7 +62,8 @@ def is_cache_folder(folder: Path) -> bool:
 
 def run(args) -> int:
     """``mnnpy cache ACTION``: 0, 1 when ``verify`` found a bad entry; ``InputError`` for a
-    ``--dir`` that is not a compilation cache's folder (nothing is removed there)."""
+    ``--dir`` that is not a compilation cache's folder (nothing is removed there) and for a
+    ``clear`` the file system refuses (a read-only folder)."""
     folder = args.dir if args.dir is not None else default_dir()
     if not is_cache_folder(folder):
         if args.dir is None and not folder.exists():
@@ -70,10 +71,13 @@ def run(args) -> int:
             return 0
         raise InputError(f"{folder} is not a compilation cache folder (no 'lock' file from create_session(cache_dir=...))")
     if args.action == "clear":
-        with locked(folder):
-            (folder / "mapping").unlink(missing_ok=True)
-            (folder / "sources").unlink(missing_ok=True)
-            shutil.rmtree(folder / "entries", ignore_errors=True)
+        try:
+            with locked(folder):
+                (folder / "mapping").unlink(missing_ok=True)
+                (folder / "sources").unlink(missing_ok=True)
+                shutil.rmtree(folder / "entries", ignore_errors=True)
+        except OSError as e:
+            raise InputError(f"cannot clear {folder}: {e.strerror or e} ({e.filename or folder})") from None
         print(f"cleared {folder}")
         return 0
     tokens = _mapping(folder)
