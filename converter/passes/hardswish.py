@@ -131,7 +131,7 @@ def fold_hardswish_affine(graph: Graph, keep_names=frozenset()) -> int:
     v = GraphView(graph, keep_names)
     count = 0
     for op in list(graph.ops):
-        step = scalar_step(v, op) if op.type in ("Mul", "Div", "Add", "Sub") else None
+        step = scalar_step(v, op)
         hs = v.producer(step[0]) if step is not None and v.private(step[0]) else None
         if hs is None or hs.type != "HardSwish" or hs.outputs[0] != step[0]:
             continue
